@@ -1,0 +1,18 @@
+//! Engine dialects for recache.
+//!
+//! # Layout
+//!
+//! - [`engine`]: which engine sits behind recache ([`Engine`]) and what its dialect looks like
+//!   from the proxy's side (health probe path, metric names).
+//! - [`openai`]: checks on the OpenAI-shaped request bodies that recache parses before it
+//!   forwards them, so malformed requests are answered with a 400 instead of reaching the engine.
+//! - [`vllm`]: vLLM's own names (routes, Prometheus metrics).
+//!
+//! The proxy never re-serialises a body it validated: the engine receives the client's bytes.
+
+pub mod engine;
+pub mod openai;
+pub mod vllm;
+
+pub use engine::Engine;
+pub use openai::{ValidationError, validate_body};

@@ -1,0 +1,155 @@
+//! Errors recache answers itself, rendered in OpenAI's error shape
+//! (`{"error": {"message", "type", "param", "code"}}`) with the status a client can act on.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Response, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+
+use crate::Body;
+
+/// A request recache refuses or could not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{message}")]
+    BadRequest {
+        message: String,
+        param: Option<String>,
+    },
+    #[error("request body exceeds the limit of {limit} bytes (set --max-body-bytes to raise it)")]
+    PayloadTooLarge { limit: usize },
+    #[error("failed to read the request body: {source}")]
+    BodyRead {
+        #[source]
+        source: crate::BoxError,
+    },
+    #[error("no healthy upstream is available")]
+    NoHealthyUpstream,
+    #[error("could not connect to upstream {upstream}: {source}")]
+    UpstreamConnect {
+        upstream: String,
+        #[source]
+        source: hyper_util::client::legacy::Error,
+    },
+    #[error("upstream {upstream} did not answer within {after:?} (--upstream-timeout)")]
+    UpstreamTimeout { upstream: String, after: Duration },
+    #[error("upstream {upstream} failed before answering: {source}")]
+    UpstreamFailed {
+        upstream: String,
+        #[source]
+        source: hyper_util::client::legacy::Error,
+    },
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest { .. } | ApiError::BodyRead { .. } => StatusCode::BAD_REQUEST,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::NoHealthyUpstream | ApiError::UpstreamConnect { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            ApiError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::UpstreamFailed { .. } => StatusCode::BAD_GATEWAY,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// OpenAI's `type` field: who is at fault.
+    fn kind(&self) -> &'static str {
+        match self.status() {
+            StatusCode::UNAUTHORIZED => "authentication_error",
+            s if s.is_client_error() => "invalid_request_error",
+            _ => "upstream_error",
+        }
+    }
+
+    /// A stable machine-readable code, one per variant.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest { .. } => "invalid_request",
+            ApiError::PayloadTooLarge { .. } => "payload_too_large",
+            ApiError::BodyRead { .. } => "body_read_error",
+            ApiError::NoHealthyUpstream => "no_healthy_upstream",
+            ApiError::UpstreamConnect { .. } => "upstream_connect_error",
+            ApiError::UpstreamTimeout { .. } => "upstream_timeout",
+            ApiError::UpstreamFailed { .. } => "upstream_error",
+            ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::Internal(_) => "internal_error",
+        }
+    }
+
+    fn param(&self) -> Option<&str> {
+        match self {
+            ApiError::BadRequest { param, .. } => param.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The JSON object a client receives (also used as an SSE error event's payload).
+    pub fn to_json(&self) -> serde_json::Value {
+        error_json(&self.to_string(), self.kind(), self.code(), self.param())
+    }
+
+    pub fn into_response(self) -> Response<Body> {
+        json_response(self.status(), &self.to_json())
+    }
+}
+
+/// An OpenAI-shaped error object.
+pub fn error_json(message: &str, kind: &str, code: &str, param: Option<&str>) -> serde_json::Value {
+    serde_json::json!({"error": {"message": message, "type": kind, "param": param, "code": code}})
+}
+
+/// A JSON response with `status`.
+pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
+    let mut resp = Response::new(full(Bytes::from(value.to_string())));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// A complete in-memory body.
+pub fn full(bytes: Bytes) -> Body {
+    Full::new(bytes).map_err(|never| match never {}).boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_the_openai_shape_with_status() {
+        let err = ApiError::BadRequest {
+            message: "'prompt' is required".into(),
+            param: Some("prompt".into()),
+        };
+        assert_eq!(err.status(), StatusCode::BAD_REQUEST);
+        let json = err.to_json();
+        assert_eq!(json["error"]["message"], "'prompt' is required");
+        assert_eq!(json["error"]["type"], "invalid_request_error");
+        assert_eq!(json["error"]["code"], "invalid_request");
+        assert_eq!(json["error"]["param"], "prompt");
+        assert_eq!(
+            ApiError::NoHealthyUpstream.status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            ApiError::NoHealthyUpstream.to_json()["error"]["type"],
+            "upstream_error"
+        );
+    }
+}

@@ -1,0 +1,35 @@
+//! recache: a drop-in OpenAI-compatible proxy in front of vLLM that makes generative
+//! recommendation serving cheap.
+//!
+//! # Layout
+//!
+//! - [`config`]: `recache serve` settings from flags, `RECACHE_*` environment and a TOML file,
+//!   resolved in that order of precedence into one [`config::Config`].
+//! - [`server`]: the accept loop. [`server::run`] takes an already-bound listener (so tests bind
+//!   `127.0.0.1:0`) and a shutdown future, and drains in-flight requests before returning.
+//! - [`service`]: routes one request: recache's own `/health`, `/ready`, `/metrics`, else proxy.
+//! - [`proxy`]: forwarding to an upstream: body limits and validation, retries on connect
+//!   failure, timeouts, and the streaming response body ([`proxy::stream`]).
+//! - [`upstream`]: the replica set: health state, least-outstanding choice, in-flight guards;
+//!   [`health`] probes replicas in the background and takes failed ones back.
+//! - [`error`]: every error recache itself answers with, rendered in OpenAI's error shape.
+//! - [`metrics`]: the Prometheus registry behind `/metrics`.
+//! - [`bench`]: benchmark commands (`recache bench ...`) that print JSON.
+//!
+//! Engine specifics (routes, health path, request shapes) live in the `recache-adapters` crate.
+
+pub mod bench;
+pub mod config;
+pub mod error;
+pub mod health;
+pub mod metrics;
+pub mod proxy;
+pub mod server;
+pub mod service;
+pub mod upstream;
+
+/// The body type of every response recache sends.
+pub type Body = http_body_util::combinators::BoxBody<bytes::Bytes, BoxError>;
+
+/// Errors carried inside response bodies.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

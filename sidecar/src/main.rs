@@ -1,0 +1,80 @@
+//! The `recache` command: parses the command line and hands over to the library.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use tokio::net::TcpListener;
+
+use recache::bench::BenchCmd;
+use recache::config::ServeArgs;
+
+/// recache: a drop-in OpenAI-compatible proxy that makes generative-recommendation serving on
+/// vLLM cheap.
+#[derive(Parser, Debug)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve the proxy in front of one or more engine replicas.
+    ///
+    /// Settings come from flags, then RECACHE_* environment variables, then the TOML file
+    /// given by --config, then defaults.
+    Serve(ServeArgs),
+    /// Benchmarks that print JSON.
+    #[command(subcommand)]
+    Bench(BenchCmd),
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RECACHE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Runtime::new().context("starting the tokio runtime")?;
+    match cli.command {
+        Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::Bench(cmd) => Ok(runtime.block_on(cmd.run())?),
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = args.resolve()?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    tracing::info!(
+        listen = %listener.local_addr()?,
+        upstreams = ?config.upstreams.iter().map(|u| u.to_string()).collect::<Vec<_>>(),
+        engine = %config.engine,
+        "recache serving"
+    );
+    let state = recache::service::AppState::new(config).context("creating metrics")?;
+    let drained = recache::server::run(listener, state, shutdown_signal()).await;
+    if !drained {
+        anyhow::bail!("exited with requests still in flight after the drain deadline");
+    }
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops recache");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+    }
+}

@@ -5,6 +5,7 @@
 //! (`data: {"error": ...}`), then the body fails so hyper closes the connection: the client
 //! cannot mistake a truncated stream for a complete one. recache itself keeps serving.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
@@ -17,13 +18,16 @@ use crate::error::error_json;
 use crate::metrics::RequestRecord;
 use crate::upstream::InFlight;
 
+/// How long the error event gets to reach the client before the connection is cut.
+const FLUSH_GRACE: std::time::Duration = std::time::Duration::from_millis(20);
+
 pin_project_lite::pin_project! {
     /// A streaming upstream body with its bookkeeping attached.
     pub struct UpstreamBody {
         #[pin]
         inner: Incoming,
         sse: bool,
-        failure: Option<BoxError>,
+        failure: Option<(BoxError, Pin<Box<tokio::time::Sleep>>)>,
         in_flight: Option<InFlight>,
         _record: RequestRecord,
     }
@@ -50,8 +54,13 @@ impl HttpBody for UpstreamBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.project();
-        if let Some(err) = this.failure.take() {
-            return Poll::Ready(Some(Err(err)));
+        if let Some((_, flushed)) = this.failure.as_mut() {
+            // hyper flushes its write buffer while the body is pending; aborting at once would
+            // drop the error event with the connection.
+            ready!(flushed.as_mut().poll(cx));
+            if let Some((err, _)) = this.failure.take() {
+                return Poll::Ready(Some(Err(err)));
+            }
         }
         match ready!(this.inner.poll_frame(cx)) {
             Some(Ok(frame)) => Poll::Ready(Some(Ok(frame))),
@@ -83,7 +92,7 @@ impl HttpBody for UpstreamBody {
                 }
                 let message = format!("upstream {} failed mid-stream: {err}", upstream.label);
                 let event = error_json(&message, "upstream_error", "upstream_stream_error", None);
-                *this.failure = Some(err.into());
+                *this.failure = Some((err.into(), Box::pin(tokio::time::sleep(FLUSH_GRACE))));
                 Poll::Ready(Some(Ok(Frame::data(Bytes::from(format!(
                     "data: {event}\n\n"
                 ))))))

@@ -128,21 +128,6 @@ impl Metrics {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn normalises_routes_and_renders() {
-        assert_eq!(route_label("/v1/completions"), "/v1/completions");
-        assert_eq!(route_label("/some/random/path"), "other");
-        let m = Metrics::new().expect("metrics");
-        m.observe("/v1/models", 200, 0.001);
-        let text = String::from_utf8(m.render()).expect("utf8");
-        assert!(text.contains(r#"recache_requests_total{route="/v1/models",status="200"} 1"#));
-    }
-}
-
 /// Counts one request from arrival until dropped: in-flight while alive, then its status and
 /// duration. Proxied responses move it into their body so streaming time is included.
 pub struct RequestRecord {
@@ -180,5 +165,20 @@ impl Drop for RequestRecord {
             self.status,
             self.started.elapsed().as_secs_f64(),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalises_routes_and_renders() {
+        assert_eq!(route_label("/v1/completions"), "/v1/completions");
+        assert_eq!(route_label("/some/random/path"), "other");
+        let m = Metrics::new().expect("metrics");
+        m.observe("/v1/models", 200, 0.001);
+        let text = String::from_utf8(m.render()).expect("utf8");
+        assert!(text.contains(r#"recache_requests_total{route="/v1/models",status="200"} 1"#));
     }
 }

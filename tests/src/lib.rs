@@ -1,0 +1,134 @@
+//! Harness for tests that run against real engines.
+//!
+//! # Layout
+//!
+//! - [`Testbed`]: one engine instance started by `examples/testbed/up --name NAME`, parsed from
+//!   its `UPSTREAM=` / `MODEL=` / `KV_EVENTS=` lines and stopped with `examples/testbed/down`.
+//! - [`Proxy`]: recache's server, in this process, on `127.0.0.1:0` in front of testbeds.
+//! - [`engine_tests_enabled`]: engine tests run only when `RECACHE_ENGINE_TESTS=1` (the README
+//!   test command sets it after installing the engine); otherwise they say so and return, so
+//!   `cargo test` stays fast on a machine without the testbed.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use recache::config::ServeArgs;
+use recache::service::AppState;
+use tokio::sync::oneshot;
+
+/// True when engine tests should run; prints why not otherwise.
+pub fn engine_tests_enabled(test: &str) -> bool {
+    let on = std::env::var("RECACHE_ENGINE_TESTS").is_ok_and(|v| v == "1");
+    if !on {
+        eprintln!("{test}: skipped, set RECACHE_ENGINE_TESTS=1 (tests/run does) to run against the real engine");
+    }
+    on
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A running engine instance of the testbed.
+#[derive(Debug)]
+pub struct Testbed {
+    pub name: String,
+    pub upstream: String,
+    pub model: String,
+    pub kv_events: String,
+}
+
+impl Testbed {
+    /// Starts instance `name` (stopping a leftover one first) and waits until it is ready.
+    pub fn up(name: &str, extra: &[&str]) -> Testbed {
+        down(name);
+        let out = Command::new(repo_root().join("examples/testbed/up"))
+            .args(["--name", name])
+            .args(extra)
+            .output()
+            .expect("running examples/testbed/up");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "testbed {name} failed to start ({}):\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let field = |key: &str| {
+            stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{key}=")))
+                .unwrap_or_else(|| panic!("testbed printed no {key}= line:\n{stdout}"))
+                .to_string()
+        };
+        Testbed { name: name.into(), upstream: field("UPSTREAM"), model: field("MODEL"), kv_events: field("KV_EVENTS") }
+    }
+
+    /// The port the engine listens on.
+    pub fn port(&self) -> String {
+        self.upstream.rsplit(':').next().unwrap_or_default().to_string()
+    }
+
+    /// Stops the engine (SIGTERM to its process group).
+    pub fn down(&self) {
+        down(&self.name);
+    }
+
+    /// Reads one counter from the engine's own `/metrics` (summed over label sets).
+    pub async fn metric(&self, name: &str) -> f64 {
+        let text = reqwest::get(format!("{}/metrics", self.upstream)).await.expect("metrics").text().await.expect("text");
+        text.lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+}
+
+fn down(name: &str) {
+    let _ = Command::new(repo_root().join("examples/testbed/down")).args(["--name", name]).status();
+}
+
+/// recache serving in this process.
+pub struct Proxy {
+    pub base: String,
+    pub state: Arc<AppState>,
+    _stop: oneshot::Sender<()>,
+}
+
+impl Proxy {
+    pub async fn start(upstreams: &[&str]) -> Proxy {
+        let args = ServeArgs {
+            upstream: upstreams.iter().map(|u| u.to_string()).collect(),
+            health_interval: Some(Duration::from_millis(500)),
+            ..Default::default()
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let state = AppState::new(args.resolve().expect("config")).expect("state");
+        let (tx, rx) = oneshot::channel::<()>();
+        tokio::spawn(recache::server::run(listener, state.clone(), async move {
+            let _ = rx.await;
+        }));
+        let proxy = Proxy { base, state, _stop: tx };
+        proxy.wait_ready(Duration::from_secs(30)).await;
+        proxy
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Waits until `/ready` is 200.
+    pub async fn wait_ready(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while tokio::time::Instant::now() < deadline {
+            if reqwest::get(self.url("/ready")).await.is_ok_and(|r| r.status() == 200) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!("recache at {} not ready within {limit:?}", self.base);
+    }
+}

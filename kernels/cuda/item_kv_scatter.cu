@@ -45,6 +45,7 @@ struct ScatterShape {
     i64 dst_block_stride;  // elements between engine blocks
     i64 num_src_slots;
     i64 num_dst_slots;
+    i64 num_tokens;        // length of slot_mapping
     int stored_pos;        // position every item's first token was computed at
 };
 
@@ -118,6 +119,7 @@ __device__ void scatter_impl(
         const int h = r / units_per_head;
         const int j = r % units_per_head;
         const i64 s = src0 + t;
+        if ((i64)tok0 + t < 0 || (i64)tok0 + t >= sh.num_tokens) continue;
         const i64 d = slot_mapping[tok0 + t];
         // Padding (-1) and out-of-range slots are skipped, never written.
         if (s < 0 || s >= sh.num_src_slots || d < 0 || d >= sh.num_dst_slots) continue;

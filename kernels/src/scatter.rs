@@ -168,11 +168,12 @@ pub fn scatter_layer_reference(
                 }
                 rope.rotate(&mut head, &cos, &sin);
                 // Unrotated tail dims are copied as bits, not round-tripped.
-                for e in 0..d {
-                    bufs.dst_k[dof + e] = if e < rope.rotary_dim {
+                let (out, src) = (&mut bufs.dst_k[dof..dof + d], &bufs.src_k[so..so + d]);
+                for (e, (o, &b)) in out.iter_mut().zip(src).enumerate() {
+                    *o = if e < rope.rotary_dim {
                         dtype.from_f32(head[e])
                     } else {
-                        bufs.src_k[so + e]
+                        b
                     };
                 }
             }

@@ -1,4 +1,25 @@
 //! # Layout
 //!
-//! `recache-shim` loads recache's CUDA kernels (sources in `recache-kernels`)
-//! and exposes them to inference engines through a C ABI.
+//! `recache-shim` loads recache's CUDA kernels (sources and CPU references in
+//! `recache-kernels`) through cudarc with dynamic loading, and exposes them to
+//! inference engines through a C ABI (`include/recache_shim.h`) and a thin
+//! Python plugin (`python/recache_shim`). It builds, links and loads on
+//! machines without CUDA; there every entry point reports
+//! `RECACHE_ERR_CUDA_UNAVAILABLE` instead of failing.
+//!
+//! - [`status`]: status codes, per-thread last error, the panic guard.
+//! - [`error`]: [`ShimError`] and its status mapping.
+//! - [`compile`]: prebuilt PTX (`build.rs`, nvcc) or NVRTC at first use, disk cache.
+//! - [`loader`]: libcuda probe, primary context, module load per device.
+//! - [`launch`]: argument validation and launches on the caller's stream.
+//! - [`ffi`]: the `extern "C"` functions.
+
+pub mod compile;
+pub mod error;
+pub mod ffi;
+pub mod launch;
+pub mod loader;
+pub mod status;
+
+pub use error::ShimError;
+pub use status::RecacheStatus;

@@ -1,0 +1,126 @@
+"""Thin torch wrappers over the shim's C ABI (see shim/include/recache_shim.h).
+
+Tensors stay on the GPU: the wrappers pass ``data_ptr()``s, shapes and the
+current stream (``torch.cuda.current_stream().cuda_stream``) and the kernels
+are enqueued on it. Shape rules and tolerances: kernels/README.md.
+"""
+
+import ctypes
+from typing import List, Optional, Sequence, Tuple
+
+from . import _lib
+
+_availability: dict = {}
+
+
+def kernels_available(device: int = 0) -> bool:
+    """True if the kernels can run on CUDA device ``device``.
+
+    The first call per device loads the driver and compiles the kernels
+    (NVRTC, about a second). Never raises. Call it in the process that will
+    launch kernels (an engine worker), not before the engine forks.
+    """
+    if device not in _availability:
+        lib, err = _lib.load()
+        if lib is None:
+            _availability[device] = err
+        else:
+            status = lib.recache_shim_kernels_available(device)
+            _availability[device] = None if status == 0 else _lib.last_error(lib)
+    return _availability[device] is None
+
+
+def unavailable_reason(device: int = 0) -> Optional[str]:
+    """Why :func:`kernels_available` is False (None when available)."""
+    kernels_available(device)
+    return _availability[device]
+
+
+def _torch():
+    import torch  # imported lazily: the package must import without torch
+
+    return torch
+
+
+def _ready(device: int):
+    if not kernels_available(device):
+        raise RuntimeError(f"recache kernels unavailable: {unavailable_reason(device)}")
+    lib, _ = _lib.load()
+    return lib
+
+
+_DTYPES = {"float16": 0, "bfloat16": 1}
+
+
+def item_kv_scatter(
+    src_k: Sequence, src_v: Sequence, dst_k: Sequence, dst_v: Sequence,
+    seg_src_slot, seg_len, seg_tok_offset, seg_dst_pos, slot_mapping,
+    *, stored_pos: int, rotary_dim: int, rope_theta: float, neox: bool = True,
+) -> None:
+    """Copy item K/V segments into the paged cache with RoPE re-rotation.
+
+    ``src_k[l]``/``src_v[l]``: ``[num_src_slots, H, D]`` contiguous item pool of
+    layer ``l``; ``dst_k[l]``/``dst_v[l]``: ``[num_blocks, block_size, H, D]``
+    (block stride may be larger, e.g. K/V interleaved per block). Segment
+    tensors are int64 (``seg_src_slot``) / int32 on the same device;
+    ``slot_mapping`` int64 (-1 skips a token).
+    """
+    torch = _torch()
+    k0 = dst_k[0]
+    device = k0.device.index or 0
+    lib = _ready(device)
+    n = len(src_k)
+    if not (len(src_v) == len(dst_k) == len(dst_v) == n):
+        raise ValueError("src_k, src_v, dst_k, dst_v need one tensor per layer")
+    num_blocks, block_size, heads, head_dim = k0.shape
+    if k0.stride()[1:] != (heads * head_dim, head_dim, 1):
+        raise ValueError("dst cache rows [block_size, H, D] must be contiguous")
+    dtype = _DTYPES.get(str(k0.dtype).replace("torch.", ""))
+    if dtype is None:
+        raise ValueError(f"unsupported KV dtype {k0.dtype}; want float16 or bfloat16")
+    arr = ctypes.c_uint64 * n
+    tables = [arr(*[t.data_ptr() for t in ts]) for ts in (src_k, src_v, dst_k, dst_v)]
+    stream = torch.cuda.current_stream(k0.device).cuda_stream
+    status = lib.recache_item_kv_scatter(
+        device, stream, dtype, n, *tables,
+        heads, head_dim, src_k[0].shape[0], num_blocks * block_size, block_size, k0.stride(0),
+        seg_len.numel(), seg_src_slot.data_ptr(), seg_len.data_ptr(), seg_tok_offset.data_ptr(),
+        seg_dst_pos.data_ptr(), slot_mapping.data_ptr(), slot_mapping.numel(),
+        stored_pos, rotary_dim, rope_theta, 0 if neox else 1,
+    )
+    _lib.check(lib, status, "item_kv_scatter")
+
+
+def beam_topk(
+    log_probs, beam_scores, beam_node, trie: Tuple, *, per_beam_k: Optional[int] = None,
+    workspace=None, count_visited: bool = False,
+) -> List:
+    """One constrained beam step. ``log_probs`` f32 ``[BW, V]`` (row stride
+    may exceed V), ``beam_scores`` f32 ``[BW]``, ``beam_node`` int32 ``[BW]``,
+    ``trie = (row_ptr, child_token, child_node)`` int32 CSR. Returns
+    ``[parent, token, score, node]`` (``[BW]`` each) plus ``visited`` (a 1-element
+    uint32-as-int32 tensor) when ``count_visited``."""
+    torch = _torch()
+    device = log_probs.device.index or 0
+    lib = _ready(device)
+    bw, vocab = log_probs.shape
+    k = per_beam_k or bw
+    row_ptr, child_token, child_node = trie
+    need = lib.recache_beam_topk_workspace_bytes(bw, k)
+    if workspace is None or workspace.numel() * workspace.element_size() < need:
+        workspace = torch.empty(need, dtype=torch.uint8, device=log_probs.device)
+    ints = dict(dtype=torch.int32, device=log_probs.device)
+    parent, token, node = torch.empty(bw, **ints), torch.empty(bw, **ints), torch.empty(bw, **ints)
+    score = torch.empty(bw, dtype=torch.float32, device=log_probs.device)
+    visited = torch.zeros(1, **ints) if count_visited else None
+    stream = torch.cuda.current_stream(log_probs.device).cuda_stream
+    status = lib.recache_beam_topk(
+        device, stream, log_probs.data_ptr(), bw, vocab, log_probs.stride(0),
+        beam_scores.data_ptr(), beam_node.data_ptr(), row_ptr.data_ptr(), child_token.data_ptr(),
+        child_node.data_ptr(), row_ptr.numel() - 1, k, workspace.data_ptr(), need,
+        parent.data_ptr(), token.data_ptr(), score.data_ptr(), node.data_ptr(),
+        visited.data_ptr() if visited is not None else None,
+    )
+    _lib.check(lib, status, "beam_topk")
+    out = [parent, token, score, node]
+    return out + [visited] if count_visited else out

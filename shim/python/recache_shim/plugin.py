@@ -1,0 +1,26 @@
+"""vLLM general-plugin entry point (``vllm.general_plugins`` -> ``register``).
+
+vLLM calls ``register()`` in every process, including the API server before it
+starts workers, so this must not initialise CUDA (a driver initialised before
+a fork breaks the workers). It only checks that the shim library loads and
+logs the outcome; kernels are probed lazily by :func:`kernels_available` in
+the worker that uses them. If anything is missing the engine runs unchanged.
+"""
+
+import logging
+
+from . import _lib
+
+logger = logging.getLogger("recache_shim")
+
+
+def register() -> None:
+    try:
+        lib, err = _lib.load()
+        if lib is None:
+            logger.info("recache kernels disabled: %s", err)
+        else:
+            logger.info("recache shim loaded (C ABI %d); kernels probed on first use",
+                        lib.recache_shim_abi_version())
+    except Exception as e:  # never break engine start-up
+        logger.warning("recache plugin registration failed, engine unchanged: %s", e)

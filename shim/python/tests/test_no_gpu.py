@@ -28,6 +28,11 @@ def main() -> int:
         assert available is False, "no GPU here, kernels must report unavailable"
         assert reason and "CUDA unavailable" in reason, reason
     print(f"kernels_available() = {available}; reason: {reason}")
+    if os.environ.get("RECACHE_EXPECT_NO_GPU") == "1":
+        # The device benchmark must degrade to a JSON "skipped" line, rc 2.
+        from recache_shim import bench
+
+        assert bench.main([]) == 2
 
     # Invalid dtype: rejected with a message, through the real C ABI.
     one = (ctypes.c_uint64 * 1)(16)

@@ -119,7 +119,6 @@ extern "C" __global__ void __launch_bounds__(1024) recache_beam_select(
     __shared__ u64 buf[SELECT_CAP];
     __shared__ u32 offs[MAX_BW + 1];
     __shared__ u32 s_count;
-    __shared__ u64 s_thresh;
     const u32 tid = threadIdx.x;
 
     // Sample: ranks [0, m) of every beam; its BW-th best is a lower bound.

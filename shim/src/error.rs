@@ -82,6 +82,11 @@ impl ShimError {
     /// The message with its whole `source` chain, for `recache_shim_last_error`.
     pub fn full_message(&self) -> String {
         let mut msg = self.to_string();
+        if matches!(self, Self::Compile { .. }) {
+            // The readable log is already in the message; cudarc's error
+            // Display repeats it escaped.
+            return msg;
+        }
         let mut cur: Option<&dyn std::error::Error> = std::error::Error::source(self);
         while let Some(e) = cur {
             msg.push_str(": ");

@@ -11,21 +11,36 @@ fn python_plugin_imports_and_reports_unavailable_without_gpu() {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     // target/<profile>/deps/<this test> -> target/<profile>/librecache_shim.so
     let exe = std::env::current_exe().expect("test exe path");
-    let lib = exe.parent().and_then(|d| d.parent()).map(|d| d.join("librecache_shim.so")).expect("target dir");
+    let lib = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .map(|d| d.join("librecache_shim.so"))
+        .expect("target dir");
     assert!(lib.exists(), "cdylib not built at {}", lib.display());
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let Ok(out) = Command::new(&python)
         .arg(manifest.join("python/tests/test_no_gpu.py"))
         .env("PYTHONPATH", manifest.join("python"))
         .env("RECACHE_SHIM_LIB", &lib)
-        .env("RECACHE_EXPECT_NO_GPU", if recache_shim::loader::driver_available().is_err() { "1" } else { "0" })
+        .env(
+            "RECACHE_EXPECT_NO_GPU",
+            if recache_shim::loader::driver_available().is_err() {
+                "1"
+            } else {
+                "0"
+            },
+        )
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
     else {
         println!("SKIP: {python} not found");
         return;
     };
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     println!("{text}");
     assert!(out.status.success(), "python plugin test failed:\n{text}");
 }

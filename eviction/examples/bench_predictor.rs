@@ -1,0 +1,21 @@
+//! Predictor benchmark: prints JSON with LightGBM training time for 20k rows
+//! and batch predict time for 25k rows.
+//! `cargo run --release -p recache-eviction --example bench_predictor -- [TRACE]`
+//! (default trace: ../shared/data/mooncake/conversation_trace.jsonl)
+
+use std::path::PathBuf;
+
+use recache_eviction::bench::{bench_predictor, rows_from_trace};
+use recache_eviction::trace::load_mooncake;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let path = std::env::args().nth(1).map_or_else(
+        || PathBuf::from("../shared/data/mooncake/conversation_trace.jsonl"),
+        PathBuf::from,
+    );
+    let requests = load_mooncake(&path)?;
+    let (x, y) = rows_from_trace(&requests);
+    let report = bench_predictor(&x, &y, 20_000, 25_000, 5)?;
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(())
+}

@@ -1,0 +1,135 @@
+//! The predictor benchmark (`recache bench predictor`): LightGBM training
+//! time on a 20k-row window and batch prediction time for 25k rows, with
+//! rows drawn from a real trace's feature pipeline when given, else from a
+//! synthetic conversation workload. Prints JSON; not a timed test.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PredictorBench {
+    pub train_rows: usize,
+    pub features: usize,
+    pub iterations: u32,
+    /// Median of `repeats` training runs, milliseconds.
+    pub train_ms: f64,
+    pub train_ms_all: Vec<f64>,
+    pub predict_rows: usize,
+    /// Median batch prediction of `predict_rows` rows (Rust evaluator), ms.
+    pub predict_ms: f64,
+    pub predict_ns_per_row: f64,
+    pub trees: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("predictor benchmark needs the `lightgbm` feature")]
+    Unavailable,
+    #[error("training failed: {0}")]
+    Train(String),
+    #[error("not enough rows: got {got}, need {need}")]
+    TooFewRows { got: usize, need: usize },
+    #[error("trace")]
+    Trace(#[from] crate::trace::TraceError),
+}
+
+/// Builds feature rows by replaying `requests` under LRU at 5% capacity
+/// (every access produces a row; labels as in the online predictor).
+pub fn rows_from_trace(requests: &[crate::trace::Request]) -> (Vec<f32>, Vec<f32>) {
+    use crate::policy::{AccessEvent, RequestCtx};
+    use crate::predict::features::{FeatureConfig, Features};
+    let cfg = FeatureConfig {
+        window_rows: usize::MAX,
+        ..FeatureConfig::default()
+    };
+    let mut f = Features::new(cfg);
+    let mut seen = crate::hash::FastSet::default();
+    for (t, r) in requests.iter().enumerate() {
+        // Hits under an infinite cache are enough for feature shapes.
+        let hits = r.hash_ids.iter().take_while(|b| seen.contains(*b)).count();
+        for (pos, &b) in r.hash_ids.iter().enumerate() {
+            let ctx = RequestCtx {
+                req_len: r.hash_ids.len() as u32,
+                hit_len: hits as u32,
+                pos: pos as u32,
+                input_tokens: r.input_length,
+                anchor: hits.checked_sub(1).map(|i| r.hash_ids[i]),
+            };
+            f.observe(&AccessEvent {
+                block: b,
+                depth: pos as u32 + 1,
+                time: t as u64,
+                ctx,
+            });
+            seen.insert(b);
+        }
+    }
+    f.training_set()
+}
+
+/// Times training on the first `train_rows` rows and prediction of
+/// `predict_rows` rows (cycled), median of `repeats`.
+#[cfg(feature = "lightgbm")]
+pub fn bench_predictor(
+    x: &[f32],
+    y: &[f32],
+    train_rows: usize,
+    predict_rows: usize,
+    repeats: usize,
+) -> Result<PredictorBench, BenchError> {
+    use crate::predict::features::NF;
+    use crate::predict::lgbm::{LgbmConfig, params, train};
+    use std::time::Instant;
+    if y.len() < train_rows {
+        return Err(BenchError::TooFewRows {
+            got: y.len(),
+            need: train_rows,
+        });
+    }
+    let cfg = LgbmConfig::default();
+    let p = params(cfg.iterations, cfg.num_leaves);
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut train_ms_all = Vec::new();
+    let mut model = None;
+    for _ in 0..repeats.max(1) {
+        let start = Instant::now();
+        let m = train(&x[..train_rows * NF], &y[..train_rows], &p).map_err(BenchError::Train)?;
+        train_ms_all.push(start.elapsed().as_secs_f64() * 1e3);
+        model = Some(m);
+    }
+    let model = model.ok_or(BenchError::Train("no run".into()))?;
+    let rows: Vec<&[f32]> = x.chunks_exact(NF).cycle().take(predict_rows).collect();
+    let mut pred_ms = Vec::new();
+    let mut sink = 0.0;
+    for _ in 0..repeats.max(1) {
+        let start = Instant::now();
+        sink += rows.iter().map(|r| model.predict(r)).sum::<f64>();
+        pred_ms.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    std::hint::black_box(sink);
+    let predict_ms = median(pred_ms);
+    Ok(PredictorBench {
+        train_rows,
+        features: NF,
+        iterations: cfg.iterations,
+        train_ms: median(train_ms_all.clone()),
+        train_ms_all,
+        predict_rows,
+        predict_ms,
+        predict_ns_per_row: predict_ms * 1e6 / predict_rows as f64,
+        trees: model.num_trees(),
+    })
+}
+
+#[cfg(not(feature = "lightgbm"))]
+pub fn bench_predictor(
+    _x: &[f32],
+    _y: &[f32],
+    _train_rows: usize,
+    _predict_rows: usize,
+    _repeats: usize,
+) -> Result<PredictorBench, BenchError> {
+    Err(BenchError::Unavailable)
+}

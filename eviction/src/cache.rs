@@ -1,0 +1,163 @@
+//! The cache: a [`RadixIndex`] plus an [`EvictionPolicy`] under a capacity in
+//! blocks. It runs the request protocol (prefix hits, pin, insert with
+//! eviction, unpin), forwards index events to the policy, and checks every
+//! victim is an evictable leaf before deleting it.
+
+use crate::BlockId;
+use crate::index::{IndexError, RadixIndex};
+use crate::policy::{AccessEvent, EvictCtx, EvictionPolicy, PolicyStats, RequestCtx};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("index error")]
+    Index(#[from] IndexError),
+    #[error("policy {policy} chose block {block}, which is not an evictable leaf")]
+    InvalidVictim {
+        policy: &'static str,
+        block: BlockId,
+    },
+}
+
+/// Outcome of one request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Leading blocks resident on arrival.
+    pub hits: usize,
+    /// Blocks evicted to make room.
+    pub evicted: usize,
+    /// Blocks that could not be cached (no evictable leaf left).
+    pub dropped: usize,
+}
+
+pub struct Cache {
+    idx: RadixIndex,
+    policy: Box<dyn EvictionPolicy>,
+    capacity: usize,
+    evictions: u64,
+}
+
+impl Cache {
+    pub fn new(capacity: usize, policy: Box<dyn EvictionPolicy>) -> Self {
+        Self {
+            idx: RadixIndex::new(),
+            policy,
+            capacity,
+            evictions: 0,
+        }
+    }
+
+    pub fn index(&self) -> &RadixIndex {
+        &self.idx
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn evictions(&self) -> u64 {
+        self.evictions
+    }
+
+    pub fn policy_stats(&self) -> PolicyStats {
+        self.policy.stats()
+    }
+
+    fn flush(&mut self) {
+        let events: Vec<_> = self.idx.drain_events().collect();
+        for ev in events {
+            self.policy.on_leaf(&self.idx, ev);
+        }
+    }
+
+    /// Serves one request at time `now`: counts the resident leading run,
+    /// makes every block resident (evicting as needed; the request's own
+    /// blocks are pinned, so never victims), and returns the outcome.
+    pub fn access(
+        &mut self,
+        blocks: &[BlockId],
+        now: u64,
+        input_tokens: Option<u64>,
+    ) -> Result<Outcome, CacheError> {
+        let mut parent = None;
+        let hits = blocks
+            .iter()
+            .take_while(|&&b| {
+                let ok = self.idx.parent(b) == Some(parent);
+                parent = Some(b);
+                ok
+            })
+            .count();
+        let mut out = Outcome {
+            hits,
+            ..Outcome::default()
+        };
+        let ctx = |pos: usize| RequestCtx {
+            req_len: blocks.len() as u32,
+            hit_len: hits as u32,
+            pos: pos as u32,
+            input_tokens,
+            anchor: hits.checked_sub(1).map(|i| blocks[i]),
+        };
+        let mut pinned = 0;
+        for (pos, &b) in blocks.iter().enumerate().take(hits) {
+            self.idx.pin(b)?;
+            self.idx.touch(b, now)?;
+            pinned += 1;
+            self.flush();
+            let ev = AccessEvent {
+                block: b,
+                depth: pos as u32 + 1,
+                time: now,
+                ctx: ctx(pos),
+            };
+            self.policy.on_access(&self.idx, &ev);
+        }
+        let mut parent = hits.checked_sub(1).map(|i| blocks[i]);
+        'insert: for (pos, &b) in blocks.iter().enumerate().skip(hits) {
+            // A block already resident under another parent (or repeated in
+            // this request) breaks the chain: cache nothing past it.
+            if self.idx.contains(b) {
+                out.dropped = blocks.len() - pos;
+                break;
+            }
+            while self.idx.len() >= self.capacity {
+                let ectx = EvictCtx {
+                    now,
+                    incoming: Some(b),
+                };
+                let Some(v) = self.policy.select_victim(&self.idx, &ectx) else {
+                    out.dropped = blocks.len() - pos;
+                    break 'insert;
+                };
+                if !self.idx.is_evictable_leaf(v) {
+                    return Err(CacheError::InvalidVictim {
+                        policy: self.policy.name(),
+                        block: v,
+                    });
+                }
+                self.idx.remove(v)?;
+                self.evictions += 1;
+                out.evicted += 1;
+                self.policy.on_remove(v);
+                self.flush();
+            }
+            self.idx.insert(b, parent, now)?;
+            self.idx.pin(b)?;
+            pinned += 1;
+            self.flush();
+            let ev = AccessEvent {
+                block: b,
+                depth: pos as u32 + 1,
+                time: now,
+                ctx: ctx(pos),
+            };
+            self.policy.on_access(&self.idx, &ev);
+            parent = Some(b);
+        }
+        for &b in &blocks[..pinned] {
+            self.idx.unpin(b)?;
+        }
+        self.flush();
+        Ok(out)
+    }
+}

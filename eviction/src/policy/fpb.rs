@@ -1,0 +1,55 @@
+//! FPB (furthest predicted block): evict the evictable leaf with the largest
+//! predicted next-access time among all of them. Fast when predictions are
+//! good, unbounded when they are not.
+
+use super::scored::Scored;
+use super::{AccessEvent, EvictCtx, EvictionPolicy, PolicyStats};
+use crate::BlockId;
+use crate::index::{LeafEvent, RadixIndex};
+use crate::predict::Predictor;
+
+pub struct Fpb {
+    scored: Scored,
+    lru_fallbacks: u64,
+}
+
+impl Fpb {
+    pub fn new(predictor: Box<dyn Predictor>) -> Self {
+        Self {
+            scored: Scored::new(predictor),
+            lru_fallbacks: 0,
+        }
+    }
+}
+
+impl EvictionPolicy for Fpb {
+    fn name(&self) -> &'static str {
+        "fpb"
+    }
+    fn on_access(&mut self, idx: &RadixIndex, ev: &AccessEvent) {
+        self.scored.on_access(idx, ev);
+    }
+    fn on_leaf(&mut self, _idx: &RadixIndex, ev: LeafEvent) {
+        self.scored.on_leaf(ev);
+    }
+    fn on_remove(&mut self, block: BlockId) {
+        self.scored.on_remove(block);
+    }
+
+    fn select_victim(&mut self, idx: &RadixIndex, ctx: &EvictCtx) -> Option<BlockId> {
+        if self.scored.refresh(idx, ctx.now) {
+            self.scored.furthest()
+        } else {
+            self.lru_fallbacks += 1;
+            idx.lru_first()
+        }
+    }
+
+    fn stats(&self) -> PolicyStats {
+        PolicyStats {
+            lru_fallbacks: self.lru_fallbacks,
+            predictor: Some(self.scored.stats()),
+            ..PolicyStats::default()
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! LARU, learning-augmented LRU (LCR Algorithm 1).
+//!
+//! Phases: at a phase start every resident block is *old*; the phase ends when
+//! every old block was requested or evicted. On a miss for `x`: if a
+//! prediction evicted `x` earlier in this phase, OPT would not have (an
+//! unrequested old block was still there, and it is further), so the
+//! prediction was wrong: evict by plain LRU once and count it; every
+//! `lambda_min_misses` such misses halve λ. Otherwise take the l = max(⌊λk⌋, 1)
+//! oldest evictable leaves and evict the one predicted furthest. λ = 1 again
+//! at each phase start. With l = 1 this is LRU; with λ = 1 it is FPB.
+//!
+//! Cost: O(log k) when l covers every evictable leaf (the usual case, since a
+//! prefix tree has far fewer leaves than blocks), else O(l) to scan the l
+//! oldest leaves.
+
+use super::scored::Scored;
+use super::{AccessEvent, EvictCtx, EvictionPolicy, PolicyStats};
+use crate::BlockId;
+use crate::hash::FastSet;
+use crate::index::{LeafEvent, RadixIndex};
+use crate::predict::Predictor;
+
+pub struct Laru {
+    scored: Scored,
+    k: usize,
+    lambda: f64,
+    /// Prediction-induced misses per halving of λ.
+    misses_per_halving: u64,
+    misses_since_halving: u64,
+    /// Old blocks not yet requested or evicted in this phase.
+    old: FastSet<BlockId>,
+    /// Blocks a prediction (not LRU) evicted in this phase.
+    evicted_by_prediction: FastSet<BlockId>,
+    phases: u64,
+    prediction_induced_misses: u64,
+    lru_fallbacks: u64,
+}
+
+impl Laru {
+    /// `k` is the capacity; `lambda_min_misses` defaults to max(k/32, 1)
+    /// (LCR §5.1: for large caches one wrong guess should not halve λ).
+    pub fn new(predictor: Box<dyn Predictor>, k: usize, lambda_min_misses: Option<u64>) -> Self {
+        Self {
+            scored: Scored::new(predictor),
+            k,
+            lambda: 1.0,
+            misses_per_halving: lambda_min_misses.unwrap_or(k as u64 / 32).max(1),
+            misses_since_halving: 0,
+            old: FastSet::default(),
+            evicted_by_prediction: FastSet::default(),
+            phases: 0,
+            prediction_induced_misses: 0,
+            lru_fallbacks: 0,
+        }
+    }
+
+    fn maybe_new_phase(&mut self, idx: &RadixIndex) {
+        if !self.old.is_empty() || idx.is_empty() {
+            return;
+        }
+        // O(k), amortised O(1): the phase lasts at least as many events.
+        self.old.extend(idx.blocks());
+        self.evicted_by_prediction.clear();
+        self.lambda = 1.0;
+        self.misses_since_halving = 0;
+        self.phases += 1;
+    }
+
+    fn candidates(&self) -> usize {
+        ((self.lambda * self.k as f64).floor() as usize).max(1)
+    }
+}
+
+impl EvictionPolicy for Laru {
+    fn name(&self) -> &'static str {
+        "laru"
+    }
+
+    fn on_access(&mut self, idx: &RadixIndex, ev: &AccessEvent) {
+        self.scored.on_access(idx, ev);
+        self.old.remove(&ev.block);
+        self.maybe_new_phase(idx);
+    }
+
+    fn on_leaf(&mut self, _idx: &RadixIndex, ev: LeafEvent) {
+        self.scored.on_leaf(ev);
+    }
+
+    fn on_remove(&mut self, block: BlockId) {
+        self.scored.on_remove(block);
+        self.old.remove(&block);
+    }
+
+    fn select_victim(&mut self, idx: &RadixIndex, ctx: &EvictCtx) -> Option<BlockId> {
+        self.maybe_new_phase(idx);
+        let lru = idx.lru_first()?;
+        if let Some(x) = ctx.incoming {
+            if self.evicted_by_prediction.remove(&x) {
+                self.prediction_induced_misses += 1;
+                self.misses_since_halving += 1;
+                if self.misses_since_halving >= self.misses_per_halving {
+                    self.lambda /= 2.0;
+                    self.misses_since_halving = 0;
+                }
+                return Some(lru);
+            }
+        }
+        let l = self.candidates();
+        if l == 1 {
+            return Some(lru);
+        }
+        if !self.scored.refresh(idx, ctx.now) {
+            self.lru_fallbacks += 1;
+            return Some(lru);
+        }
+        let victim = if l >= idx.evictable_len() {
+            self.scored.furthest()
+        } else {
+            self.scored.furthest_of(idx.lru_iter().take(l))
+        }
+        .unwrap_or(lru);
+        if victim != lru {
+            self.evicted_by_prediction.insert(victim);
+        }
+        Some(victim)
+    }
+
+    fn stats(&self) -> PolicyStats {
+        PolicyStats {
+            lru_fallbacks: self.lru_fallbacks,
+            lambda: Some(self.lambda),
+            phases: self.phases,
+            prediction_induced_misses: self.prediction_induced_misses,
+            predictor: Some(self.scored.stats()),
+        }
+    }
+}

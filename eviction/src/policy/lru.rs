@@ -1,0 +1,19 @@
+//! LRU: the index already orders evictable leaves by (last access, deepest
+//! first), so LRU is just its first entry.
+
+use super::{EvictCtx, EvictionPolicy};
+use crate::BlockId;
+use crate::index::RadixIndex;
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Lru;
+
+impl EvictionPolicy for Lru {
+    fn name(&self) -> &'static str {
+        "lru"
+    }
+
+    fn select_victim(&mut self, idx: &RadixIndex, _ctx: &EvictCtx) -> Option<BlockId> {
+        idx.lru_first()
+    }
+}

@@ -1,0 +1,242 @@
+//! The [`EvictionPolicy`] trait, the serde-tagged [`PolicyConfig`] enum that
+//! names every policy with its parameters, and the one factory ([`build`]).
+//!
+//! Pingora-cache style: the cache tells the policy what happened (accesses,
+//! evictable-leaf changes, removals) and asks it for a victim; the cache, not
+//! the policy, deletes the block, after checking that the victim really is an
+//! evictable leaf. Candidates therefore always come from the [`RadixIndex`].
+
+mod fpb;
+mod hf;
+mod laru;
+mod lfu;
+mod lru;
+mod opt;
+mod scored;
+mod sieve;
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use fpb::Fpb;
+pub use hf::Hf;
+pub use laru::Laru;
+pub use lfu::Lfu;
+pub use lru::Lru;
+pub use opt::Opt;
+pub use sieve::Sieve;
+
+use crate::BlockId;
+use crate::future::FutureIndex;
+use crate::index::{LeafEvent, RadixIndex};
+use crate::predict::{Predictor, PredictorStats};
+
+/// Where a block sits in the request that touched it (feature input).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestCtx {
+    /// Blocks in the request.
+    pub req_len: u32,
+    /// Leading blocks that were resident when it arrived.
+    pub hit_len: u32,
+    /// This block's position in the request (0 = first).
+    pub pos: u32,
+    /// Prompt length in tokens, when the source knows it.
+    pub input_tokens: Option<u64>,
+    /// The request's deepest hit block (its conversation's previous turn).
+    pub anchor: Option<BlockId>,
+}
+
+/// One block access (hit, or insert of a missing block).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccessEvent {
+    pub block: BlockId,
+    pub depth: u32,
+    pub time: u64,
+    pub ctx: RequestCtx,
+}
+
+/// Context of a victim request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvictCtx {
+    pub now: u64,
+    /// The block whose insertion needs the space (LARU checks it).
+    pub incoming: Option<BlockId>,
+}
+
+/// Counters a server can export; all plain numbers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PolicyStats {
+    /// Victims chosen by plain LRU because no usable prediction existed.
+    pub lru_fallbacks: u64,
+    /// LARU: current confidence λ.
+    pub lambda: Option<f64>,
+    /// LARU: phases started.
+    pub phases: u64,
+    /// LARU: misses on blocks a prediction evicted earlier in the phase.
+    pub prediction_induced_misses: u64,
+    pub predictor: Option<PredictorStats>,
+}
+
+/// An eviction policy. Implementations keep their own ordering in step with
+/// the index through the `on_*` hooks and must only return evictable leaves.
+pub trait EvictionPolicy: Send {
+    fn name(&self) -> &'static str;
+    /// A block was accessed (hit) or inserted, at `ev.time`.
+    fn on_access(&mut self, _idx: &RadixIndex, _ev: &AccessEvent) {}
+    /// A block became, or stopped being, an evictable leaf.
+    fn on_leaf(&mut self, _idx: &RadixIndex, _ev: LeafEvent) {}
+    /// A block left the index (evicted or removed by the engine).
+    fn on_remove(&mut self, _block: BlockId) {}
+    /// Chooses the next victim among `idx`'s evictable leaves.
+    fn select_victim(&mut self, idx: &RadixIndex, ctx: &EvictCtx) -> Option<BlockId>;
+    fn stats(&self) -> PolicyStats {
+        PolicyStats::default()
+    }
+}
+
+fn default_hf_candidates() -> usize {
+    4
+}
+
+/// Every policy with its parameters, e.g. `{"policy":"lru"}` or
+/// `{"policy":"laru","lambda_min_misses":8}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "policy", rename_all = "snake_case", deny_unknown_fields)]
+pub enum PolicyConfig {
+    Lru,
+    Lfu,
+    /// SIEVE (NSDI'24) over evictable leaves; stands in for S3-FIFO.
+    Sieve,
+    /// Furthest predicted block among all evictable leaves.
+    Fpb,
+    /// LRU pre-selects `candidates` (default 4), the prediction picks.
+    Hf {
+        #[serde(default = "default_hf_candidates")]
+        candidates: usize,
+    },
+    /// Learning-augmented LRU (LCR Algorithm 1).
+    Laru {
+        /// Prediction-induced misses before λ halves; default max(k/32, 1).
+        #[serde(default)]
+        lambda_min_misses: Option<u64>,
+    },
+    /// Belady: furthest true next use. Needs the future (simulator only).
+    Opt,
+}
+
+/// Error from [`PolicyConfig::from_name`] and [`build`].
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("unknown policy {name:?}, valid: {valid}")]
+    Unknown {
+        name: String,
+        valid: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("policy {0} needs a predictor")]
+    NeedsPredictor(&'static str),
+    #[error("policy opt needs the future of the trace (simulator only)")]
+    NeedsFuture,
+}
+
+impl PolicyConfig {
+    /// Valid `policy` tags, for error messages and the admin endpoint.
+    pub const NAMES: &'static [&'static str] = &["lru", "lfu", "sieve", "fpb", "hf", "laru", "opt"];
+
+    /// `lru, lfu, ...`: the list an "unknown policy" answer shows.
+    pub fn valid_names() -> String {
+        Self::NAMES.join(", ")
+    }
+
+    /// The default configuration of the policy called `name`; goes through
+    /// the serde enum so the tag spelling lives in one place.
+    pub fn from_name(name: &str) -> Result<Self, PolicyError> {
+        serde_json::from_value(serde_json::json!({ "policy": name })).map_err(|source| {
+            PolicyError::Unknown {
+                name: name.to_string(),
+                valid: Self::valid_names(),
+                source,
+            }
+        })
+    }
+
+    /// The tag of this configuration.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Lru => "lru",
+            Self::Lfu => "lfu",
+            Self::Sieve => "sieve",
+            Self::Fpb => "fpb",
+            Self::Hf { .. } => "hf",
+            Self::Laru { .. } => "laru",
+            Self::Opt => "opt",
+        }
+    }
+
+    pub fn uses_predictor(&self) -> bool {
+        matches!(self, Self::Fpb | Self::Hf { .. } | Self::Laru { .. })
+    }
+
+    pub fn needs_future(&self) -> bool {
+        matches!(self, Self::Opt)
+    }
+}
+
+/// What a policy may need besides its parameters.
+#[derive(Default)]
+pub struct PolicyEnv {
+    /// Cache capacity in blocks (LARU's k).
+    pub capacity: usize,
+    pub predictor: Option<Box<dyn Predictor>>,
+    pub future: Option<Arc<FutureIndex>>,
+}
+
+/// The factory: the only place a config becomes a policy.
+pub fn build(cfg: &PolicyConfig, env: PolicyEnv) -> Result<Box<dyn EvictionPolicy>, PolicyError> {
+    let name = cfg.name();
+    let predictor = || env.predictor.ok_or(PolicyError::NeedsPredictor(name));
+    Ok(match cfg {
+        PolicyConfig::Lru => Box::new(Lru),
+        PolicyConfig::Lfu => Box::new(Lfu::default()),
+        PolicyConfig::Sieve => Box::new(Sieve::default()),
+        PolicyConfig::Fpb => Box::new(Fpb::new(predictor()?)),
+        PolicyConfig::Hf { candidates } => Box::new(Hf::new(predictor()?, *candidates)),
+        PolicyConfig::Laru { lambda_min_misses } => {
+            let capacity = env.capacity;
+            Box::new(Laru::new(predictor()?, capacity, *lambda_min_misses))
+        }
+        PolicyConfig::Opt => Box::new(Opt::new(env.future.ok_or(PolicyError::NeedsFuture)?)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_parses_and_round_trips() {
+        for name in PolicyConfig::NAMES {
+            let cfg = PolicyConfig::from_name(name).expect("valid name");
+            assert_eq!(cfg.name(), *name);
+        }
+        let laru: PolicyConfig =
+            serde_json::from_str(r#"{"policy":"laru","lambda_min_misses":8}"#).expect("laru");
+        assert_eq!(
+            laru,
+            PolicyConfig::Laru {
+                lambda_min_misses: Some(8)
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_name_lists_valid_ones() {
+        let err = PolicyConfig::from_name("arc").expect_err("unknown");
+        assert_eq!(
+            err.to_string(),
+            "unknown policy \"arc\", valid: lru, lfu, sieve, fpb, hf, laru, opt"
+        );
+    }
+}

@@ -1,0 +1,139 @@
+//! Predicted next-access times for the evictable leaves, shared by the
+//! learned policies (FPB, HF, LARU).
+//!
+//! A leaf's prediction is made once per access, lazily, when a policy needs a
+//! decision (sync mode), in one batch for every leaf that went stale, so the
+//! predictor runs at most about once per access. A new model version makes
+//! every cached prediction stale. `by_pred` orders leaves by prediction so the
+//! furthest among *all* leaves is O(log k).
+
+use std::collections::BTreeSet;
+
+use super::AccessEvent;
+use crate::BlockId;
+use crate::hash::{FastMap, FastSet};
+use crate::index::{LeafEvent, RadixIndex};
+use crate::predict::{Predictor, PredictorStats};
+
+/// f64 with a total order (NaN never stored: the predictor rejects it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ord64(pub f64);
+impl Eq for Ord64 {}
+impl PartialOrd for Ord64 {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Ord64 {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&o.0)
+    }
+}
+
+type Key = (Ord64, u32, BlockId);
+
+pub struct Scored {
+    predictor: Box<dyn Predictor>,
+    keys: FastMap<BlockId, Key>,
+    by_pred: BTreeSet<Key>,
+    stale: FastSet<BlockId>,
+    version: u64,
+    batch: Vec<(BlockId, u64)>,
+    out: Vec<f64>,
+}
+
+impl Scored {
+    pub fn new(predictor: Box<dyn Predictor>) -> Self {
+        Self {
+            predictor,
+            keys: FastMap::default(),
+            by_pred: BTreeSet::new(),
+            stale: FastSet::default(),
+            version: 0,
+            batch: Vec::new(),
+            out: Vec::new(),
+        }
+    }
+
+    pub fn stats(&self) -> PredictorStats {
+        self.predictor.stats()
+    }
+
+    fn unlist(&mut self, block: BlockId) {
+        if let Some(k) = self.keys.remove(&block) {
+            self.by_pred.remove(&k);
+        }
+        self.stale.remove(&block);
+    }
+
+    pub fn on_access(&mut self, idx: &RadixIndex, ev: &AccessEvent) {
+        self.predictor.observe(ev);
+        if self.keys.contains_key(&ev.block) || self.stale.contains(&ev.block) {
+            self.unlist(ev.block);
+            if idx.is_evictable_leaf(ev.block) {
+                self.stale.insert(ev.block);
+            }
+        }
+    }
+
+    pub fn on_leaf(&mut self, ev: LeafEvent) {
+        self.unlist(ev.block);
+        if ev.evictable {
+            self.stale.insert(ev.block);
+        }
+    }
+
+    pub fn on_remove(&mut self, block: BlockId) {
+        self.unlist(block);
+        self.predictor.forget(block);
+    }
+
+    /// Brings every evictable leaf's prediction up to date. False when the
+    /// predictor has no usable model (the caller falls back to LRU).
+    pub fn refresh(&mut self, idx: &RadixIndex, now: u64) -> bool {
+        self.predictor.tick(now);
+        let Some(version) = self.predictor.model_version() else {
+            return false;
+        };
+        if version != self.version {
+            self.version = version;
+            let all: Vec<BlockId> = self.keys.keys().copied().collect();
+            for b in all {
+                self.unlist(b);
+                self.stale.insert(b);
+            }
+        }
+        if self.stale.is_empty() {
+            return true;
+        }
+        self.batch.clear();
+        // Sorted so the predictor sees the same order on every run.
+        let mut stale: Vec<BlockId> = self.stale.drain().collect();
+        stale.sort_unstable();
+        for b in stale {
+            if let Some(last) = idx.last_access(b) {
+                self.batch.push((b, last));
+            }
+        }
+        if !self.predictor.predict(&self.batch, &mut self.out) {
+            self.stale.extend(self.batch.iter().map(|x| x.0));
+            return false;
+        }
+        for (&(b, _), &p) in self.batch.iter().zip(&self.out) {
+            let key = (Ord64(p), idx.depth(b).unwrap_or(0), b);
+            self.by_pred.insert(key);
+            self.keys.insert(b, key);
+        }
+        true
+    }
+
+    /// Furthest predicted among all evictable leaves (after `refresh`).
+    pub fn furthest(&self) -> Option<BlockId> {
+        self.by_pred.last().map(|k| k.2)
+    }
+
+    /// Furthest predicted among `blocks` (after `refresh`).
+    pub fn furthest_of(&self, blocks: impl Iterator<Item = BlockId>) -> Option<BlockId> {
+        blocks.filter_map(|b| self.keys.get(&b)).max().map(|k| k.2)
+    }
+}

@@ -1,0 +1,230 @@
+//! Feature rows and training labels for the learned predictor (LCR §3.2,
+//! §5.1), with no LightGBM dependency so it is testable on its own.
+//!
+//! A row describes a block *at one access*: its last 10 inter-access deltas,
+//! 10 exponentially decayed access counters, its depth and tokens from the
+//! root, where it sat in the request, and the conversation's recency: the gap
+//! since the previous turn (the previous access of the request's deepest hit
+//! block) and the gap before that. Frequency alone is the wrong signal on
+//! conversation traces (a turn's newest blocks were used once, yet the next
+//! turn comes back to them); the conversation gaps and the position from the
+//! end of the prompt carry the recency structure.
+//!
+//! Label: time until the block's next access, as ln(1 + Δ), or the horizon
+//! when no access came within it (censored). Rows enter a sliding window.
+
+use std::collections::VecDeque;
+
+use crate::BlockId;
+use crate::hash::FastMap;
+use crate::policy::AccessEvent;
+
+pub const DELTAS: usize = 10;
+pub const COUNTERS: usize = 10;
+/// Features per row.
+pub const NF: usize = DELTAS + COUNTERS + 11;
+pub type Row = [f32; NF];
+
+/// Feature names, in row order (for model dumps and debugging).
+pub fn names() -> Vec<String> {
+    let mut v: Vec<String> = (0..DELTAS).map(|i| format!("delta{i}")).collect();
+    v.extend((0..COUNTERS).map(|i| format!("decay{i}")));
+    for n in [
+        "depth",
+        "tokens",
+        "fill",
+        "req_len",
+        "hit_len",
+        "from_end",
+        "is_hit",
+        "conv_gap",
+        "conv_gap2",
+        "conv_count",
+        "count",
+    ] {
+        v.push(n.to_string());
+    }
+    v
+}
+
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub struct FeatureConfig {
+    /// Tokens per block (Mooncake: 512).
+    pub block_tokens: u32,
+    /// Censoring horizon in time units (requests in the simulator).
+    pub horizon: u64,
+    /// Labelled rows kept for training.
+    pub window_rows: usize,
+}
+
+impl Default for FeatureConfig {
+    fn default() -> Self {
+        Self {
+            block_tokens: 512,
+            horizon: 2000,
+            window_rows: 20_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Hist {
+    last: u64,
+    count: u32,
+    deltas: [f32; DELTAS],
+    decay: [f32; COUNTERS],
+}
+
+impl Hist {
+    fn access(&mut self, t: u64) {
+        if self.count > 0 {
+            let d = (t - self.last) as f32;
+            self.deltas.copy_within(0..DELTAS - 1, 1);
+            self.deltas[0] = d;
+            for (i, c) in self.decay.iter_mut().enumerate() {
+                *c *= (-d * std::f32::consts::LN_2 / (1u32 << (i + 1)) as f32).exp();
+            }
+        }
+        for c in &mut self.decay {
+            *c += 1.0;
+        }
+        self.last = t;
+        self.count += 1;
+    }
+}
+
+/// Per-block history, the latest row of each block, and the labelled window.
+#[derive(Debug, Default)]
+pub struct Features {
+    cfg: FeatureConfig,
+    hist: FastMap<BlockId, Hist>,
+    /// Row of each block's latest access, used for prediction.
+    latest: FastMap<BlockId, Row>,
+    /// Rows still waiting for their label: block -> (access time, row).
+    pending: FastMap<BlockId, (u64, Row)>,
+    /// Access order, to censor rows older than the horizon.
+    order: VecDeque<(u64, BlockId)>,
+    /// Labelled rows, oldest first.
+    pub window: VecDeque<(Row, f32)>,
+    /// Labelled rows produced so far.
+    pub labelled: u64,
+}
+
+impl Features {
+    pub fn new(cfg: FeatureConfig) -> Self {
+        Self {
+            cfg,
+            ..Self::default()
+        }
+    }
+
+    pub fn config(&self) -> &FeatureConfig {
+        &self.cfg
+    }
+
+    fn push_label(&mut self, row: Row, delta: u64) {
+        let y = (delta.min(self.cfg.horizon) as f32).ln_1p();
+        self.window.push_back((row, y));
+        while self.window.len() > self.cfg.window_rows {
+            self.window.pop_front();
+        }
+        self.labelled += 1;
+    }
+
+    /// Conversation recency for a request at `now`, from the history of its
+    /// deepest hit block as it was before this request.
+    fn conv(&self, block: Option<BlockId>, now: u64) -> [f32; 3] {
+        let Some(h) = block.and_then(|b| self.hist.get(&b)) else {
+            return [-1.0, -1.0, 0.0];
+        };
+        if h.last == now {
+            [
+                h.deltas[0],
+                if h.count > 2 { h.deltas[1] } else { -1.0 },
+                (h.count - 1) as f32,
+            ]
+        } else {
+            let prev = if h.count > 1 { h.deltas[0] } else { -1.0 };
+            [(now - h.last) as f32, prev, h.count as f32]
+        }
+    }
+
+    /// Records an access: labels the block's previous row, builds its new one.
+    pub fn observe(&mut self, ev: &AccessEvent) {
+        let t = ev.time;
+        if let Some((t0, row)) = self.pending.remove(&ev.block) {
+            self.push_label(row, t - t0);
+        }
+        self.censor(t);
+        let conv = self.conv(ev.ctx.anchor, t);
+        let h = self.hist.entry(ev.block).or_default();
+        h.access(t);
+        let mut row = [0f32; NF];
+        for i in 0..DELTAS {
+            row[i] = if i + 1 < h.count as usize {
+                h.deltas[i]
+            } else {
+                -1.0
+            };
+        }
+        row[DELTAS..DELTAS + COUNTERS].copy_from_slice(&h.decay);
+        let c = &ev.ctx;
+        let bt = u64::from(self.cfg.block_tokens);
+        let full = u64::from(ev.depth) * bt;
+        let (tokens, fill) = match c.input_tokens {
+            Some(n) if n < full => (n, (n + bt).saturating_sub(full) as f32 / bt as f32),
+            Some(_) => (full, 1.0),
+            None => (full, -1.0),
+        };
+        let f = &mut row[DELTAS + COUNTERS..];
+        f[0] = ev.depth as f32;
+        f[1] = tokens as f32;
+        f[2] = fill;
+        f[3] = c.req_len as f32;
+        f[4] = c.hit_len as f32;
+        f[5] = c.req_len.saturating_sub(c.pos + 1) as f32;
+        f[6] = f32::from(u8::from(c.pos < c.hit_len));
+        f[7..10].copy_from_slice(&conv);
+        f[10] = h.count as f32;
+        self.latest.insert(ev.block, row);
+        self.pending.insert(ev.block, (t, row));
+        self.order.push_back((t, ev.block));
+    }
+
+    /// Labels rows that saw no access within the horizon; drops the history
+    /// of blocks idle that long (bounds memory).
+    fn censor(&mut self, now: u64) {
+        while let Some(&(t, b)) = self.order.front() {
+            if t + self.cfg.horizon > now {
+                break;
+            }
+            self.order.pop_front();
+            if self.pending.get(&b).is_some_and(|p| p.0 == t) {
+                if let Some((_, row)) = self.pending.remove(&b) {
+                    self.push_label(row, self.cfg.horizon);
+                }
+                self.hist.remove(&b);
+            }
+        }
+    }
+
+    /// The block left the cache: its prediction row is no longer needed.
+    pub fn forget(&mut self, block: BlockId) {
+        self.latest.remove(&block);
+    }
+
+    pub fn row(&self, block: BlockId) -> Option<&Row> {
+        self.latest.get(&block)
+    }
+
+    /// The window as a row-major matrix and labels.
+    pub fn training_set(&self) -> (Vec<f32>, Vec<f32>) {
+        let mut x = Vec::with_capacity(self.window.len() * NF);
+        let mut y = Vec::with_capacity(self.window.len());
+        for (row, label) in &self.window {
+            x.extend_from_slice(row);
+            y.push(*label);
+        }
+        (x, y)
+    }
+}

@@ -1,0 +1,274 @@
+//! The online LightGBM predictor (LCR §3.2, §5.1).
+//!
+//! The request path only builds feature rows ([`Features`]) and evaluates the
+//! current [`Ensemble`] in Rust. Training runs on a dedicated thread that
+//! owns every LightGBM object (`Booster` is neither `Send` nor `Sync`): it
+//! gets the sliding window, trains, dumps the model as text, parses it, and
+//! sends it back over a channel. A failed run, or one with NaN/inf values,
+//! keeps the old model (or none: the policy then runs as LRU) and counts a
+//! failure.
+//!
+//! Install points: [`Install::Background`] takes a new model as soon as it is
+//! ready (servers); [`Install::AfterRequests`] installs it exactly `n` time
+//! units after the job was sent, waiting if needed, so simulations are
+//! deterministic while training still overlaps the requests.
+//!
+//! Build: the `lightgbm3` crate compiles LightGBM with cmake >= 3.28 and
+//! libclang; see the crate README, "Build requirements".
+
+use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use lightgbm3::{Booster, Dataset};
+
+use super::features::{FeatureConfig, Features, NF};
+use super::trees::Ensemble;
+use super::{Predictor, PredictorStats};
+use crate::BlockId;
+use crate::policy::AccessEvent;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Install {
+    Background,
+    AfterRequests(u64),
+}
+
+#[derive(Debug, Clone)]
+pub struct LgbmConfig {
+    pub features: FeatureConfig,
+    /// Retrain after this many new labelled rows.
+    pub retrain_every: u64,
+    /// No training before the window has this many rows.
+    pub min_rows: usize,
+    pub iterations: u32,
+    pub num_leaves: u32,
+    pub install: Install,
+}
+
+impl Default for LgbmConfig {
+    fn default() -> Self {
+        Self {
+            features: FeatureConfig::default(),
+            retrain_every: 10_000,
+            min_rows: 2_000,
+            iterations: 48,
+            num_leaves: 31,
+            install: Install::AfterRequests(100),
+        }
+    }
+}
+
+struct Job {
+    x: Vec<f32>,
+    y: Vec<f32>,
+}
+
+struct Trained {
+    model: Result<Ensemble, String>,
+    us: u64,
+    rows: u64,
+}
+
+/// LightGBM parameters: deterministic, single-threaded (the request path
+/// keeps the other core), silent.
+pub fn params(iterations: u32, num_leaves: u32) -> serde_json::Value {
+    serde_json::json!({
+        "objective": "regression",
+        "num_iterations": iterations,
+        "num_leaves": num_leaves,
+        "learning_rate": 0.1,
+        "min_data_in_leaf": 50,
+        "max_bin": 63,
+        "num_threads": 1,
+        "deterministic": true,
+        "force_row_wise": true,
+        "verbosity": -1,
+    })
+}
+
+/// Trains one model from a row-major matrix; runs on the calling thread.
+pub fn train(x: &[f32], y: &[f32], params: &serde_json::Value) -> Result<Ensemble, String> {
+    let ds = Dataset::from_slice(x, y, NF as i32, true).map_err(|e| e.to_string())?;
+    let booster = Booster::train(ds, params).map_err(|e| e.to_string())?;
+    let text = booster.save_string().map_err(|e| e.to_string())?;
+    Ensemble::parse(&text).map_err(|e| e.to_string())
+}
+
+fn trainer(jobs: Receiver<Job>, done: Sender<Trained>, params: serde_json::Value) {
+    while let Ok(job) = jobs.recv() {
+        let start = Instant::now();
+        let model = train(&job.x, &job.y, &params);
+        let us = start.elapsed().as_micros() as u64;
+        if done
+            .send(Trained {
+                model,
+                us,
+                rows: job.y.len() as u64,
+            })
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+pub struct LightGbm {
+    cfg: LgbmConfig,
+    feats: Features,
+    model: Option<Ensemble>,
+    version: u64,
+    jobs: Option<Sender<Job>>,
+    done: Receiver<Trained>,
+    thread: Option<JoinHandle<()>>,
+    /// Time the in-flight job was sent.
+    in_flight: Option<u64>,
+    labelled_at_last_job: u64,
+    now: u64,
+    stats: PredictorStats,
+}
+
+impl LightGbm {
+    pub fn new(cfg: LgbmConfig) -> Self {
+        let (jtx, jrx) = channel();
+        let (dtx, drx) = channel();
+        let p = params(cfg.iterations, cfg.num_leaves);
+        let thread = std::thread::Builder::new()
+            .name("recache-lgbm-train".into())
+            .spawn(move || trainer(jrx, dtx, p))
+            .ok();
+        Self {
+            feats: Features::new(cfg.features),
+            cfg,
+            model: None,
+            version: 0,
+            jobs: thread.as_ref().map(|_| jtx),
+            done: drx,
+            thread,
+            in_flight: None,
+            labelled_at_last_job: 0,
+            now: 0,
+            stats: PredictorStats::default(),
+        }
+    }
+
+    fn install(&mut self, t: Trained) {
+        self.in_flight = None;
+        self.stats.train_runs += 1;
+        self.stats.train_us_last = t.us;
+        self.stats.train_us_total += t.us;
+        self.stats.train_rows_last = t.rows;
+        match t.model {
+            Ok(m) => {
+                self.model = Some(m);
+                self.version += 1;
+                self.stats.model_swaps += 1;
+            }
+            Err(_) => self.stats.train_failures += 1,
+        }
+    }
+
+    /// Installs a finished model when due; sends a new job when enough new
+    /// labelled rows arrived.
+    fn poll(&mut self, now: u64) {
+        self.now = now;
+        if let Some(sent) = self.in_flight {
+            let got = match self.cfg.install {
+                Install::Background => match self.done.try_recv() {
+                    Ok(t) => Some(t),
+                    Err(TryRecvError::Empty) => None,
+                    Err(TryRecvError::Disconnected) => self.trainer_died(),
+                },
+                Install::AfterRequests(n) if now >= sent + n => {
+                    self.done.recv().ok().or_else(|| self.trainer_died())
+                }
+                Install::AfterRequests(_) => None,
+            };
+            if let Some(t) = got {
+                self.install(t);
+            }
+        }
+        let fresh = self.feats.labelled - self.labelled_at_last_job;
+        if self.in_flight.is_none()
+            && self.feats.window.len() >= self.cfg.min_rows
+            && (fresh >= self.cfg.retrain_every || self.model.is_none())
+        {
+            let (x, y) = self.feats.training_set();
+            if let Some(tx) = &self.jobs {
+                if tx.send(Job { x, y }).is_ok() {
+                    self.in_flight = Some(now);
+                    self.labelled_at_last_job = self.feats.labelled;
+                }
+            }
+        }
+    }
+
+    fn trainer_died(&mut self) -> Option<Trained> {
+        self.jobs = None;
+        self.in_flight = None;
+        self.stats.train_failures += 1;
+        None
+    }
+}
+
+impl Drop for LightGbm {
+    fn drop(&mut self) {
+        self.jobs = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Predictor for LightGbm {
+    fn kind(&self) -> &'static str {
+        "lightgbm"
+    }
+
+    fn observe(&mut self, ev: &AccessEvent) {
+        self.stats.observed += 1;
+        self.feats.observe(ev);
+        self.stats.labelled_rows = self.feats.labelled;
+        if ev.time != self.now || ev.ctx.pos == 0 {
+            self.poll(ev.time);
+        }
+    }
+
+    fn forget(&mut self, block: BlockId) {
+        self.feats.forget(block);
+    }
+
+    fn tick(&mut self, now: u64) {
+        if now != self.now {
+            self.poll(now);
+        }
+    }
+
+    fn model_version(&self) -> Option<u64> {
+        self.model.as_ref().map(|_| self.version)
+    }
+
+    fn predict(&mut self, blocks: &[(BlockId, u64)], out: &mut Vec<f64>) -> bool {
+        let Some(model) = &self.model else {
+            self.stats.fallbacks += 1;
+            return false;
+        };
+        out.clear();
+        for &(b, last) in blocks {
+            // A block with no row (never observed) is predicted "now": keep.
+            let p = self.feats.row(b).map_or(0.0, |r| model.predict(r).exp_m1());
+            out.push(last as f64 + p);
+        }
+        if out.iter().any(|p| !p.is_finite()) {
+            self.stats.fallbacks += 1;
+            return false;
+        }
+        self.stats.predict_calls += 1;
+        self.stats.predict_rows += blocks.len() as u64;
+        true
+    }
+
+    fn stats(&self) -> PredictorStats {
+        self.stats.clone()
+    }
+}

@@ -1,0 +1,62 @@
+//! Next-access predictors: the [`Predictor`] trait, its exportable
+//! [`PredictorStats`], the [`OracleNoise`] predictor (true future with
+//! adversarial noise, simulator only) and, with the `lightgbm` feature, the
+//! online-trained LightGBM predictor ([`lgbm`]).
+
+pub mod features;
+#[cfg(feature = "lightgbm")]
+pub mod lgbm;
+mod oracle;
+pub mod trees;
+
+use serde::Serialize;
+
+pub use oracle::OracleNoise;
+
+use crate::BlockId;
+use crate::policy::AccessEvent;
+
+/// Plain counters a server can export (e.g. to Prometheus).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PredictorStats {
+    /// Rows (blocks) predicted.
+    pub predict_rows: u64,
+    /// Batched predict calls.
+    pub predict_calls: u64,
+    /// Access events observed.
+    pub observed: u64,
+    /// Labelled rows produced for training.
+    pub labelled_rows: u64,
+    /// Training runs finished (ok or not).
+    pub train_runs: u64,
+    /// Training runs that failed or produced NaN/inf.
+    pub train_failures: u64,
+    /// Rows in the last training set.
+    pub train_rows_last: u64,
+    /// Wall time of the last and of all training runs, microseconds.
+    pub train_us_last: u64,
+    pub train_us_total: u64,
+    /// Models installed.
+    pub model_swaps: u64,
+    /// Predict requests answered "no usable model" (policy ran as LRU).
+    pub fallbacks: u64,
+}
+
+/// Predicts when a block will next be accessed.
+pub trait Predictor: Send {
+    /// Short name ("oracle", "lightgbm").
+    fn kind(&self) -> &'static str;
+    /// Sees every access, in order (features and training labels).
+    fn observe(&mut self, ev: &AccessEvent);
+    /// The block left the cache; per-block state may be dropped.
+    fn forget(&mut self, _block: BlockId) {}
+    /// Called before decisions at time `now` (lets a trainer install a
+    /// model at a deterministic point).
+    fn tick(&mut self, _now: u64) {}
+    /// Version of the model predictions come from; None = no usable model.
+    fn model_version(&self) -> Option<u64>;
+    /// Predicted absolute next-access time of each `(block, last_access)`,
+    /// written to `out` (same order). False = no usable model.
+    fn predict(&mut self, blocks: &[(BlockId, u64)], out: &mut Vec<f64>) -> bool;
+    fn stats(&self) -> PredictorStats;
+}

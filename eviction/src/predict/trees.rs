@@ -1,0 +1,136 @@
+//! A pure-Rust evaluator for LightGBM's text model format (numerical splits).
+//!
+//! Why: LightGBM's `Booster` is neither `Send` nor `Sync`, so it stays on the
+//! trainer thread; the trainer dumps the model as text and this parsed copy
+//! is what the request path evaluates, with no FFI call and no thread hop.
+//! Semantics follow LightGBM's `Tree::NumericalDecision`: bit 1 of
+//! `decision_type` is "default left", bits 2-3 the missing type (0 none,
+//! 1 zero, 2 NaN); otherwise `x <= threshold` goes left.
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("model text: {0}")]
+    Format(String),
+    #[error("model has categorical splits, which this evaluator does not support")]
+    Categorical,
+    #[error("model has non-finite values")]
+    NonFinite,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Tree {
+    feature: Vec<u32>,
+    threshold: Vec<f64>,
+    decision: Vec<u8>,
+    left: Vec<i32>,
+    right: Vec<i32>,
+    leaf: Vec<f64>,
+}
+
+impl Tree {
+    fn eval(&self, x: &[f32]) -> f64 {
+        if self.feature.is_empty() {
+            return self.leaf.first().copied().unwrap_or(0.0);
+        }
+        let mut node = 0i32;
+        while node >= 0 {
+            let n = node as usize;
+            let mut v = f64::from(x.get(self.feature[n] as usize).copied().unwrap_or(f32::NAN));
+            let d = self.decision[n];
+            let missing = (d >> 2) & 3;
+            if v.is_nan() && missing != 2 {
+                v = 0.0;
+            }
+            let is_missing = (missing == 1 && v.abs() <= 1e-35) || (missing == 2 && v.is_nan());
+            let go_left = if is_missing {
+                d & 2 != 0
+            } else {
+                v <= self.threshold[n]
+            };
+            node = if go_left { self.left[n] } else { self.right[n] };
+        }
+        self.leaf[(!node) as usize]
+    }
+}
+
+/// A parsed tree ensemble; prediction is the sum of the trees' outputs
+/// (identity link: regression objective).
+#[derive(Debug, Clone, Default)]
+pub struct Ensemble {
+    trees: Vec<Tree>,
+}
+
+fn list<T: std::str::FromStr>(v: &str) -> Result<Vec<T>, ModelError> {
+    v.split_whitespace()
+        .map(|t| {
+            t.parse()
+                .map_err(|_| ModelError::Format(format!("bad number {t:?}")))
+        })
+        .collect()
+}
+
+impl Ensemble {
+    /// Parses `Booster::save_string` output.
+    pub fn parse(text: &str) -> Result<Self, ModelError> {
+        let mut trees = Vec::new();
+        let mut cur: Option<Tree> = None;
+        for line in text.lines() {
+            if line.starts_with("Tree=") {
+                trees.extend(cur.take());
+                cur = Some(Tree::default());
+                continue;
+            }
+            if line.starts_with("end of trees") {
+                break;
+            }
+            let (Some(t), Some((k, v))) = (cur.as_mut(), line.split_once('=')) else {
+                continue;
+            };
+            match k {
+                "split_feature" => t.feature = list(v)?,
+                "threshold" => t.threshold = list(v)?,
+                "decision_type" => t.decision = list(v)?,
+                "left_child" => t.left = list(v)?,
+                "right_child" => t.right = list(v)?,
+                "leaf_value" => t.leaf = list(v)?,
+                "num_cat" if v.trim() != "0" => return Err(ModelError::Categorical),
+                _ => {}
+            }
+        }
+        trees.extend(cur);
+        for t in &trees {
+            let n = t.feature.len();
+            let ok = [
+                t.threshold.len(),
+                t.decision.len(),
+                t.left.len(),
+                t.right.len(),
+            ]
+            .iter()
+            .all(|&l| l == n)
+                && t.leaf.len() == n + 1
+                && t.left
+                    .iter()
+                    .chain(&t.right)
+                    .all(|&c| c < n as i32 && (!c) < (n as i32 + 1));
+            if !ok {
+                return Err(ModelError::Format("inconsistent tree arrays".into()));
+            }
+            if !t.leaf.iter().chain(&t.threshold).all(|v| v.is_finite()) {
+                return Err(ModelError::NonFinite);
+            }
+        }
+        if trees.is_empty() {
+            return Err(ModelError::Format("no trees".into()));
+        }
+        Ok(Self { trees })
+    }
+
+    pub fn num_trees(&self) -> usize {
+        self.trees.len()
+    }
+
+    pub fn predict(&self, x: &[f32]) -> f64 {
+        self.trees.iter().map(|t| t.eval(x)).sum()
+    }
+}

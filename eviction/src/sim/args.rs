@@ -1,0 +1,64 @@
+//! `recache sim` flags (CONTRACT, see the crate README).
+
+use std::path::PathBuf;
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceFormat {
+    /// JSONL: {"timestamp","input_length","output_length","hash_ids":[...]}
+    Mooncake,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PredictorKind {
+    /// Online-trained LightGBM (needs the `lightgbm` feature).
+    Lightgbm,
+    /// True next access from the trace, corrupted with probability --noise.
+    Oracle,
+}
+
+impl PredictorKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Lightgbm => "lightgbm",
+            Self::Oracle => "oracle",
+        }
+    }
+}
+
+/// Replays a trace against eviction policies and reports hit ratios.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SimArgs {
+    /// Trace file.
+    #[arg(long)]
+    pub trace: PathBuf,
+    /// Trace format.
+    #[arg(long, value_enum, default_value_t = TraceFormat::Mooncake)]
+    pub format: TraceFormat,
+    /// Policies, comma-separated: lru, lfu, sieve, fpb, hf, laru, opt.
+    #[arg(long, value_delimiter = ',', default_value = "lru,laru,opt")]
+    pub policies: Vec<String>,
+    /// Capacities as fractions of the trace's distinct blocks.
+    #[arg(long, value_delimiter = ',', default_value = "0.05")]
+    pub capacity: Vec<f64>,
+    /// One absolute capacity in blocks (replaces --capacity).
+    #[arg(long)]
+    pub capacity_blocks: Option<usize>,
+    /// Oracle noise probabilities p (only the oracle predictor uses them).
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub noise: Vec<f64>,
+    /// Predictor for fpb, hf and laru.
+    #[arg(long, value_enum, default_value_t = PredictorKind::Lightgbm)]
+    pub predictor: PredictorKind,
+    /// Print one JSON array to stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also draw hit ratio vs capacity and vs noise to this PNG.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Seed of the oracle's noise.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Install LightGBM models as soon as trained (faster, not reproducible).
+    #[arg(long)]
+    pub background_training: bool,
+}

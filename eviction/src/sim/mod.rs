@@ -1,0 +1,46 @@
+//! The trace simulator and its command-line arguments (CONTRACT: `recache
+//! sim` embeds [`SimArgs`] and calls [`run`]).
+//!
+//! Semantics: requests in file order, request i at time i; a request's hits
+//! are the longest leading run of its blocks that are resident on arrival;
+//! then all its blocks become resident (accessed at time i), evicting as the
+//! policy says; the request's own blocks are never victims. Capacity is a
+//! fraction of the trace's distinct blocks (floored) or `--capacity-blocks`.
+
+mod args;
+mod plot;
+mod report;
+mod runner;
+
+use std::path::PathBuf;
+
+pub use args::{PredictorKind, SimArgs, TraceFormat};
+pub use report::SimRow;
+pub use runner::{Run, simulate};
+
+use crate::policy::PolicyError;
+use crate::trace::TraceError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("trace")]
+    Trace(#[from] TraceError),
+    #[error("policy")]
+    Policy(#[from] PolicyError),
+    #[error("simulation of {policy} failed")]
+    Cache {
+        policy: String,
+        #[source]
+        source: crate::cache::CacheError,
+    },
+    #[error("bad argument: {0}")]
+    BadArg(String),
+    #[error("predictor {0} is not available in this build (enable the `lightgbm` feature)")]
+    PredictorUnavailable(&'static str),
+    #[error("cannot write {path}: {msg}")]
+    Plot { path: PathBuf, msg: String },
+    #[error("cannot write results")]
+    Output(#[source] std::io::Error),
+}
+
+pub use runner::run;

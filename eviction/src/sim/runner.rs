@@ -1,0 +1,191 @@
+//! Runs the (policy × capacity × noise) grid and hands rows to the report.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressDrawTarget};
+
+use super::args::{PredictorKind, SimArgs};
+use super::report::{self, SimRow};
+use super::{SimError, plot};
+use crate::cache::Cache;
+use crate::future::FutureIndex;
+use crate::policy::{self, PolicyConfig, PolicyEnv};
+use crate::predict::{OracleNoise, Predictor};
+use crate::trace::{self, Request};
+
+/// Result of one simulation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Run {
+    pub refs: u64,
+    pub hits: u64,
+    pub evictions: u64,
+    /// Rows (blocks) the predictor was asked to predict.
+    pub predictor_calls: u64,
+    pub wall_s: f64,
+}
+
+fn predictor(
+    kind: PredictorKind,
+    noise: f64,
+    seed: u64,
+    future: &Arc<FutureIndex>,
+    background: bool,
+) -> Result<Box<dyn Predictor>, SimError> {
+    match kind {
+        PredictorKind::Oracle => Ok(Box::new(OracleNoise::new(future.clone(), noise, seed))),
+        #[cfg(feature = "lightgbm")]
+        PredictorKind::Lightgbm => {
+            use crate::predict::lgbm::{Install, LgbmConfig, LightGbm};
+            let mut cfg = LgbmConfig::default();
+            if background {
+                cfg.install = Install::Background;
+            }
+            Ok(Box::new(LightGbm::new(cfg)))
+        }
+        #[cfg(not(feature = "lightgbm"))]
+        PredictorKind::Lightgbm => {
+            let _ = background;
+            Err(SimError::PredictorUnavailable("lightgbm"))
+        }
+    }
+}
+
+/// Simulates one policy at `capacity` blocks over `requests`.
+#[allow(clippy::too_many_arguments)]
+pub fn simulate(
+    requests: &[Request],
+    cfg: &PolicyConfig,
+    capacity: usize,
+    future: &Arc<FutureIndex>,
+    predictor: Option<Box<dyn Predictor>>,
+    progress: &ProgressBar,
+) -> Result<Run, SimError> {
+    let env = PolicyEnv {
+        capacity,
+        predictor,
+        future: Some(future.clone()),
+    };
+    let mut cache = Cache::new(capacity, policy::build(cfg, env)?);
+    let mut run = Run::default();
+    let start = Instant::now();
+    for (t, req) in requests.iter().enumerate() {
+        let out = cache
+            .access(&req.hash_ids, t as u64, req.input_length)
+            .map_err(|source| SimError::Cache {
+                policy: cfg.name().to_string(),
+                source,
+            })?;
+        run.refs += req.hash_ids.len() as u64;
+        run.hits += out.hits as u64;
+        if t % 512 == 511 {
+            progress.inc(512);
+        }
+    }
+    progress.inc(requests.len() as u64 % 512);
+    run.wall_s = start.elapsed().as_secs_f64();
+    run.evictions = cache.evictions();
+    run.predictor_calls = cache.policy_stats().predictor.map_or(0, |p| p.predict_rows);
+    Ok(run)
+}
+
+fn check(args: &SimArgs) -> Result<(), SimError> {
+    if let Some(c) = args.capacity.iter().find(|c| !(**c > 0.0 && **c <= 1.0)) {
+        return Err(SimError::BadArg(format!("--capacity {c} is not in (0, 1]")));
+    }
+    if let Some(p) = args.noise.iter().find(|p| !(0.0..=1.0).contains(*p)) {
+        return Err(SimError::BadArg(format!("--noise {p} is not in [0, 1]")));
+    }
+    if args.policies.is_empty() || args.noise.is_empty() {
+        return Err(SimError::BadArg("empty --policies or --noise".into()));
+    }
+    Ok(())
+}
+
+/// Runs the simulator: results to stdout (JSON array with `--json`, else a
+/// table), a progress bar to stderr, an optional PNG plot.
+pub fn run(args: &SimArgs) -> Result<(), SimError> {
+    check(args)?;
+    let configs = args
+        .policies
+        .iter()
+        .map(|p| PolicyConfig::from_name(p.trim()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let requests = trace::load_mooncake(&args.trace)?;
+    let future = Arc::new(FutureIndex::new(
+        requests.iter().map(|r| r.hash_ids.as_slice()),
+    ));
+    let distinct = future.distinct();
+    let capacities: Vec<(f64, usize)> = match args.capacity_blocks {
+        Some(n) => vec![(n as f64 / distinct as f64, n)],
+        None => args
+            .capacity
+            .iter()
+            .map(|&f| (f, (f * distinct as f64).floor() as usize))
+            .collect(),
+    };
+    let runs_per_cap: usize = configs
+        .iter()
+        .map(|c| if noisy(c, args) { args.noise.len() } else { 1 })
+        .sum();
+    let total = (runs_per_cap * capacities.len() * requests.len()) as u64;
+    let progress = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    let mut rows = Vec::new();
+    for &(fraction, blocks) in &capacities {
+        for cfg in &configs {
+            let pname = if cfg.uses_predictor() {
+                args.predictor.name()
+            } else {
+                "none"
+            };
+            let mut shared: Option<Run> = None;
+            for &noise in &args.noise {
+                let run = match (&shared, noisy(cfg, args)) {
+                    (Some(r), false) => r.clone(),
+                    _ => {
+                        let p = if cfg.uses_predictor() {
+                            Some(predictor(
+                                args.predictor,
+                                noise,
+                                args.seed,
+                                &future,
+                                args.background_training,
+                            )?)
+                        } else {
+                            None
+                        };
+                        let r = simulate(&requests, cfg, blocks, &future, p, &progress)?;
+                        shared = Some(r.clone());
+                        r
+                    }
+                };
+                rows.push(SimRow::new(
+                    cfg.name(),
+                    fraction,
+                    blocks,
+                    noise,
+                    pname,
+                    &run,
+                ));
+            }
+        }
+    }
+    progress.finish_and_clear();
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        report::write_json(&mut out, &rows)?;
+    } else {
+        report::write_table(&mut out, &rows, distinct, requests.len())?;
+    }
+    out.flush().map_err(SimError::Output)?;
+    if let Some(path) = &args.plot {
+        plot::draw(path, &rows)?;
+    }
+    Ok(())
+}
+
+/// Whether the noise values change this policy's result.
+fn noisy(cfg: &PolicyConfig, args: &SimArgs) -> bool {
+    cfg.uses_predictor() && args.predictor == PredictorKind::Oracle
+}

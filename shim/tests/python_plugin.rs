@@ -1,5 +1,6 @@
 //! Runs the Python plugin's no-GPU test (`python/tests/test_no_gpu.py`)
-//! against the cdylib cargo built next to this test binary, so the ctypes
+//! against the cdylib next to this test binary (built here if `cargo test`
+//! did not), so the ctypes
 //! bindings are checked against the real C ABI. Skips (with a message) when
 //! no `python3` is on PATH.
 
@@ -16,6 +17,26 @@ fn python_plugin_imports_and_reports_unavailable_without_gpu() {
         .and_then(|d| d.parent())
         .map(|d| d.join("librecache_shim.so"))
         .expect("target dir");
+    if !lib.exists() {
+        // `cargo test` builds only the rlib; build the cdylib (same profile,
+        // same target dir: cargo has released its build lock by now).
+        let cargo = option_env!("CARGO").unwrap_or("cargo");
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", "recache-shim", "--lib"])
+            .current_dir(&manifest);
+        if lib
+            .parent()
+            .and_then(|p| p.file_name())
+            .is_some_and(|n| n == "release")
+        {
+            cmd.arg("--release");
+        }
+        if let Some(target) = lib.parent().and_then(|p| p.parent()) {
+            cmd.env("CARGO_TARGET_DIR", target);
+        }
+        let st = cmd.status().expect("run cargo build for the cdylib");
+        assert!(st.success(), "cargo build -p recache-shim --lib failed");
+    }
     assert!(lib.exists(), "cdylib not built at {}", lib.display());
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let Ok(out) = Command::new(&python)

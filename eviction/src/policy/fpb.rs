@@ -38,7 +38,7 @@ impl EvictionPolicy for Fpb {
 
     fn select_victim(&mut self, idx: &RadixIndex, ctx: &EvictCtx) -> Option<BlockId> {
         if self.scored.refresh(idx, ctx.now) {
-            self.scored.furthest()
+            self.scored.furthest(idx, ctx.now)
         } else {
             self.lru_fallbacks += 1;
             idx.lru_first()

@@ -23,6 +23,8 @@ use crate::predict::Predictor;
 pub struct Laru {
     scored: Scored,
     k: usize,
+    /// Scale l by k (paper, flat caches) instead of by the evictable leaves.
+    scale_by_k: bool,
     lambda: f64,
     /// Prediction-induced misses per halving of λ.
     misses_per_halving: u64,
@@ -43,6 +45,7 @@ impl Laru {
         Self {
             scored: Scored::new(predictor),
             k,
+            scale_by_k: std::env::var_os("LARU_SCALE_K").is_some(),
             lambda: 1.0,
             misses_per_halving: lambda_min_misses.unwrap_or(k as u64 / 32).max(1),
             misses_since_halving: 0,
@@ -66,8 +69,17 @@ impl Laru {
         self.phases += 1;
     }
 
-    fn candidates(&self) -> usize {
-        ((self.lambda * self.k as f64).floor() as usize).max(1)
+    /// l = max(⌊λ·n⌋, 1) over the n evictable leaves. In a flat cache n = k,
+    /// as in the paper; in a prefix tree only leaves are candidates, and
+    /// scaling by k would keep l ≥ n (predictions choosing among all leaves)
+    /// until λ < n/k, which a tree with few leaves reaches only after many
+    /// halvings.
+    fn candidates(&self, n: usize) -> usize {
+        if self.scale_by_k {
+            ((self.lambda * self.k as f64).floor() as usize).max(1)
+        } else {
+            ((self.lambda * n as f64).floor() as usize).max(1)
+        }
     }
 }
 
@@ -105,7 +117,7 @@ impl EvictionPolicy for Laru {
                 return Some(lru);
             }
         }
-        let l = self.candidates();
+        let l = self.candidates(idx.evictable_len());
         if l == 1 {
             return Some(lru);
         }
@@ -114,9 +126,10 @@ impl EvictionPolicy for Laru {
             return Some(lru);
         }
         let victim = if l >= idx.evictable_len() {
-            self.scored.furthest()
+            self.scored.furthest(idx, ctx.now)
         } else {
-            self.scored.furthest_of(idx.lru_iter().take(l))
+            self.scored
+                .furthest_of(idx, ctx.now, idx.lru_iter().take(l))
         }
         .unwrap_or(lru);
         if victim != lru {

@@ -128,7 +128,7 @@ pub enum PolicyConfig {
 /// Error from [`PolicyConfig::from_name`] and [`build`].
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
-    #[error("unknown policy {name:?}, valid: {valid}")]
+    #[error("unknown policy or bad parameters {name:?}, valid: {valid}")]
     Unknown {
         name: String,
         valid: String,
@@ -159,6 +159,26 @@ impl PolicyConfig {
                 valid: Self::valid_names(),
                 source,
             }
+        })
+    }
+
+    /// Parses `name` or `name:key=value:key=value` (values are JSON if they
+    /// parse as JSON, else strings), e.g. `laru:lambda_min_misses=1`; goes
+    /// through the serde enum like [`Self::from_name`].
+    pub fn from_spec(spec: &str) -> Result<Self, PolicyError> {
+        let mut parts = spec.split(':');
+        let name = parts.next().unwrap_or_default().trim();
+        let mut obj = serde_json::Map::new();
+        obj.insert("policy".into(), name.into());
+        for kv in parts {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, "true"));
+            let v = serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::from(v));
+            obj.insert(k.trim().to_string(), v);
+        }
+        serde_json::from_value(obj.into()).map_err(|source| PolicyError::Unknown {
+            name: spec.to_string(),
+            valid: Self::valid_names(),
+            source,
         })
     }
 

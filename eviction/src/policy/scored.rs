@@ -6,6 +6,14 @@
 //! predictor runs at most about once per access. A new model version makes
 //! every cached prediction stale. `by_pred` orders leaves by prediction so the
 //! furthest among *all* leaves is O(log k).
+//!
+//! Expiry: a learned prediction is a point estimate made at the last access.
+//! Once its time has passed without the access, ranking by it would call the
+//! block "needed soon" forever, and an idle block would never leave (FPB then
+//! keeps dead blocks and evicts fresh ones). For predictors that say
+//! [`Predictor::expires`], an overdue block is scored `now + age` instead (it
+//! is expected to stay idle about as long as it already has), and the oldest
+//! overdue leaf is found at the head of the LRU order.
 
 use std::collections::BTreeSet;
 
@@ -38,6 +46,7 @@ pub struct Scored {
     by_pred: BTreeSet<Key>,
     stale: FastSet<BlockId>,
     version: u64,
+    expires: bool,
     batch: Vec<(BlockId, u64)>,
     out: Vec<f64>,
 }
@@ -45,6 +54,7 @@ pub struct Scored {
 impl Scored {
     pub fn new(predictor: Box<dyn Predictor>) -> Self {
         Self {
+            expires: predictor.expires(),
             predictor,
             keys: FastMap::default(),
             by_pred: BTreeSet::new(),
@@ -127,13 +137,47 @@ impl Scored {
         true
     }
 
+    /// The ranking score of a leaf with prediction `pred` (see module doc).
+    fn score(&self, pred: f64, idx: &RadixIndex, b: BlockId, now: u64) -> f64 {
+        if self.expires && pred < now as f64 {
+            let last = idx.last_access(b).unwrap_or(now) as f64;
+            2.0 * now as f64 - last
+        } else {
+            pred
+        }
+    }
+
     /// Furthest predicted among all evictable leaves (after `refresh`).
-    pub fn furthest(&self) -> Option<BlockId> {
-        self.by_pred.last().map(|k| k.2)
+    pub fn furthest(&self, idx: &RadixIndex, now: u64) -> Option<BlockId> {
+        let top = self.by_pred.last()?;
+        if !self.expires || top.0.0 < now as f64 {
+            return Some(top.2);
+        }
+        // Overdue leaves score by age: the oldest one is near the LRU head.
+        let overdue = idx
+            .lru_iter()
+            .take(OVERDUE_SCAN)
+            .find(|b| self.keys.get(b).is_some_and(|k| k.0.0 < now as f64));
+        match overdue {
+            Some(b) if self.score(f64::MIN, idx, b, now) > top.0.0 => Some(b),
+            _ => Some(top.2),
+        }
     }
 
     /// Furthest predicted among `blocks` (after `refresh`).
-    pub fn furthest_of(&self, blocks: impl Iterator<Item = BlockId>) -> Option<BlockId> {
-        blocks.filter_map(|b| self.keys.get(&b)).max().map(|k| k.2)
+    pub fn furthest_of(
+        &self,
+        idx: &RadixIndex,
+        now: u64,
+        blocks: impl Iterator<Item = BlockId>,
+    ) -> Option<BlockId> {
+        blocks
+            .filter_map(|b| self.keys.get(&b))
+            .map(|k| (Ord64(self.score(k.0.0, idx, k.2, now)), k.1, k.2))
+            .max()
+            .map(|k| k.2)
     }
 }
+
+/// How far into the LRU order to look for the oldest overdue leaf.
+const OVERDUE_SCAN: usize = 64;

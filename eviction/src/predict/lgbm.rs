@@ -244,6 +244,10 @@ impl Predictor for LightGbm {
         }
     }
 
+    fn expires(&self) -> bool {
+        true
+    }
+
     fn model_version(&self) -> Option<u64> {
         self.model.as_ref().map(|_| self.version)
     }

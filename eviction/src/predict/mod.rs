@@ -53,6 +53,12 @@ pub trait Predictor: Send {
     /// Called before decisions at time `now` (lets a trainer install a
     /// model at a deterministic point).
     fn tick(&mut self, _now: u64) {}
+    /// Whether a prediction that lies in the past means "expired" (a learned
+    /// point estimate that did not come true) rather than "soon". The oracle
+    /// says false: its noise model (negated times) is the robustness test.
+    fn expires(&self) -> bool {
+        false
+    }
     /// Version of the model predictions come from; None = no usable model.
     fn model_version(&self) -> Option<u64>;
     /// Predicted absolute next-access time of each `(block, last_access)`,

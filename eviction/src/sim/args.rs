@@ -34,7 +34,8 @@ pub struct SimArgs {
     /// Trace format.
     #[arg(long, value_enum, default_value_t = TraceFormat::Mooncake)]
     pub format: TraceFormat,
-    /// Policies, comma-separated: lru, lfu, sieve, fpb, hf, laru, opt.
+    /// Policies, comma-separated: lru, lfu, sieve, fpb, hf, laru, opt;
+    /// parameters as `name:key=value`, e.g. `laru:lambda_min_misses=1`.
     #[arg(long, value_delimiter = ',', default_value = "lru,laru,opt")]
     pub policies: Vec<String>,
     /// Capacities as fractions of the trace's distinct blocks.
@@ -58,6 +59,9 @@ pub struct SimArgs {
     /// Seed of the oracle's noise.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Print each run's policy/predictor counters (JSON) to stderr.
+    #[arg(long)]
+    pub stats: bool,
     /// Install LightGBM models as soon as trained (faster, not reproducible).
     #[arg(long)]
     pub background_training: bool,

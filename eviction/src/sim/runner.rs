@@ -24,6 +24,7 @@ pub struct Run {
     /// Rows (blocks) the predictor was asked to predict.
     pub predictor_calls: u64,
     pub wall_s: f64,
+    pub stats: crate::policy::PolicyStats,
 }
 
 fn predictor(
@@ -86,7 +87,8 @@ pub fn simulate(
     progress.inc(requests.len() as u64 % 512);
     run.wall_s = start.elapsed().as_secs_f64();
     run.evictions = cache.evictions();
-    run.predictor_calls = cache.policy_stats().predictor.map_or(0, |p| p.predict_rows);
+    run.stats = cache.policy_stats();
+    run.predictor_calls = run.stats.predictor.as_ref().map_or(0, |p| p.predict_rows);
     Ok(run)
 }
 
@@ -110,7 +112,7 @@ pub fn run(args: &SimArgs) -> Result<(), SimError> {
     let configs = args
         .policies
         .iter()
-        .map(|p| PolicyConfig::from_name(p.trim()))
+        .map(|p| PolicyConfig::from_spec(p.trim()))
         .collect::<Result<Vec<_>, _>>()?;
     let requests = trace::load_mooncake(&args.trace)?;
     let future = Arc::new(FutureIndex::new(
@@ -134,6 +136,7 @@ pub fn run(args: &SimArgs) -> Result<(), SimError> {
     let mut rows = Vec::new();
     for &(fraction, blocks) in &capacities {
         for cfg in &configs {
+            let label = cfg_label(cfg);
             let pname = if cfg.uses_predictor() {
                 args.predictor.name()
             } else {
@@ -156,18 +159,15 @@ pub fn run(args: &SimArgs) -> Result<(), SimError> {
                             None
                         };
                         let r = simulate(&requests, cfg, blocks, &future, p, &progress)?;
+                        if args.stats {
+                            let s = serde_json::to_string(&r.stats).unwrap_or_default();
+                            progress.suspend(|| eprintln!("{} {blocks} {noise}: {s}", cfg.name()));
+                        }
                         shared = Some(r.clone());
                         r
                     }
                 };
-                rows.push(SimRow::new(
-                    cfg.name(),
-                    fraction,
-                    blocks,
-                    noise,
-                    pname,
-                    &run,
-                ));
+                rows.push(SimRow::new(&label, fraction, blocks, noise, pname, &run));
             }
         }
     }
@@ -188,4 +188,19 @@ pub fn run(args: &SimArgs) -> Result<(), SimError> {
 /// Whether the noise values change this policy's result.
 fn noisy(cfg: &PolicyConfig, args: &SimArgs) -> bool {
     cfg.uses_predictor() && args.predictor == PredictorKind::Oracle
+}
+
+/// The policy name as shown in results: the tag, plus non-default params.
+fn cfg_label(cfg: &PolicyConfig) -> String {
+    let default = PolicyConfig::from_name(cfg.name()).ok();
+    if default.as_ref() == Some(cfg) {
+        return cfg.name().to_string();
+    }
+    let mut label = cfg.name().to_string();
+    if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(cfg) {
+        for (k, v) in m.iter().filter(|(k, _)| *k != "policy") {
+            label.push_str(&format!(":{k}={v}"));
+        }
+    }
+    label
 }

@@ -1,0 +1,52 @@
+//! Offline check of the learned predictor on a trace: trains on a 20k-row
+//! window, then reports, for the following rows, the Rust evaluator's
+//! agreement with LightGBM's own `Booster::predict` and the mean predicted vs
+//! true label per "blocks from the end of the prompt" bucket.
+//! `cargo run --release -p recache-eviction --example diag_predictor -- [TRACE]`
+
+use std::path::PathBuf;
+
+use recache_eviction::bench::rows_from_trace;
+use recache_eviction::predict::features::NF;
+use recache_eviction::predict::lgbm::{LgbmConfig, params};
+use recache_eviction::predict::trees::Ensemble;
+use recache_eviction::trace::load_mooncake;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let path = std::env::args().nth(1).map_or_else(
+        || PathBuf::from("../shared/data/mooncake/conversation_trace.jsonl"),
+        PathBuf::from,
+    );
+    let (x, y) = rows_from_trace(&load_mooncake(&path)?);
+    let (start, n, m) = (60_000, 20_000, 20_000);
+    let cfg = LgbmConfig::default();
+    let ds = lightgbm3::Dataset::from_slice(
+        &x[start * NF..(start + n) * NF],
+        &y[start..start + n],
+        NF as i32,
+        true,
+    )?;
+    let booster = lightgbm3::Booster::train(ds, &params(cfg.iterations, cfg.num_leaves))?;
+    let model = Ensemble::parse(&booster.save_string()?)?;
+    let test = &x[(start + n) * NF..(start + n + m) * NF];
+    let native = booster.predict(test, NF as i32, true)?;
+    let mut max_diff = 0f64;
+    let mut buckets = [(0f64, 0f64, 0u32); 4];
+    for (i, row) in test.chunks_exact(NF).enumerate() {
+        let p = model.predict(row);
+        max_diff = max_diff.max((p - native[i]).abs());
+        let b = (row[25] as usize).min(3);
+        buckets[b].0 += p;
+        buckets[b].1 += f64::from(y[start + n + i]);
+        buckets[b].2 += 1;
+    }
+    println!("max |rust - lightgbm| = {max_diff:e}");
+    for (i, (p, t, c)) in buckets.iter().enumerate() {
+        println!(
+            "from_end {i}: rows {c}, mean pred {:.3}, mean label {:.3}",
+            p / f64::from(*c),
+            t / f64::from(*c)
+        );
+    }
+    Ok(())
+}

@@ -22,7 +22,9 @@ use tokio::sync::oneshot;
 pub fn engine_tests_enabled(test: &str) -> bool {
     let on = std::env::var("RECACHE_ENGINE_TESTS").is_ok_and(|v| v == "1");
     if !on {
-        eprintln!("{test}: skipped, set RECACHE_ENGINE_TESTS=1 (tests/run does) to run against the real engine");
+        eprintln!(
+            "{test}: skipped, set RECACHE_ENGINE_TESTS=1 (tests/run does) to run against the real engine"
+        );
     }
     on
 }
@@ -63,12 +65,21 @@ impl Testbed {
                 .unwrap_or_else(|| panic!("testbed printed no {key}= line:\n{stdout}"))
                 .to_string()
         };
-        Testbed { name: name.into(), upstream: field("UPSTREAM"), model: field("MODEL"), kv_events: field("KV_EVENTS") }
+        Testbed {
+            name: name.into(),
+            upstream: field("UPSTREAM"),
+            model: field("MODEL"),
+            kv_events: field("KV_EVENTS"),
+        }
     }
 
     /// The port the engine listens on.
     pub fn port(&self) -> String {
-        self.upstream.rsplit(':').next().unwrap_or_default().to_string()
+        self.upstream
+            .rsplit(':')
+            .next()
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// Stops the engine (SIGTERM to its process group).
@@ -76,9 +87,22 @@ impl Testbed {
         down(&self.name);
     }
 
+    /// Kills the engine at once (SIGKILL to its process group after a zero grace period), so
+    /// open streams are cut rather than finished by a graceful shutdown.
+    pub fn kill(&self) {
+        let _ = Command::new(repo_root().join("examples/testbed/down"))
+            .args(["--name", &self.name, "--timeout", "0"])
+            .status();
+    }
+
     /// Reads one counter from the engine's own `/metrics` (summed over label sets).
     pub async fn metric(&self, name: &str) -> f64 {
-        let text = reqwest::get(format!("{}/metrics", self.upstream)).await.expect("metrics").text().await.expect("text");
+        let text = reqwest::get(format!("{}/metrics", self.upstream))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text");
         text.lines()
             .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
@@ -87,7 +111,9 @@ impl Testbed {
 }
 
 fn down(name: &str) {
-    let _ = Command::new(repo_root().join("examples/testbed/down")).args(["--name", name]).status();
+    let _ = Command::new(repo_root().join("examples/testbed/down"))
+        .args(["--name", name])
+        .status();
 }
 
 /// recache serving in this process.
@@ -104,14 +130,20 @@ impl Proxy {
             health_interval: Some(Duration::from_millis(500)),
             ..Default::default()
         };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let state = AppState::new(args.resolve().expect("config")).expect("state");
         let (tx, rx) = oneshot::channel::<()>();
         tokio::spawn(recache::server::run(listener, state.clone(), async move {
             let _ = rx.await;
         }));
-        let proxy = Proxy { base, state, _stop: tx };
+        let proxy = Proxy {
+            base,
+            state,
+            _stop: tx,
+        };
         proxy.wait_ready(Duration::from_secs(30)).await;
         proxy
     }
@@ -124,7 +156,10 @@ impl Proxy {
     pub async fn wait_ready(&self, limit: Duration) {
         let deadline = tokio::time::Instant::now() + limit;
         while tokio::time::Instant::now() < deadline {
-            if reqwest::get(self.url("/ready")).await.is_ok_and(|r| r.status() == 200) {
+            if reqwest::get(self.url("/ready"))
+                .await
+                .is_ok_and(|r| r.status() == 200)
+            {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;

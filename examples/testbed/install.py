@@ -71,6 +71,11 @@ def install(home):
     if os.path.exists(venv):
         step(f"removing incomplete or outdated venv {venv}")
         shutil.rmtree(venv)
+    try:
+        import ensurepip  # noqa: F401  (Debian splits it out of the base python package)
+    except ImportError:
+        sys.exit(f"[testbed] {sys.executable} cannot create venvs with pip: "
+                 "install python3-venv (Debian: apt-get install python3-venv)")
     step(f"creating venv {venv} (log: {log})")
     run([sys.executable, "-m", "venv", venv], log)
     pip = [os.path.join(venv, "bin", "python"), "-m", "pip", "--no-input",

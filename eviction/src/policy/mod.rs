@@ -102,14 +102,16 @@ fn default_hf_candidates() -> usize {
 /// Every policy with its parameters, e.g. `{"policy":"lru"}` or
 /// `{"policy":"laru","lambda_min_misses":8}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+// Struct variants, even empty ones: serde ignores unknown fields on unit
+// variants of an internally tagged enum, and `{"policy":"lru","x":1}` must fail.
 #[serde(tag = "policy", rename_all = "snake_case", deny_unknown_fields)]
 pub enum PolicyConfig {
-    Lru,
-    Lfu,
+    Lru {},
+    Lfu {},
     /// SIEVE (NSDI'24) over evictable leaves; stands in for S3-FIFO.
-    Sieve,
+    Sieve {},
     /// Furthest predicted block among all evictable leaves.
-    Fpb,
+    Fpb {},
     /// LRU pre-selects `candidates` (default 4), the prediction picks.
     Hf {
         #[serde(default = "default_hf_candidates")]
@@ -122,16 +124,22 @@ pub enum PolicyConfig {
         lambda_min_misses: Option<u64>,
     },
     /// Belady: furthest true next use. Needs the future (simulator only).
-    Opt,
+    Opt {},
 }
 
 /// Error from [`PolicyConfig::from_name`] and [`build`].
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
-    #[error("unknown policy or bad parameters {name:?}, valid: {valid}")]
+    #[error("unknown policy {name:?}, valid: {valid}")]
     Unknown {
         name: String,
         valid: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("bad parameters for policy {spec:?}")]
+    BadParams {
+        spec: String,
         #[source]
         source: serde_json::Error,
     },
@@ -175,32 +183,41 @@ impl PolicyConfig {
             let v = serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::from(v));
             obj.insert(k.trim().to_string(), v);
         }
-        serde_json::from_value(obj.into()).map_err(|source| PolicyError::Unknown {
-            name: spec.to_string(),
-            valid: Self::valid_names(),
-            source,
+        serde_json::from_value(obj.into()).map_err(|source| {
+            if Self::NAMES.contains(&name) {
+                PolicyError::BadParams {
+                    spec: spec.to_string(),
+                    source,
+                }
+            } else {
+                PolicyError::Unknown {
+                    name: name.to_string(),
+                    valid: Self::valid_names(),
+                    source,
+                }
+            }
         })
     }
 
     /// The tag of this configuration.
     pub fn name(&self) -> &'static str {
         match self {
-            Self::Lru => "lru",
-            Self::Lfu => "lfu",
-            Self::Sieve => "sieve",
-            Self::Fpb => "fpb",
+            Self::Lru {} => "lru",
+            Self::Lfu {} => "lfu",
+            Self::Sieve {} => "sieve",
+            Self::Fpb {} => "fpb",
             Self::Hf { .. } => "hf",
             Self::Laru { .. } => "laru",
-            Self::Opt => "opt",
+            Self::Opt {} => "opt",
         }
     }
 
     pub fn uses_predictor(&self) -> bool {
-        matches!(self, Self::Fpb | Self::Hf { .. } | Self::Laru { .. })
+        matches!(self, Self::Fpb {} | Self::Hf { .. } | Self::Laru { .. })
     }
 
     pub fn needs_future(&self) -> bool {
-        matches!(self, Self::Opt)
+        matches!(self, Self::Opt {})
     }
 }
 
@@ -218,16 +235,16 @@ pub fn build(cfg: &PolicyConfig, env: PolicyEnv) -> Result<Box<dyn EvictionPolic
     let name = cfg.name();
     let predictor = || env.predictor.ok_or(PolicyError::NeedsPredictor(name));
     Ok(match cfg {
-        PolicyConfig::Lru => Box::new(Lru),
-        PolicyConfig::Lfu => Box::new(Lfu::default()),
-        PolicyConfig::Sieve => Box::new(Sieve::default()),
-        PolicyConfig::Fpb => Box::new(Fpb::new(predictor()?)),
+        PolicyConfig::Lru {} => Box::new(Lru),
+        PolicyConfig::Lfu {} => Box::new(Lfu::default()),
+        PolicyConfig::Sieve {} => Box::new(Sieve::default()),
+        PolicyConfig::Fpb {} => Box::new(Fpb::new(predictor()?)),
         PolicyConfig::Hf { candidates } => Box::new(Hf::new(predictor()?, *candidates)),
         PolicyConfig::Laru { lambda_min_misses } => {
             let capacity = env.capacity;
             Box::new(Laru::new(predictor()?, capacity, *lambda_min_misses))
         }
-        PolicyConfig::Opt => Box::new(Opt::new(env.future.ok_or(PolicyError::NeedsFuture)?)),
+        PolicyConfig::Opt {} => Box::new(Opt::new(env.future.ok_or(PolicyError::NeedsFuture)?)),
     })
 }
 
@@ -253,6 +270,12 @@ mod tests {
 
     #[test]
     fn unknown_name_lists_valid_ones() {
+        let err = PolicyConfig::from_spec("hf:candidates=8").map(|c| c.name());
+        assert_eq!(err.ok(), Some("hf"));
+        assert!(matches!(
+            PolicyConfig::from_spec("lru:bogus=1"),
+            Err(PolicyError::BadParams { .. })
+        ));
         let err = PolicyConfig::from_name("arc").expect_err("unknown");
         assert_eq!(
             err.to_string(),

@@ -55,14 +55,21 @@ pub struct FeatureConfig {
     pub horizon: u64,
     /// Labelled rows kept for training.
     pub window_rows: usize,
+    /// A censored row (no access within the horizon) is labelled
+    /// horizon × this, so "not reused" ranks behind every observed reuse.
+    pub censored_mult: f32,
 }
 
 impl Default for FeatureConfig {
     fn default() -> Self {
+        fn env<T: std::str::FromStr>(k: &str) -> Option<T> {
+            std::env::var(k).ok().and_then(|v| v.parse().ok())
+        }
         Self {
             block_tokens: 512,
-            horizon: 2000,
+            horizon: env("RECACHE_H").unwrap_or(2000),
             window_rows: 20_000,
+            censored_mult: env("RECACHE_CM").unwrap_or(1.0),
         }
     }
 }
@@ -123,7 +130,11 @@ impl Features {
     }
 
     fn push_label(&mut self, row: Row, delta: u64) {
-        let y = (delta.min(self.cfg.horizon) as f32).ln_1p();
+        let y = if delta >= self.cfg.horizon {
+            (self.cfg.horizon as f32 * self.cfg.censored_mult).ln_1p()
+        } else {
+            (delta as f32).ln_1p()
+        };
         self.window.push_back((row, y));
         while self.window.len() > self.cfg.window_rows {
             self.window.pop_front();

@@ -1,0 +1,100 @@
+//! Shared helpers for the integration tests: synthetic prefix workloads and
+//! a runner that builds any policy with an oracle predictor.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use recache_eviction::policy::{self, PolicyConfig, PolicyEnv};
+use recache_eviction::predict::OracleNoise;
+use recache_eviction::{BlockId, Cache, CacheError, FutureIndex};
+
+/// Builds a conversation-like prefix trace from (conversation, new blocks)
+/// steps: each request is its conversation's whole chain after extending it,
+/// all chains share root block 0 (a system prompt).
+pub fn prefix_trace(steps: &[(u8, u8)], conversations: usize) -> Vec<Vec<BlockId>> {
+    let mut chains: Vec<Vec<BlockId>> = vec![vec![0]; conversations.max(1)];
+    let mut next = 1;
+    steps
+        .iter()
+        .map(|&(c, add)| {
+            let chain = &mut chains[c as usize % conversations.max(1)];
+            for _ in 0..add {
+                chain.push(next);
+                next += 1;
+            }
+            chain.clone()
+        })
+        .collect()
+}
+
+/// Deterministic xorshift steps for non-proptest tests.
+pub fn random_steps(n: usize, seed: u64) -> Vec<(u8, u8)> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ((x % 251) as u8, ((x >> 20) % 4) as u8)
+        })
+        .collect()
+}
+
+/// Per-request hits and the final resident set.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Replay {
+    pub hits: Vec<usize>,
+    pub evictions: u64,
+    pub resident: Vec<BlockId>,
+}
+
+impl Replay {
+    pub fn total_hits(&self) -> usize {
+        self.hits.iter().sum()
+    }
+}
+
+/// Replays `trace` with `cfg` (oracle predictor with noise `p` for learned
+/// policies), checking the capacity after every request.
+pub fn replay(
+    trace: &[Vec<BlockId>],
+    cfg: &PolicyConfig,
+    capacity: usize,
+    p: f64,
+) -> Result<Replay, CacheError> {
+    let future = Arc::new(FutureIndex::new(trace.iter().map(Vec::as_slice)));
+    let predictor = cfg
+        .uses_predictor()
+        .then(|| Box::new(OracleNoise::new(future.clone(), p, 7)) as _);
+    let env = PolicyEnv {
+        capacity,
+        predictor,
+        future: Some(future),
+    };
+    let policy = policy::build(cfg, env).expect("policy builds");
+    let mut cache = Cache::new(capacity, policy);
+    let mut hits = Vec::new();
+    for (t, req) in trace.iter().enumerate() {
+        hits.push(cache.access(req, t as u64, None)?.hits);
+        assert!(
+            cache.index().len() <= capacity,
+            "{} exceeded capacity",
+            cfg.name()
+        );
+    }
+    let mut resident: Vec<BlockId> = cache.index().blocks().collect();
+    resident.sort_unstable();
+    Ok(Replay {
+        hits,
+        evictions: cache.evictions(),
+        resident,
+    })
+}
+
+pub fn all_policies() -> Vec<PolicyConfig> {
+    PolicyConfig::NAMES
+        .iter()
+        .map(|n| PolicyConfig::from_name(n).expect("name"))
+        .collect()
+}

@@ -1,0 +1,91 @@
+//! One suite over every policy (rstest template): capacity never exceeded,
+//! never a non-leaf or pinned victim (the cache rejects those with
+//! `InvalidVictim`, so a clean replay proves it), deterministic.
+
+mod common;
+
+use common::{prefix_trace, random_steps, replay};
+use recache_eviction::PolicyConfig;
+use rstest::rstest;
+use rstest_reuse::{apply, template};
+
+#[template]
+#[rstest]
+fn every_policy(
+    #[values("lru", "lfu", "sieve", "fpb", "hf", "laru", "opt")] name: &str,
+    #[values(0.0, 0.5, 1.0)] noise: f64,
+) {
+}
+
+#[test]
+fn template_covers_every_policy() {
+    assert_eq!(PolicyConfig::NAMES.len(), 7);
+}
+
+#[apply(every_policy)]
+fn respects_capacity_and_leaf_only(name: &str, noise: f64) {
+    let cfg = PolicyConfig::from_name(name).expect("valid");
+    let trace = prefix_trace(&random_steps(3000, 11), 40);
+    for capacity in [8, 64, 300] {
+        let r = replay(&trace, &cfg, capacity, noise).expect("no invalid victim");
+        assert!(r.resident.len() <= capacity);
+        assert!(r.evictions > 0, "{name} at {capacity} never evicted");
+    }
+}
+
+#[apply(every_policy)]
+fn deterministic(name: &str, noise: f64) {
+    let cfg = PolicyConfig::from_name(name).expect("valid");
+    let trace = prefix_trace(&random_steps(2000, 5), 30);
+    let a = replay(&trace, &cfg, 100, noise).expect("run a");
+    let b = replay(&trace, &cfg, 100, noise).expect("run b");
+    assert_eq!(a, b);
+}
+
+#[apply(every_policy)]
+fn tiny_capacity_drops_instead_of_overflowing(name: &str, noise: f64) {
+    // Requests longer than the cache: the tail is dropped, never overflow.
+    let cfg = PolicyConfig::from_name(name).expect("valid");
+    let trace = prefix_trace(&random_steps(500, 3), 3);
+    let r = replay(&trace, &cfg, 2, noise).expect("no invalid victim");
+    assert!(r.resident.len() <= 2);
+    let zero = replay(&trace, &cfg, 0, noise).expect("capacity 0");
+    assert_eq!(zero.total_hits(), 0);
+}
+
+/// LARU with the online LightGBM predictor is reproducible: models are
+/// installed at fixed request counts, training is single-threaded.
+#[cfg(feature = "lightgbm")]
+#[test]
+fn laru_with_lightgbm_is_deterministic() {
+    use recache_eviction::Cache;
+    use recache_eviction::policy::{self, PolicyEnv};
+    use recache_eviction::predict::lgbm::{LgbmConfig, LightGbm};
+    let trace = prefix_trace(&random_steps(2500, 9), 60);
+    let run = || {
+        let cfg = LgbmConfig {
+            min_rows: 500,
+            retrain_every: 2000,
+            ..LgbmConfig::default()
+        };
+        let env = PolicyEnv {
+            capacity: 120,
+            predictor: Some(Box::new(LightGbm::new(cfg))),
+            future: None,
+        };
+        let laru = PolicyConfig::Laru {
+            lambda_min_misses: None,
+        };
+        let mut cache = Cache::new(120, policy::build(&laru, env).expect("laru"));
+        let hits: Vec<usize> = trace
+            .iter()
+            .enumerate()
+            .map(|(t, r)| cache.access(r, t as u64, None).expect("valid victims").hits)
+            .collect();
+        let stats = cache.policy_stats().predictor.expect("predictor stats");
+        (hits, stats.model_swaps, stats.predict_rows)
+    };
+    let a = run();
+    assert!(a.1 > 0, "a model was trained and installed");
+    assert_eq!(a, run());
+}

@@ -50,6 +50,8 @@ pub struct ServeArgs {
     /// On SIGTERM/SIGINT, wait this long for in-flight requests before exiting [default: 30s]
     #[arg(long, env = "RECACHE_DRAIN_TIMEOUT", value_parser = humantime::parse_duration)]
     pub drain_timeout: Option<Duration>,
+    #[command(flatten)]
+    pub rank: crate::rank::config::RankArgs,
 }
 
 /// The same settings as read from a TOML file.
@@ -77,6 +79,7 @@ pub struct Config {
     pub upstream_timeout: Duration,
     pub health_interval: Duration,
     pub drain_timeout: Duration,
+    pub rank: crate::rank::config::RankConfig,
 }
 
 /// Settings that cannot be used, with what to change.
@@ -140,6 +143,7 @@ impl ServeArgs {
             .parse()
             .map_err(|_| ConfigError::NoUpstream)?;
         Ok(Config {
+            rank: self.rank.resolve(),
             listen: self.listen.or(file.listen).unwrap_or(default_listen),
             upstreams,
             engine: self.engine.or(file.engine).unwrap_or_default(),

@@ -12,6 +12,8 @@
 //!   failure, timeouts, and the streaming response body ([`proxy::stream`]).
 //! - [`upstream`]: the replica set: health state, least-outstanding choice, in-flight guards;
 //!   [`health`] probes replicas in the background and takes failed ones back.
+//! - [`rank`]: GR ranking (`POST /v1/rank`, the `recache_rank` completions extension): prompt
+//!   rewriting into user- or item-as-prefix layouts, prefix selection, label-token scoring.
 //! - [`error`]: every error recache itself answers with, rendered in OpenAI's error shape.
 //! - [`metrics`]: the Prometheus registry behind `/metrics`.
 //! - [`bench`]: benchmark commands (`recache bench ...`) that print JSON.
@@ -24,6 +26,7 @@ pub mod error;
 pub mod health;
 pub mod metrics;
 pub mod proxy;
+pub mod rank;
 pub mod server;
 pub mod service;
 pub mod upstream;

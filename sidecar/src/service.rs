@@ -28,6 +28,7 @@ pub struct AppState {
     pub client: HttpClient,
     pub upstreams: Upstreams,
     pub metrics: Arc<Metrics>,
+    pub rank: crate::rank::RankState,
 }
 
 impl AppState {
@@ -46,7 +47,9 @@ impl AppState {
                 .with_label_values(&[u.label.as_str()])
                 .set(1);
         }
+        let rank = crate::rank::RankState::new(config.rank.clone(), &metrics)?;
         Ok(Arc::new(Self {
+            rank,
             config,
             client,
             upstreams,
@@ -68,6 +71,7 @@ pub async fn handle(
         }
         (&Method::GET, "/ready") => ready(&state),
         (&Method::GET, "/metrics") => metrics(&state),
+        (&Method::POST, "/v1/rank") => crate::rank::handler::handle(&state, req).await,
         _ => return Ok(crate::proxy::forward(&state, req, record).await),
     };
     record.set_status(resp.status().as_u16());

@@ -32,7 +32,20 @@ pub async fn forward(
     mut record: RequestRecord,
 ) -> Response<Body> {
     let (parts, body) = req.into_parts();
-    let result = match read_body(body, &parts.headers, state.config.max_body_bytes).await {
+    let bytes = read_body(body, &parts.headers, state.config.max_body_bytes).await;
+    // GR prompts sent as completions with `recache_rank` are rewritten to token ids here.
+    let (bytes, extra) = match bytes {
+        Ok(bytes) => match crate::rank::extension::rewrite(state, parts.uri.path(), bytes).await {
+            Ok((bytes, extra)) => (Ok(bytes), extra),
+            Err(e) => {
+                let resp = e.into_response();
+                record.set_status(resp.status().as_u16());
+                return resp;
+            }
+        },
+        Err(e) => (Err(e), HeaderMap::new()),
+    };
+    let result = match bytes {
         Ok(bytes) => match recache_adapters::validate_body(parts.uri.path(), &bytes) {
             Ok(_) => send(state, &parts, bytes, &mut record).await,
             Err(e) => Err(ApiError::BadRequest {
@@ -46,6 +59,7 @@ pub async fn forward(
         Ok((resp, in_flight, sse)) => {
             let (mut parts, incoming) = resp.into_parts();
             strip_hop_by_hop(&mut parts.headers);
+            parts.headers.extend(extra);
             record.set_status(parts.status.as_u16());
             let body = stream::UpstreamBody::new(incoming, sse, in_flight, record);
             Response::from_parts(parts, BodyExt::boxed(body))
@@ -147,7 +161,11 @@ fn upstream_request(
     Ok(req)
 }
 
-async fn read_body(body: Incoming, headers: &HeaderMap, limit: usize) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_body(
+    body: Incoming,
+    headers: &HeaderMap,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())

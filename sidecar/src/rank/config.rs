@@ -1,0 +1,93 @@
+//! `recache serve` settings of the GR ranking API (`--rank-*` flags, `RECACHE_RANK_*`
+//! environment), resolved into one [`RankConfig`].
+//!
+//! Flags and environment only for now: the TOML file's keys are owned by `crate::config`.
+
+use super::select::SelectorConfig;
+
+/// vLLM 0.32 caps `logprob_token_ids` at 128 entries (`MAX_LOGPROB_TOKEN_IDS`), and every
+/// candidate needs one label token scored, so this is the most candidates one request can have.
+pub const DEFAULT_MAX_ITEMS: usize = 128;
+/// First label token id. Byte-level BPE vocabularies (Qwen2, the testbed's) start with the 256
+/// byte tokens, so ids from 256 on are ordinary merged tokens in any such model.
+pub const DEFAULT_LABEL_BASE: u32 = 256;
+/// Requests in the hotness window (BAT §5.3 counts user frequency over a sliding window).
+pub const DEFAULT_WINDOW: usize = 1000;
+/// Prompt tokens of user prefixes the BAT selector assumes the engine keeps cached: the
+/// testbed's default KV cache (1024 blocks × 32 tokens). Set it to your engine's KV size.
+pub const DEFAULT_USER_CACHE_TOKENS: u64 = 32 * 1024;
+/// Used when a request gives no instruction: the discriminant position follows it.
+pub const DEFAULT_INSTRUCTION: &str =
+    "Rank the candidate items for this user. The label of the best item is:";
+
+/// Which rule picks the prefix of a request whose `mode` is `auto` (or absent).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SelectorKind {
+    /// Hotness-aware (BAT §5.3): user prefix only for long, frequently seen users.
+    #[default]
+    Bat,
+    /// Cache-agnostic: whichever side has more tokens becomes the prefix.
+    Agnostic,
+    /// Always user-as-prefix.
+    UserPrefix,
+    /// Always item-as-prefix.
+    ItemPrefix,
+}
+
+/// Flags of the ranking API (flattened into `recache serve`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RankArgs {
+    /// Prefix rule for /v1/rank requests with mode "auto" [default: bat]
+    #[arg(long, env = "RECACHE_RANK_SELECTOR", value_enum)]
+    pub rank_selector: Option<SelectorKind>,
+    /// Sliding window, in requests, over which user frequency is counted [default: 1000]
+    #[arg(long, env = "RECACHE_RANK_WINDOW")]
+    pub rank_window: Option<usize>,
+    /// Tokens of user prefixes the bat selector treats as cacheable; set to the engine's KV
+    /// capacity in tokens [default: 32768]
+    #[arg(long, env = "RECACHE_RANK_USER_CACHE_TOKENS")]
+    pub rank_user_cache_tokens: Option<u64>,
+    /// Token id of the first candidate's label; candidate k gets BASE+k [default: 256]
+    #[arg(long, env = "RECACHE_RANK_LABEL_BASE")]
+    pub rank_label_base: Option<u32>,
+    /// Most candidates per request (each needs a scored label token) [default: 128]
+    #[arg(long, env = "RECACHE_RANK_MAX_ITEMS")]
+    pub rank_max_items: Option<usize>,
+}
+
+/// Resolved ranking settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankConfig {
+    pub selector: SelectorConfig,
+    pub label_base: u32,
+    pub max_items: usize,
+    pub default_instruction: String,
+}
+
+impl Default for RankConfig {
+    fn default() -> Self {
+        RankArgs::default().resolve()
+    }
+}
+
+impl RankArgs {
+    pub fn resolve(&self) -> RankConfig {
+        let selector = match self.rank_selector.unwrap_or_default() {
+            SelectorKind::Bat => SelectorConfig::Bat {
+                window: self.rank_window.unwrap_or(DEFAULT_WINDOW).max(1),
+                user_cache_tokens: self
+                    .rank_user_cache_tokens
+                    .unwrap_or(DEFAULT_USER_CACHE_TOKENS),
+            },
+            SelectorKind::Agnostic => SelectorConfig::Agnostic,
+            SelectorKind::UserPrefix => SelectorConfig::UserPrefix,
+            SelectorKind::ItemPrefix => SelectorConfig::ItemPrefix,
+        };
+        RankConfig {
+            selector,
+            label_base: self.rank_label_base.unwrap_or(DEFAULT_LABEL_BASE),
+            max_items: self.rank_max_items.unwrap_or(DEFAULT_MAX_ITEMS).max(1),
+            default_instruction: DEFAULT_INSTRUCTION.to_string(),
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! GR prompts through `/v1/completions` for OpenAI clients: a completions body may carry
+//! `"recache_rank": {user, items, instruction?, mode?}` instead of `prompt`. recache rewrites
+//! it exactly as `/v1/rank` would (same layouts, selector and label tokens), sets `prompt` to
+//! the token ids, sets `allowed_token_ids` to the labels unless the client set it, removes the
+//! extension object and forwards the body; the engine's completion comes back unchanged.
+//!
+//! The response carries `x-recache-prefix: user|item` and `x-recache-labels`, a JSON array of
+//! `[label_token_id, item_id]` pairs (omitted if an id is not header-safe), so a client can map
+//! a generated label or its log-probabilities back to items.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+
+use super::RankError;
+use super::api::{self, RankRequest, bad};
+use super::pipeline::prepare;
+use crate::service::AppState;
+
+/// The body key that marks a GR completions request.
+pub const KEY: &str = "recache_rank";
+
+/// Rewrites `body` when it is a completions body with [`KEY`]; otherwise returns it untouched
+/// (without parsing it). The headers go on the response.
+pub async fn rewrite(
+    state: &Arc<AppState>,
+    path: &str,
+    body: Bytes,
+) -> Result<(Bytes, HeaderMap), RankError> {
+    let marked = body.windows(KEY.len()).any(|w| w == KEY.as_bytes());
+    if path != recache_adapters::openai::COMPLETIONS || !marked {
+        return Ok((body, HeaderMap::new()));
+    }
+    let Ok(Value::Object(mut obj)) = serde_json::from_slice::<Value>(&body) else {
+        return Ok((body, HeaderMap::new())); // validation downstream names the problem
+    };
+    let Some(spec) = obj.remove(KEY) else {
+        return Ok((body, HeaderMap::new()));
+    };
+    if obj.contains_key("prompt") {
+        return Err(bad(format!("give either 'prompt' or '{KEY}', not both"), KEY).into());
+    }
+    let mut req: RankRequest = serde_json::from_value(spec)
+        .map_err(|e| bad(format!("invalid '{KEY}' object: {e}"), KEY))?;
+    if req.model.is_some() || req.top_k.is_some() || req.cache_salt.is_some() {
+        return Err(bad(
+            format!("'{KEY}' takes user, items, instruction and mode; put model and cache_salt in the completions body"),
+            KEY,
+        )
+        .into());
+    }
+    req.model = obj.get("model").and_then(Value::as_str).map(str::to_string);
+    let req = api::validate(req, state.rank.config.max_items)?;
+    let prepared = prepare(state, &req).await?;
+    let labels: Vec<u32> = prepared.prompt.labels.iter().map(|(l, _)| *l).collect();
+    obj.insert("prompt".into(), json!(prepared.prompt.tokens));
+    obj.entry("allowed_token_ids").or_insert(json!(labels));
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        "x-recache-prefix",
+        HeaderValue::from_static(prepared.kind.as_str()),
+    );
+    let pairs: Vec<Value> = prepared
+        .prompt
+        .labels
+        .iter()
+        .map(|(l, i)| json!([l, req.items[*i].id]))
+        .collect();
+    if let Ok(v) = HeaderValue::from_str(&Value::Array(pairs).to_string()) {
+        headers.insert("x-recache-labels", v);
+    }
+    let bytes = serde_json::to_vec(&Value::Object(obj))
+        .map_err(|e| RankError::Internal(format!("encoding: {e}")))?;
+    Ok((Bytes::from(bytes), headers))
+}

@@ -1,0 +1,80 @@
+//! `POST /v1/rank`: validate, rewrite, score on the engine, answer candidates by score.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+
+use super::RankError;
+use super::api::{self, RankResponse, Scored, Usage, Validated};
+use super::engine;
+use super::pipeline::{Prepared, prepare};
+use crate::Body;
+use crate::error::json_response;
+use crate::service::AppState;
+
+/// Answers one `/v1/rank` request.
+pub async fn handle(state: &Arc<AppState>, req: Request<Incoming>) -> Response<Body> {
+    let started = Instant::now();
+    let (parts, body) = req.into_parts();
+    let limit = state.config.max_body_bytes;
+    let bytes = match crate::proxy::read_body(body, &parts.headers, limit).await {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    let result = match api::parse(&bytes, state.rank.config.max_items) {
+        Ok(req) => rank(state, &req).await,
+        Err(e) => Err(e.into()),
+    };
+    match result.and_then(|r| {
+        serde_json::to_value(&r).map_err(|e| RankError::Internal(format!("encoding: {e}")))
+    }) {
+        Ok(value) => {
+            state
+                .rank
+                .metrics
+                .latency
+                .observe(started.elapsed().as_secs_f64());
+            json_response(StatusCode::OK, &value)
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Ranks a validated request.
+pub async fn rank(state: &Arc<AppState>, req: &Validated) -> Result<RankResponse, RankError> {
+    let Prepared { kind, prompt } = prepare(state, req).await?;
+    let body = engine::scoring_body(req.model.as_deref(), &prompt, req.cache_salt.as_deref());
+    let answer = engine::post_json(state, "/v1/completions", &body).await?;
+    let scores = engine::read_scores(&answer, &prompt)?;
+    let m = &state.rank.metrics;
+    m.prompt_tokens.inc_by(scores.prompt_tokens);
+    m.cached_tokens.inc_by(scores.cached_tokens);
+    m.reused_tokens.observe(scores.cached_tokens as f64);
+    // Position k of the prompt holds request item labels[k].1; order by score, ties by the
+    // request's own order so equal scores rank deterministically.
+    let mut scored: Vec<(usize, f64)> = prompt
+        .labels
+        .iter()
+        .zip(&scores.logprobs)
+        .map(|((_, item), lp)| (*item, *lp))
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let ranking = scored
+        .into_iter()
+        .take(req.top_k)
+        .map(|(i, score)| Scored {
+            id: req.items[i].id.clone(),
+            score,
+        })
+        .collect();
+    Ok(RankResponse {
+        ranking,
+        prefix: kind,
+        usage: Usage {
+            prompt_tokens: scores.prompt_tokens,
+            cached_tokens: scores.cached_tokens,
+        },
+    })
+}

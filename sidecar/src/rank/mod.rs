@@ -1,0 +1,93 @@
+//! GR ranking: `POST /v1/rank` and the `recache_rank` extension of `/v1/completions`.
+//!
+//! A ranking request is a user profile, N candidate items and an instruction; recache rewrites
+//! it into a token-id prompt in one of two layouts, asks the engine for the log-probability of
+//! each candidate's label token at the last position, and answers the candidates by score.
+//! See `README.md` beside this file for the API, the layouts and measured results.
+//!
+//! - [`api`]: request/response shapes and validation (400s naming the problem).
+//! - [`config`]: `--rank-*` settings.
+//! - [`select`]: which layout a request gets (one trait, a file per rule, one factory).
+//! - [`popularity`]: the global hot-first item order of item-as-prefix prompts.
+//! - [`layout`]: the rewriter (token prompts and label tokens for both layouts).
+//! - [`tokens`]: text to token ids through the engine's `/tokenize`, cached.
+//! - [`pipeline`]: validated request → prompt (shared by both entry points).
+//! - [`engine`]: upstream calls, the scoring request, reading scores and cached tokens.
+//! - [`handler`]: `/v1/rank`; [`extension`]: the completions extension.
+//! - [`metrics`]: decisions, latency, reused tokens.
+
+pub mod api;
+pub mod config;
+pub mod engine;
+pub mod extension;
+pub mod handler;
+pub mod layout;
+pub mod metrics;
+pub mod pipeline;
+pub mod popularity;
+pub mod select;
+pub mod tokens;
+
+use http::{Response, StatusCode};
+use serde_json::Value;
+
+use crate::Body;
+use crate::error::{ApiError, error_json, json_response};
+
+/// Ranking state shared by all connections.
+pub struct RankState {
+    pub config: config::RankConfig,
+    pub selector: Box<dyn select::PrefixSelector>,
+    pub popularity: popularity::Popularity,
+    pub tokens: tokens::TokenCache,
+    pub metrics: metrics::RankMetrics,
+}
+
+impl RankState {
+    pub fn new(
+        config: config::RankConfig,
+        registry: &crate::metrics::Metrics,
+    ) -> Result<Self, prometheus::Error> {
+        Ok(Self {
+            selector: select::build(&config.selector),
+            config,
+            popularity: Default::default(),
+            tokens: Default::default(),
+            metrics: metrics::RankMetrics::new(registry)?,
+        })
+    }
+}
+
+/// Why a ranking request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RankError {
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error("no healthy upstream is available")]
+    NoUpstream,
+    #[error("{0}")]
+    Upstream(String),
+    /// The engine refused the rewritten request; its error body is passed on.
+    #[error("the engine answered {status}: {body}")]
+    Engine { status: StatusCode, body: Value },
+    #[error("{0}")]
+    BadEngineAnswer(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl RankError {
+    pub fn into_response(self) -> Response<Body> {
+        let gateway = |msg: &str| {
+            let body = error_json(msg, "upstream_error", "upstream_error", None);
+            json_response(StatusCode::BAD_GATEWAY, &body)
+        };
+        match self {
+            RankError::Api(e) => e.into_response(),
+            RankError::NoUpstream => ApiError::NoHealthyUpstream.into_response(),
+            RankError::Upstream(m) | RankError::BadEngineAnswer(m) => gateway(&m),
+            RankError::Engine { status, body } => json_response(status, &body),
+            RankError::Internal(m) => ApiError::Internal(m).into_response(),
+        }
+    }
+}

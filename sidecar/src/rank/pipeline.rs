@@ -1,0 +1,85 @@
+//! From a validated request to the prompt the engine gets: token ids for every part, the
+//! prefix decision, the candidate order, the rewritten prompt. Shared by `/v1/rank` and the
+//! completions extension so both produce the same tokens for the same request.
+
+use std::sync::Arc;
+
+use tokio::task::JoinSet;
+
+use super::api::{Mode, Validated};
+use super::layout::{self, Prompt};
+use super::select::{PrefixKind, SelectInput};
+use super::{RankError, tokens};
+use crate::service::AppState;
+
+/// A request ready to send.
+#[derive(Debug)]
+pub struct Prepared {
+    pub kind: PrefixKind,
+    pub prompt: Prompt,
+}
+
+/// Token ids of all items, tokenizing uncached texts concurrently.
+async fn item_tokens(
+    state: &Arc<AppState>,
+    req: &Validated,
+) -> Result<Vec<Arc<Vec<u32>>>, RankError> {
+    let model = req.model.clone();
+    let mut set = JoinSet::new();
+    for (i, item) in req.items.iter().enumerate() {
+        let (state, model, item) = (state.clone(), model.clone(), item.clone());
+        set.spawn(async move {
+            let t = tokens::resolve(&state, model.as_deref(), "item", &item.key, &item.content);
+            (i, t.await)
+        });
+    }
+    let mut out = vec![Arc::new(Vec::new()); req.items.len()];
+    while let Some(joined) = set.join_next().await {
+        let (i, t) = joined.map_err(|e| RankError::Internal(format!("tokenizer task: {e}")))?;
+        out[i] = t?;
+    }
+    Ok(out)
+}
+
+/// Tokenizes, chooses the layout, orders the items and builds the prompt.
+pub async fn prepare(state: &Arc<AppState>, req: &Validated) -> Result<Prepared, RankError> {
+    let rank = &state.rank;
+    let model = req.model.as_deref();
+    let user = tokens::resolve(state, model, "user", &req.user.key, &req.user.content).await?;
+    let items = item_tokens(state, req).await?;
+    let default_instruction =
+        super::api::TextOrTokens::Text(rank.config.default_instruction.clone());
+    let instruction = req.instruction.as_ref().unwrap_or(&default_instruction);
+    let instruction = tokens::resolve(state, model, "instruction", "", instruction).await?;
+    let item_refs: Vec<&[u32]> = items.iter().map(|t| t.as_slice()).collect();
+    let (kind, rule) = match req.mode {
+        Mode::Fixed(kind) => (kind, "request"),
+        Mode::Auto => {
+            let input = SelectInput {
+                user: &req.user.key,
+                user_tokens: user.len(),
+                item_tokens: layout::item_tokens(&item_refs),
+            };
+            (rank.selector.choose(&input), rank.selector.name())
+        }
+    };
+    rank.metrics
+        .decisions
+        .with_label_values(&[kind.as_str(), rule])
+        .inc();
+    let keys: Vec<&str> = req.items.iter().map(|i| i.key.as_str()).collect();
+    let order = match kind {
+        PrefixKind::Item => rank.popularity.order(&keys),
+        PrefixKind::User => (0..keys.len()).collect(),
+    };
+    rank.popularity.record(&keys);
+    let prompt = layout::build(
+        kind,
+        &user,
+        &item_refs,
+        &order,
+        &instruction,
+        rank.config.label_base,
+    );
+    Ok(Prepared { kind, prompt })
+}

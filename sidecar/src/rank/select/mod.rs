@@ -1,0 +1,126 @@
+//! Prefix selection: which side of a GR prompt (user profile or candidate items) goes first.
+//!
+//! One trait, [`PrefixSelector`], one implementation per file, chosen by the serde enum
+//! [`SelectorConfig`] through the one factory [`build`]:
+//! - [`hotness::Hotness`] (`bat`): BAT §5.3's hotness-aware rule;
+//! - [`agnostic::Agnostic`]: the cache-agnostic baseline (longer side first);
+//! - [`fixed_user::FixedUser`] / [`fixed_item::FixedItem`]: always UP / always IP.
+//!
+//! Which user prefixes count as cached comes from the hotness selector's own admission model
+//! (a token budget), not from the engine: following the engine's KV events is a later issue.
+
+pub mod agnostic;
+pub mod fixed_item;
+pub mod fixed_user;
+pub mod hotness;
+
+use serde::{Deserialize, Serialize};
+
+/// Where the shared prefix of a ranking prompt comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrefixKind {
+    /// `[U][I_1..I_N][instr]`
+    User,
+    /// `[I_1..I_N][U][instr]`
+    Item,
+}
+
+impl PrefixKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PrefixKind::User => "user",
+            PrefixKind::Item => "item",
+        }
+    }
+}
+
+/// What a selector sees of one request.
+#[derive(Debug, Clone, Copy)]
+pub struct SelectInput<'a> {
+    /// The user's id, as the client sent it (JSON text).
+    pub user: &'a str,
+    /// τ_u: tokens of the user profile.
+    pub user_tokens: usize,
+    /// τ_i: tokens of all candidate items (labels included).
+    pub item_tokens: usize,
+}
+
+/// Chooses the prefix of each `auto` request. Stateful selectors keep their state inside
+/// (behind a lock), so one instance serves all connections.
+pub trait PrefixSelector: Send + Sync {
+    /// The name reported in metrics (`bat`, `agnostic`, `user_prefix`, `item_prefix`).
+    fn name(&self) -> &'static str;
+    /// Picks the prefix for one request and updates the selector's state with it.
+    fn choose(&self, input: &SelectInput<'_>) -> PrefixKind;
+}
+
+/// Which selector to build, with its settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SelectorConfig {
+    /// Hotness-aware: frequency over the last `window` requests, user prefixes admitted into a
+    /// modelled cache of `user_cache_tokens` tokens.
+    Bat {
+        window: usize,
+        user_cache_tokens: u64,
+    },
+    Agnostic,
+    UserPrefix,
+    ItemPrefix,
+}
+
+/// The one factory.
+pub fn build(config: &SelectorConfig) -> Box<dyn PrefixSelector> {
+    match config {
+        SelectorConfig::Bat {
+            window,
+            user_cache_tokens,
+        } => Box::new(hotness::Hotness::new(*window, *user_cache_tokens)),
+        SelectorConfig::Agnostic => Box::new(agnostic::Agnostic),
+        SelectorConfig::UserPrefix => Box::new(fixed_user::FixedUser),
+        SelectorConfig::ItemPrefix => Box::new(fixed_item::FixedItem),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn factory_builds_each_kind_and_config_round_trips() {
+        let configs = [
+            SelectorConfig::Bat {
+                window: 10,
+                user_cache_tokens: 100,
+            },
+            SelectorConfig::Agnostic,
+            SelectorConfig::UserPrefix,
+            SelectorConfig::ItemPrefix,
+        ];
+        let names: Vec<_> = configs.iter().map(|c| build(c).name()).collect();
+        assert_eq!(names, ["bat", "agnostic", "user_prefix", "item_prefix"]);
+        let json = serde_json::to_string(&configs[0]).expect("json");
+        assert_eq!(
+            json,
+            r#"{"kind":"bat","window":10,"user_cache_tokens":100}"#
+        );
+        let back: SelectorConfig = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back, configs[0]);
+    }
+
+    #[test]
+    fn fixed_and_agnostic_rules() {
+        let input = |u, i| SelectInput {
+            user: "u",
+            user_tokens: u,
+            item_tokens: i,
+        };
+        let agn = agnostic::Agnostic;
+        assert_eq!(agn.choose(&input(2000, 1800)), PrefixKind::User);
+        assert_eq!(agn.choose(&input(1800, 1800)), PrefixKind::User);
+        assert_eq!(agn.choose(&input(1000, 1800)), PrefixKind::Item);
+        assert_eq!(fixed_user::FixedUser.choose(&input(1, 9)), PrefixKind::User);
+        assert_eq!(fixed_item::FixedItem.choose(&input(9, 1)), PrefixKind::Item);
+    }
+}

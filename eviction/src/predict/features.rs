@@ -171,12 +171,8 @@ impl Features {
         let h = self.hist.entry(ev.block).or_default();
         h.access(t);
         let mut row = [0f32; NF];
-        for i in 0..DELTAS {
-            row[i] = if i + 1 < h.count as usize {
-                h.deltas[i]
-            } else {
-                -1.0
-            };
+        for (i, (r, d)) in row.iter_mut().zip(&h.deltas).enumerate() {
+            *r = if i + 1 < h.count as usize { *d } else { -1.0 };
         }
         row[DELTAS..DELTAS + COUNTERS].copy_from_slice(&h.decay);
         let c = &ev.ctx;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use http::Uri;
 use recache_adapters::Engine;
+use recache_eviction::PolicyConfig;
 use serde::Deserialize;
 
 const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -52,6 +53,13 @@ pub struct ServeArgs {
     pub drain_timeout: Option<Duration>,
     #[command(flatten)]
     pub rank: crate::rank::config::RankArgs,
+    /// Bearer token for the admin API (/admin/...); without one the admin API is off
+    #[arg(long, env = "RECACHE_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// Eviction policy at start-up, NAME or NAME:key=value (lru, lfu, sieve, fpb, hf, laru);
+    /// switch later with PUT /admin/eviction-policy [default: lru]
+    #[arg(long, env = "RECACHE_EVICTION_POLICY")]
+    pub eviction_policy: Option<String>,
 }
 
 /// The same settings as read from a TOML file.
@@ -66,6 +74,8 @@ struct FileConfig {
     upstream_timeout: Option<String>,
     health_interval: Option<String>,
     drain_timeout: Option<String>,
+    admin_token: Option<String>,
+    eviction_policy: Option<String>,
 }
 
 /// Resolved settings for one `recache serve`.
@@ -80,6 +90,8 @@ pub struct Config {
     pub health_interval: Duration,
     pub drain_timeout: Duration,
     pub rank: crate::rank::config::RankConfig,
+    pub admin_token: Option<String>,
+    pub eviction_policy: PolicyConfig,
 }
 
 /// Settings that cannot be used, with what to change.
@@ -107,6 +119,8 @@ pub enum ConfigError {
         "no upstream given: pass --upstream URL (or RECACHE_UPSTREAM, or `upstream` in the config file)"
     )]
     NoUpstream,
+    #[error("eviction policy: {0}")]
+    Policy(String),
     #[error("upstream {url:?} is not usable: {why}")]
     BadUpstream { url: String, why: String },
 }
@@ -139,6 +153,15 @@ impl ServeArgs {
         if upstreams.is_empty() {
             return Err(ConfigError::NoUpstream);
         }
+        let spec = self
+            .eviction_policy
+            .clone()
+            .or(file.eviction_policy)
+            .unwrap_or_else(|| "lru".into());
+        let eviction_policy =
+            PolicyConfig::from_spec(&spec).map_err(|e| ConfigError::Policy(e.to_string()))?;
+        crate::policy_slot::check_servable(&eviction_policy)
+            .map_err(|e| ConfigError::Policy(e.to_string()))?;
         let default_listen = DEFAULT_LISTEN
             .parse()
             .map_err(|_| ConfigError::NoUpstream)?;
@@ -175,6 +198,12 @@ impl ServeArgs {
                 &file.drain_timeout,
                 DEFAULT_DRAIN_TIMEOUT,
             )?,
+            admin_token: self
+                .admin_token
+                .clone()
+                .or(file.admin_token)
+                .filter(|t| !t.is_empty()),
+            eviction_policy,
         })
     }
 }

@@ -12,19 +12,24 @@
 //!   failure, timeouts, and the streaming response body ([`proxy::stream`]).
 //! - [`upstream`]: the replica set: health state, least-outstanding choice, in-flight guards;
 //!   [`health`] probes replicas in the background and takes failed ones back.
+//! - [`policy_slot`]: the eviction policy in use, swapped atomically; [`admin`] serves
+//!   `GET`/`PUT /admin/eviction-policy` behind a bearer token.
 //! - [`rank`]: GR ranking (`POST /v1/rank`, the `recache_rank` completions extension): prompt
 //!   rewriting into user- or item-as-prefix layouts, prefix selection, label-token scoring.
 //! - [`error`]: every error recache itself answers with, rendered in OpenAI's error shape.
 //! - [`metrics`]: the Prometheus registry behind `/metrics`.
-//! - [`bench`]: benchmark commands (`recache bench ...`) that print JSON.
+//! - [`bench`]: benchmark commands (`recache bench ...`) that print JSON. `recache sim` is the
+//!   eviction crate's simulator (`recache_eviction::sim`), embedded as a subcommand.
 //!
 //! Engine specifics (routes, health path, request shapes) live in the `recache-adapters` crate.
 
+pub mod admin;
 pub mod bench;
 pub mod config;
 pub mod error;
 pub mod health;
 pub mod metrics;
+pub mod policy_slot;
 pub mod proxy;
 pub mod rank;
 pub mod server;

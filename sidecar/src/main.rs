@@ -23,6 +23,8 @@ enum Command {
     /// Settings come from flags, then RECACHE_* environment variables, then the TOML file
     /// given by --config, then defaults.
     Serve(ServeArgs),
+    /// Replay a block-hash trace through every eviction policy and report hit ratios.
+    Sim(recache_eviction::sim::SimArgs),
     /// Benchmarks that print JSON.
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -41,6 +43,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => runtime.block_on(serve(args)),
         Command::Bench(cmd) => Ok(runtime.block_on(cmd.run())?),
+        Command::Sim(args) => Ok(recache_eviction::sim::run(&args)?),
     }
 }
 

@@ -31,6 +31,7 @@ const KNOWN_ROUTES: &[&str] = &[
     "/health",
     "/ready",
     "/metrics",
+    "/admin/eviction-policy",
 ];
 
 /// The label a request path is counted under.

@@ -17,6 +17,7 @@ use crate::Body;
 use crate::config::Config;
 use crate::error::{ApiError, full, json_response};
 use crate::metrics::{Metrics, RequestRecord, route_label};
+use crate::policy_slot::PolicySlot;
 use crate::upstream::Upstreams;
 
 /// The pooled HTTP/1 client recache uses towards upstreams.
@@ -29,6 +30,7 @@ pub struct AppState {
     pub upstreams: Upstreams,
     pub metrics: Arc<Metrics>,
     pub rank: crate::rank::RankState,
+    pub policy: PolicySlot,
 }
 
 impl AppState {
@@ -48,12 +50,14 @@ impl AppState {
                 .set(1);
         }
         let rank = crate::rank::RankState::new(config.rank.clone(), &metrics)?;
+        let policy = PolicySlot::new(config.eviction_policy.clone(), &metrics)?;
         Ok(Arc::new(Self {
             rank,
             config,
             client,
             upstreams,
             metrics,
+            policy,
         }))
     }
 }
@@ -72,6 +76,10 @@ pub async fn handle(
         (&Method::GET, "/ready") => ready(&state),
         (&Method::GET, "/metrics") => metrics(&state),
         (&Method::POST, "/v1/rank") => crate::rank::handler::handle(&state, req).await,
+        (_, crate::admin::EVICTION_POLICY) => {
+            let (parts, body) = req.into_parts();
+            crate::admin::handle(&state, &parts.method, &parts.headers, body).await
+        }
         _ => return Ok(crate::proxy::forward(&state, req, record).await),
     };
     record.set_status(resp.status().as_u16());

@@ -85,6 +85,7 @@ pub fn bench_predictor(
             need: train_rows,
         });
     }
+    crate::predict::lgbm::limit_threads();
     let cfg = LgbmConfig::default();
     let p = params(cfg.iterations, cfg.num_leaves);
     let median = |mut v: Vec<f64>| {

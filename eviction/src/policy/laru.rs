@@ -23,8 +23,6 @@ use crate::predict::Predictor;
 pub struct Laru {
     scored: Scored,
     k: usize,
-    /// Scale l by k (paper, flat caches) instead of by the evictable leaves.
-    scale_by_k: bool,
     lambda: f64,
     /// Prediction-induced misses per halving of λ.
     misses_per_halving: u64,
@@ -45,7 +43,6 @@ impl Laru {
         Self {
             scored: Scored::new(predictor),
             k,
-            scale_by_k: std::env::var_os("LARU_SCALE_K").is_some(),
             lambda: 1.0,
             misses_per_halving: lambda_min_misses.unwrap_or(k as u64 / 32).max(1),
             misses_since_halving: 0,
@@ -75,11 +72,7 @@ impl Laru {
     /// until λ < n/k, which a tree with few leaves reaches only after many
     /// halvings.
     fn candidates(&self, n: usize) -> usize {
-        if self.scale_by_k {
-            ((self.lambda * self.k as f64).floor() as usize).max(1)
-        } else {
-            ((self.lambda * n as f64).floor() as usize).max(1)
-        }
+        ((self.lambda * n as f64).floor() as usize).max(1)
     }
 }
 
@@ -111,7 +104,8 @@ impl EvictionPolicy for Laru {
                 self.prediction_induced_misses += 1;
                 self.misses_since_halving += 1;
                 if self.misses_since_halving >= self.misses_per_halving {
-                    self.lambda /= 2.0;
+                    // Floor at 1/k: l is 1 from there on anyway.
+                    self.lambda = (self.lambda / 2.0).max(1.0 / self.k.max(1) as f64);
                     self.misses_since_halving = 0;
                 }
                 return Some(lru);

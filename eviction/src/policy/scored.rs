@@ -11,9 +11,11 @@
 //! Once its time has passed without the access, ranking by it would call the
 //! block "needed soon" forever, and an idle block would never leave (FPB then
 //! keeps dead blocks and evicts fresh ones). For predictors that say
-//! [`Predictor::expires`], an overdue block is scored `now + age` instead (it
-//! is expected to stay idle about as long as it already has), and the oldest
-//! overdue leaf is found at the head of the LRU order.
+//! [`Predictor::expires`], an overdue block is scored `now + age · r`, where
+//! r = age / predicted gap is how late it is: a block of a conversation that
+//! usually comes back within 50 requests and has been idle for 500 is likely
+//! dead. Overdue leaves are looked for among the oldest `OVERDUE_SCAN`
+//! leaves at the head of the LRU order.
 
 use std::collections::BTreeSet;
 
@@ -141,7 +143,10 @@ impl Scored {
     fn score(&self, pred: f64, idx: &RadixIndex, b: BlockId, now: u64) -> f64 {
         if self.expires && pred < now as f64 {
             let last = idx.last_access(b).unwrap_or(now) as f64;
-            2.0 * now as f64 - last
+            let age = now as f64 - last;
+            // Lateness: idle `age` when `pred - last` was expected; a block
+            // late by a factor r is scored as if needed r·age from now.
+            now as f64 + age * age / (pred - last).max(1.0)
         } else {
             pred
         }
@@ -150,16 +155,20 @@ impl Scored {
     /// Furthest predicted among all evictable leaves (after `refresh`).
     pub fn furthest(&self, idx: &RadixIndex, now: u64) -> Option<BlockId> {
         let top = self.by_pred.last()?;
-        if !self.expires || top.0.0 < now as f64 {
+        if !self.expires {
             return Some(top.2);
         }
-        // Overdue leaves score by age: the oldest one is near the LRU head.
+        let now_f = now as f64;
+        // Overdue leaves score by age: the oldest ones are at the LRU head.
         let overdue = idx
             .lru_iter()
             .take(OVERDUE_SCAN)
-            .find(|b| self.keys.get(b).is_some_and(|k| k.0.0 < now as f64));
+            .filter_map(|b| self.keys.get(&b).filter(|k| k.0.0 < now_f))
+            .map(|k| (Ord64(self.score(k.0.0, idx, k.2, now)), k.2))
+            .max();
         match overdue {
-            Some(b) if self.score(f64::MIN, idx, b, now) > top.0.0 => Some(b),
+            Some((s, b)) if top.0.0 < now_f || s.0 > top.0.0 => Some(b),
+            None if top.0.0 < now_f => idx.lru_first(),
             _ => Some(top.2),
         }
     }
@@ -180,4 +189,4 @@ impl Scored {
 }
 
 /// How far into the LRU order to look for the oldest overdue leaf.
-const OVERDUE_SCAN: usize = 64;
+const OVERDUE_SCAN: usize = 32;

@@ -62,14 +62,11 @@ pub struct FeatureConfig {
 
 impl Default for FeatureConfig {
     fn default() -> Self {
-        fn env<T: std::str::FromStr>(k: &str) -> Option<T> {
-            std::env::var(k).ok().and_then(|v| v.parse().ok())
-        }
         Self {
             block_tokens: 512,
-            horizon: env("RECACHE_H").unwrap_or(2000),
+            horizon: 2000,
             window_rows: 20_000,
-            censored_mult: env("RECACHE_CM").unwrap_or(1.0),
+            censored_mult: 1.0,
         }
     }
 }

@@ -50,11 +50,11 @@ impl Default for LgbmConfig {
     fn default() -> Self {
         Self {
             features: FeatureConfig::default(),
-            retrain_every: 10_000,
+            retrain_every: 20_000,
             min_rows: 2_000,
-            iterations: 48,
+            iterations: 32,
             num_leaves: 31,
-            install: Install::AfterRequests(100),
+            install: Install::AfterRequests(1000),
         }
     }
 }
@@ -79,7 +79,6 @@ pub fn params(iterations: u32, num_leaves: u32) -> serde_json::Value {
         "num_leaves": num_leaves,
         "learning_rate": 0.1,
         "min_data_in_leaf": 50,
-        "max_bin": 63,
         "num_threads": 1,
         "deterministic": true,
         "force_row_wise": true,
@@ -95,7 +94,19 @@ pub fn train(x: &[f32], y: &[f32], params: &serde_json::Value) -> Result<Ensembl
     Ensemble::parse(&text).map_err(|e| e.to_string())
 }
 
+/// Caps LightGBM's OpenMP threads at one for this process. lightgbm3 passes
+/// no parameters when it builds a `Dataset`, so `num_threads` in the training
+/// parameters does not reach dataset construction; without the cap it would
+/// take every core (and OpenMP's spinning workers) from the request path.
+pub fn limit_threads() {
+    // SAFETY: plain C call taking an int; no pointers or shared state of ours.
+    unsafe {
+        lightgbm3_sys::LGBM_SetMaxThreads(1);
+    }
+}
+
 fn trainer(jobs: Receiver<Job>, done: Sender<Trained>, params: serde_json::Value) {
+    limit_threads();
     while let Ok(job) = jobs.recv() {
         let start = Instant::now();
         let model = train(&job.x, &job.y, &params);

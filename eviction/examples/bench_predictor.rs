@@ -5,17 +5,14 @@
 
 use std::path::PathBuf;
 
-use recache_eviction::bench::{bench_predictor, rows_from_trace};
-use recache_eviction::trace::load_mooncake;
+use recache_eviction::bench::run_predictor_bench;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::args().nth(1).map_or_else(
         || PathBuf::from("../shared/data/mooncake/conversation_trace.jsonl"),
         PathBuf::from,
     );
-    let requests = load_mooncake(&path)?;
-    let (x, y) = rows_from_trace(&requests);
-    let report = bench_predictor(&x, &y, 20_000, 25_000, 5)?;
+    let report = run_predictor_bench(&path)?;
     println!("{}", serde_json::to_string(&report)?);
     Ok(())
 }

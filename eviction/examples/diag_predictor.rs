@@ -41,6 +41,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         buckets[b].2 += 1;
     }
     println!("max |rust - lightgbm| = {max_diff:e}");
+    // AUC of "reused within the horizon" (label below the censored value),
+    // scoring by the negated prediction (shorter predicted gap = reuse).
+    let cens = y.iter().copied().fold(0f32, f32::max) - 1e-3;
+    let mut scored: Vec<(f64, bool)> = test
+        .chunks_exact(NF)
+        .enumerate()
+        .map(|(i, r)| (-model.predict(r), y[start + n + i] < cens))
+        .collect();
+    scored.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (mut pos_rank, mut npos) = (0f64, 0f64);
+    for (rank, (_, p)) in scored.iter().enumerate() {
+        if *p {
+            pos_rank += rank as f64 + 1.0;
+            npos += 1.0;
+        }
+    }
+    let nneg = scored.len() as f64 - npos;
+    let auc = (pos_rank - npos * (npos + 1.0) / 2.0) / (npos * nneg);
+    println!(
+        "reuse within horizon: {npos} of {}, AUC of -prediction {auc:.3}",
+        scored.len()
+    );
     for (i, (p, t, c)) in buckets.iter().enumerate() {
         println!(
             "from_end {i}: rows {c}, mean pred {:.3}, mean label {:.3}",

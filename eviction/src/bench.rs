@@ -32,6 +32,14 @@ pub enum BenchError {
     Trace(#[from] crate::trace::TraceError),
 }
 
+/// `recache bench predictor`: rows from the trace at `path`, training on
+/// 20k rows and predicting 25k, median of 5 runs. Print it as JSON.
+pub fn run_predictor_bench(path: &std::path::Path) -> Result<PredictorBench, BenchError> {
+    let requests = crate::trace::load_mooncake(path)?;
+    let (x, y) = rows_from_trace(&requests);
+    bench_predictor(&x, &y, 20_000, 25_000, 5)
+}
+
 /// Builds feature rows by replaying `requests` under LRU at 5% capacity
 /// (every access produces a row; labels as in the online predictor).
 pub fn rows_from_trace(requests: &[crate::trace::Request]) -> (Vec<f32>, Vec<f32>) {

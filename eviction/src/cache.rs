@@ -160,4 +160,80 @@ impl Cache {
         self.flush();
         Ok(out)
     }
+
+    /// KV-event feed: the engine stored `block` under `parent` at `now`.
+    /// The block is not pinned; a duplicate store is a touch.
+    pub fn block_stored(
+        &mut self,
+        block: BlockId,
+        parent: Option<BlockId>,
+        now: u64,
+    ) -> Result<(), CacheError> {
+        match self.idx.parent(block) {
+            Some(p) if p == parent => self.idx.touch(block, now)?,
+            Some(_) => return Err(IndexError::Duplicate(block).into()),
+            None => self.idx.insert(block, parent, now)?,
+        }
+        self.flush();
+        let depth = self.idx.depth(block).unwrap_or(1);
+        let ctx = RequestCtx {
+            req_len: depth,
+            pos: depth - 1,
+            ..RequestCtx::default()
+        };
+        let ev = AccessEvent {
+            block,
+            depth,
+            time: now,
+            ctx,
+        };
+        self.policy.on_access(&self.idx, &ev);
+        self.flush();
+        Ok(())
+    }
+
+    /// KV-event feed: the engine removed `block` (must be an unpinned leaf).
+    pub fn block_removed(&mut self, block: BlockId) -> Result<(), CacheError> {
+        self.idx.remove(block)?;
+        self.policy.on_remove(block);
+        self.flush();
+        Ok(())
+    }
+
+    /// KV-event feed: the engine cleared every block.
+    pub fn all_cleared(&mut self) {
+        let blocks: Vec<BlockId> = self.idx.blocks().collect();
+        self.idx.clear();
+        self.flush();
+        for b in blocks {
+            self.policy.on_remove(b);
+        }
+    }
+
+    /// Asks the policy for up to `n` victims and removes them; the caller
+    /// tells the engine. Stops early when no leaf is evictable.
+    pub fn evict(&mut self, n: usize, now: u64) -> Result<Vec<BlockId>, CacheError> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            let ctx = EvictCtx {
+                now,
+                incoming: None,
+            };
+            let Some(v) = self.policy.select_victim(&self.idx, &ctx) else {
+                break;
+            };
+            if !self.idx.is_evictable_leaf(v) {
+                return Err(CacheError::InvalidVictim {
+                    policy: self.policy.name(),
+                    block: v,
+                });
+            }
+            self.idx.remove(v)?;
+            self.evictions += 1;
+            self.policy.on_remove(v);
+            self.flush();
+            out.push(v);
+        }
+        Ok(out)
+    }
 }

@@ -89,3 +89,42 @@ fn laru_with_lightgbm_is_deterministic() {
     assert!(a.1 > 0, "a model was trained and installed");
     assert_eq!(a, run());
 }
+
+/// The KV-event API drives every policy too: stores, engine removals,
+/// clear, and `evict` returning only evictable leaves.
+#[apply(every_policy)]
+fn kv_event_feed(name: &str, noise: f64) {
+    use recache_eviction::policy::{self, PolicyEnv};
+    use recache_eviction::predict::OracleNoise;
+    use recache_eviction::{Cache, FutureIndex};
+    use std::sync::Arc;
+    let cfg = PolicyConfig::from_name(name).expect("valid");
+    let trace = prefix_trace(&random_steps(300, 17), 10);
+    let future = Arc::new(FutureIndex::new(trace.iter().map(Vec::as_slice)));
+    let predictor = cfg
+        .uses_predictor()
+        .then(|| Box::new(OracleNoise::new(future.clone(), noise, 1)) as _);
+    let env = PolicyEnv {
+        capacity: 50,
+        predictor,
+        future: Some(future),
+    };
+    let mut cache = Cache::new(50, policy::build(&cfg, env).expect("build"));
+    for (t, req) in trace.iter().enumerate() {
+        let mut parent = None;
+        for &b in req {
+            cache.block_stored(b, parent, t as u64).expect("store");
+            parent = Some(b);
+        }
+        let over = cache.index().len().saturating_sub(50);
+        let victims = cache.evict(over, t as u64).expect("valid victims");
+        assert_eq!(victims.len(), over);
+        assert!(cache.index().len() <= 50);
+    }
+    let leaf = cache.index().lru_first().expect("a leaf");
+    cache.block_removed(leaf).expect("engine removal");
+    assert!(cache.block_removed(0).is_err(), "root has children");
+    cache.all_cleared();
+    assert!(cache.index().is_empty());
+    assert!(cache.evict(1, 0).expect("empty").is_empty());
+}

@@ -7,11 +7,18 @@
 //! - [`openai`]: checks on the OpenAI-shaped request bodies that recache parses before it
 //!   forwards them, so malformed requests are answered with a 400 instead of reaching the engine.
 //! - [`vllm`]: vLLM's own names (routes, Prometheus metrics).
+//! - [`kv_events`]: vLLM's KV cache events decoded into typed values, sequence tracking.
+//! - `kv_subscriber` (feature `zmq`): the ZMQ SUB transport and the replay client.
+//! - [`order`]: the eviction-order file recache publishes for the engine-side shim.
 //!
 //! The proxy never re-serialises a body it validated: the engine receives the client's bytes.
 
 pub mod engine;
+pub mod kv_events;
+#[cfg(feature = "zmq")]
+pub mod kv_subscriber;
 pub mod openai;
+pub mod order;
 pub mod vllm;
 
 pub use engine::Engine;

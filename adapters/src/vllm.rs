@@ -10,3 +10,6 @@ pub const METRIC_PREFIX_CACHE_QUERIES: &str = "vllm:prefix_cache_queries_total";
 
 /// Prompt tokens found in the prefix cache (counter, tokens).
 pub const METRIC_PREFIX_CACHE_HITS: &str = "vllm:prefix_cache_hits_total";
+
+/// Empties the prefix cache; served only when vLLM runs with `VLLM_SERVER_DEV_MODE=1`.
+pub const RESET_PREFIX_CACHE_PATH: &str = "/reset_prefix_cache";

@@ -1,6 +1,7 @@
 //! Benchmark commands (`recache bench ...`). Each prints its results as JSON on stdout and
 //! progress on stderr; none of them is a timed test.
 
+pub mod gr;
 pub mod loadgen;
 pub mod overhead;
 pub mod static_upstream;
@@ -10,6 +11,8 @@ pub mod static_upstream;
 pub enum BenchCmd {
     /// Proxy overhead: a static-JSON upstream on loopback, loaded directly and through recache.
     Overhead(overhead::OverheadArgs),
+    /// GR ranking on a real engine: recompute, UP, IP, cache-agnostic and BAT prefix selection.
+    Gr(gr::GrArgs),
 }
 
 /// A benchmark that could not run.
@@ -36,6 +39,7 @@ impl BenchCmd {
     pub async fn run(self) -> Result<(), BenchError> {
         match self {
             BenchCmd::Overhead(args) => overhead::run(args).await,
+            BenchCmd::Gr(args) => gr::run(args).await,
         }
     }
 }

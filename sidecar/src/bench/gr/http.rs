@@ -1,0 +1,156 @@
+//! The benchmark's HTTP side: JSON POSTs and metric scrapes, an in-process `recache serve` per
+//! mode, and the engine operations it needs (tokenize, reset the prefix cache, counters).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, Request};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use crate::bench::BenchError;
+use crate::config::ServeArgs;
+use crate::rank::config::RankArgs;
+use crate::service::{AppState, HttpClient};
+
+pub fn client() -> HttpClient {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// POSTs JSON; returns the status and the answer as JSON (text wrapped in a string if not JSON).
+pub async fn post(
+    client: &HttpClient,
+    url: &str,
+    body: &Value,
+) -> Result<(u16, Value), BenchError> {
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri(url)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .map_err(|e| BenchError::Setup(format!("{url}: {e}")))?;
+    let resp = client
+        .request(req)
+        .await
+        .map_err(|e| BenchError::Setup(format!("POST {url}: {e}")))?;
+    let status = resp.status().as_u16();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| BenchError::Setup(format!("reading {url}: {e}")))?
+        .to_bytes();
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
+    Ok((status, value))
+}
+
+pub async fn get_text(client: &HttpClient, url: &str) -> Result<String, BenchError> {
+    let uri = url
+        .parse()
+        .map_err(|e| BenchError::Setup(format!("{url}: {e}")))?;
+    let resp = client
+        .get(uri)
+        .await
+        .map_err(|e| BenchError::Setup(format!("GET {url}: {e}")))?;
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| BenchError::Setup(format!("reading {url}: {e}")))?
+        .to_bytes();
+    Ok(String::from_utf8_lossy(&bytes).into())
+}
+
+/// A counter from the engine's Prometheus text, summed over label sets.
+pub fn counter(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The first served model of the engine.
+pub async fn first_model(client: &HttpClient, upstream: &str) -> Result<String, BenchError> {
+    let text = get_text(client, &format!("{upstream}/v1/models")).await?;
+    let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    v["data"][0]["id"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| BenchError::Setup(format!("{upstream}/v1/models lists no model: {text}")))
+}
+
+pub async fn tokenize(
+    client: &HttpClient,
+    upstream: &str,
+    model: &str,
+    text: &str,
+) -> Result<Vec<u32>, BenchError> {
+    let body = json!({"model": model, "prompt": text, "add_special_tokens": false});
+    let (status, v) = post(client, &format!("{upstream}/tokenize"), &body).await?;
+    v["tokens"]
+        .as_array()
+        .and_then(|a| a.iter().map(|t| t.as_u64().map(|t| t as u32)).collect())
+        .ok_or_else(|| BenchError::Setup(format!("{upstream}/tokenize answered {status}: {v}")))
+}
+
+/// Empties the engine's prefix cache (vLLM: `POST /reset_prefix_cache`, served only with
+/// `VLLM_SERVER_DEV_MODE=1`). Returns why not when it could not.
+pub async fn reset_prefix_cache(client: &HttpClient, upstream: &str) -> Result<(), String> {
+    let url = format!(
+        "{upstream}{}",
+        recache_adapters::vllm::RESET_PREFIX_CACHE_PATH
+    );
+    for _ in 0..20 {
+        match post(client, &url, &json!({})).await {
+            Ok((200, v)) if v["success"] != Value::Bool(false) => return Ok(()),
+            Ok((200, _)) => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
+            Ok((404, _)) => {
+                return Err("the engine has no /reset_prefix_cache; start vLLM with \
+                            VLLM_SERVER_DEV_MODE=1"
+                    .into());
+            }
+            Ok((s, v)) => return Err(format!("/reset_prefix_cache answered {s}: {v}")),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err("/reset_prefix_cache kept answering success=false (blocks still in use)".into())
+}
+
+/// recache serving in this process on loopback, stopped on drop.
+pub struct LocalProxy {
+    pub base: String,
+    _stop: oneshot::Sender<()>,
+}
+
+impl LocalProxy {
+    pub async fn start(upstream: &str, rank: RankArgs) -> Result<Self, BenchError> {
+        let args = ServeArgs {
+            upstream: vec![upstream.to_string()],
+            rank,
+            ..Default::default()
+        };
+        let config = args
+            .resolve()
+            .map_err(|e| BenchError::Setup(e.to_string()))?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(BenchError::io("binding a loopback port"))?;
+        let addr = listener
+            .local_addr()
+            .map_err(BenchError::io("binding a loopback port"))?;
+        let state: Arc<AppState> =
+            AppState::new(config).map_err(|e| BenchError::Setup(format!("metrics: {e}")))?;
+        let (tx, rx) = oneshot::channel::<()>();
+        tokio::spawn(crate::server::run(listener, state, async move {
+            let _ = rx.await;
+        }));
+        Ok(Self {
+            base: format!("http://{addr}"),
+            _stop: tx,
+        })
+    }
+}

@@ -1,0 +1,68 @@
+//! A small seeded PRNG (splitmix64) so a workload is the same on every machine and build; the
+//! bench needs reproducible streams, not cryptographic quality.
+
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed ^ 0x9e37_79b9_7f4a_7c15)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Exponential with the given rate (0 or less: always 0, i.e. back-to-back arrivals).
+    pub fn exponential(&mut self, rate: f64) -> f64 {
+        if rate <= 0.0 {
+            return 0.0;
+        }
+        -(1.0 - self.unit()).ln() / rate
+    }
+
+    pub fn cumulative(weights: &[f64]) -> Vec<f64> {
+        let mut acc = 0.0;
+        weights
+            .iter()
+            .map(|w| {
+                acc += w.max(0.0);
+                acc
+            })
+            .collect()
+    }
+
+    /// An index drawn with probability proportional to its weight (`cum` from [`cumulative`]).
+    pub fn weighted(&mut self, cum: &[f64]) -> usize {
+        let total = cum.last().copied().unwrap_or(0.0);
+        let x = self.unit() * total;
+        cum.partition_point(|c| *c <= x)
+            .min(cum.len().saturating_sub(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeded_and_weighted() {
+        let (mut a, mut b) = (Rng::new(7), Rng::new(7));
+        assert_eq!(a.next_u64(), b.next_u64());
+        let cum = Rng::cumulative(&[0.0, 3.0, 1.0]);
+        let mut hits = [0; 3];
+        for _ in 0..4000 {
+            hits[a.weighted(&cum)] += 1;
+        }
+        assert_eq!(hits[0], 0);
+        assert!(hits[1] > 2 * hits[2], "{hits:?}");
+    }
+}

@@ -17,8 +17,51 @@ pub enum ModelError {
     NonFinite,
 }
 
+/// One split, laid out together so a walk touches one cache line per node.
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    threshold: f64,
+    feature: u32,
+    left: i32,
+    right: i32,
+    /// Bit 1: default left; bits 2-3: missing type.
+    decision: u8,
+}
+
 #[derive(Debug, Clone, Default)]
 struct Tree {
+    nodes: Vec<Node>,
+    leaf: Vec<f64>,
+}
+
+impl Tree {
+    fn eval(&self, x: &[f32]) -> f64 {
+        if self.nodes.is_empty() {
+            return self.leaf.first().copied().unwrap_or(0.0);
+        }
+        let mut i = 0i32;
+        while i >= 0 {
+            let n = &self.nodes[i as usize];
+            let mut v = f64::from(x.get(n.feature as usize).copied().unwrap_or(f32::NAN));
+            let missing = (n.decision >> 2) & 3;
+            if v.is_nan() && missing != 2 {
+                v = 0.0;
+            }
+            let is_missing = (missing == 1 && v.abs() <= 1e-35) || (missing == 2 && v.is_nan());
+            let go_left = if is_missing {
+                n.decision & 2 != 0
+            } else {
+                v <= n.threshold
+            };
+            i = if go_left { n.left } else { n.right };
+        }
+        self.leaf[(!i) as usize]
+    }
+}
+
+/// Tree arrays as they appear in the model text.
+#[derive(Debug, Default)]
+struct RawTree {
     feature: Vec<u32>,
     threshold: Vec<f64>,
     decision: Vec<u8>,
@@ -27,29 +70,47 @@ struct Tree {
     leaf: Vec<f64>,
 }
 
-impl Tree {
-    fn eval(&self, x: &[f32]) -> f64 {
-        if self.feature.is_empty() {
-            return self.leaf.first().copied().unwrap_or(0.0);
+impl RawTree {
+    fn build(self) -> Result<Tree, ModelError> {
+        let n = self.feature.len();
+        let ok = [
+            self.threshold.len(),
+            self.decision.len(),
+            self.left.len(),
+            self.right.len(),
+        ]
+        .iter()
+        .all(|&l| l == n)
+            && self.leaf.len() == n + 1
+            && self
+                .left
+                .iter()
+                .chain(&self.right)
+                .all(|&c| c < n as i32 && (!c) < (n as i32 + 1));
+        if !ok {
+            return Err(ModelError::Format("inconsistent tree arrays".into()));
         }
-        let mut node = 0i32;
-        while node >= 0 {
-            let n = node as usize;
-            let mut v = f64::from(x.get(self.feature[n] as usize).copied().unwrap_or(f32::NAN));
-            let d = self.decision[n];
-            let missing = (d >> 2) & 3;
-            if v.is_nan() && missing != 2 {
-                v = 0.0;
-            }
-            let is_missing = (missing == 1 && v.abs() <= 1e-35) || (missing == 2 && v.is_nan());
-            let go_left = if is_missing {
-                d & 2 != 0
-            } else {
-                v <= self.threshold[n]
-            };
-            node = if go_left { self.left[n] } else { self.right[n] };
+        if !self
+            .leaf
+            .iter()
+            .chain(&self.threshold)
+            .all(|v| v.is_finite())
+        {
+            return Err(ModelError::NonFinite);
         }
-        self.leaf[(!node) as usize]
+        let nodes = (0..n)
+            .map(|i| Node {
+                threshold: self.threshold[i],
+                feature: self.feature[i],
+                left: self.left[i],
+                right: self.right[i],
+                decision: self.decision[i],
+            })
+            .collect();
+        Ok(Tree {
+            nodes,
+            leaf: self.leaf,
+        })
     }
 }
 
@@ -72,12 +133,12 @@ fn list<T: std::str::FromStr>(v: &str) -> Result<Vec<T>, ModelError> {
 impl Ensemble {
     /// Parses `Booster::save_string` output.
     pub fn parse(text: &str) -> Result<Self, ModelError> {
-        let mut trees = Vec::new();
-        let mut cur: Option<Tree> = None;
+        let mut raw = Vec::new();
+        let mut cur: Option<RawTree> = None;
         for line in text.lines() {
             if line.starts_with("Tree=") {
-                trees.extend(cur.take());
-                cur = Some(Tree::default());
+                raw.extend(cur.take());
+                cur = Some(RawTree::default());
                 continue;
             }
             if line.starts_with("end of trees") {
@@ -97,29 +158,11 @@ impl Ensemble {
                 _ => {}
             }
         }
-        trees.extend(cur);
-        for t in &trees {
-            let n = t.feature.len();
-            let ok = [
-                t.threshold.len(),
-                t.decision.len(),
-                t.left.len(),
-                t.right.len(),
-            ]
-            .iter()
-            .all(|&l| l == n)
-                && t.leaf.len() == n + 1
-                && t.left
-                    .iter()
-                    .chain(&t.right)
-                    .all(|&c| c < n as i32 && (!c) < (n as i32 + 1));
-            if !ok {
-                return Err(ModelError::Format("inconsistent tree arrays".into()));
-            }
-            if !t.leaf.iter().chain(&t.threshold).all(|v| v.is_finite()) {
-                return Err(ModelError::NonFinite);
-            }
-        }
+        raw.extend(cur);
+        let trees = raw
+            .into_iter()
+            .map(RawTree::build)
+            .collect::<Result<Vec<_>, _>>()?;
         if trees.is_empty() {
             return Err(ModelError::Format("no trees".into()));
         }

@@ -80,6 +80,7 @@ def main():
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; the block cap is what really binds
+    env.setdefault("VLLM_SERVER_DEV_MODE", "1")  # serves POST /reset_prefix_cache (bench gr resets between modes)
     os.makedirs(a.run_dir, exist_ok=True)
     log = os.path.join(a.run_dir, "server.log")
     with open(log, "w") as f:

@@ -25,8 +25,8 @@ fn template_covers_every_policy() {
 #[apply(every_policy)]
 fn respects_capacity_and_leaf_only(name: &str, noise: f64) {
     let cfg = PolicyConfig::from_name(name).expect("valid");
-    let trace = prefix_trace(&random_steps(3000, 11), 40);
-    for capacity in [8, 64, 300] {
+    let trace = prefix_trace(&random_steps(1200, 11), 40);
+    for capacity in [8, 64, 200] {
         let r = replay(&trace, &cfg, capacity, noise).expect("no invalid victim");
         assert!(r.resident.len() <= capacity);
         assert!(r.evictions > 0, "{name} at {capacity} never evicted");
@@ -36,7 +36,7 @@ fn respects_capacity_and_leaf_only(name: &str, noise: f64) {
 #[apply(every_policy)]
 fn deterministic(name: &str, noise: f64) {
     let cfg = PolicyConfig::from_name(name).expect("valid");
-    let trace = prefix_trace(&random_steps(2000, 5), 30);
+    let trace = prefix_trace(&random_steps(800, 5), 30);
     let a = replay(&trace, &cfg, 100, noise).expect("run a");
     let b = replay(&trace, &cfg, 100, noise).expect("run b");
     assert_eq!(a, b);
@@ -61,7 +61,7 @@ fn laru_with_lightgbm_is_deterministic() {
     use recache_eviction::Cache;
     use recache_eviction::policy::{self, PolicyEnv};
     use recache_eviction::predict::lgbm::{LgbmConfig, LightGbm};
-    let trace = prefix_trace(&random_steps(2500, 9), 60);
+    let trace = prefix_trace(&random_steps(2000, 9), 80);
     let run = || {
         let cfg = LgbmConfig {
             min_rows: 500,

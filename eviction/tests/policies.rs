@@ -128,3 +128,32 @@ fn kv_event_feed(name: &str, noise: f64) {
     assert!(cache.index().is_empty());
     assert!(cache.evict(1, 0).expect("empty").is_empty());
 }
+
+/// Async prediction mode (worker thread): results vary run to run, but
+/// capacity and victim validity hold for every learned policy.
+#[cfg(feature = "lightgbm")]
+#[rstest]
+fn async_predictions_keep_invariants(#[values("fpb", "hf", "laru")] name: &str) {
+    use recache_eviction::Cache;
+    use recache_eviction::policy::{self, PolicyEnv};
+    use recache_eviction::predict::lgbm::{Install, LgbmConfig, LightGbm};
+    let trace = prefix_trace(&random_steps(1500, 21), 60);
+    let cfg = LgbmConfig {
+        min_rows: 500,
+        retrain_every: 2000,
+        install: Install::Background,
+        async_predict: true,
+        ..LgbmConfig::default()
+    };
+    let env = PolicyEnv {
+        capacity: 100,
+        predictor: Some(Box::new(LightGbm::new(cfg))),
+        future: None,
+    };
+    let pc = PolicyConfig::from_name(name).expect("valid");
+    let mut cache = Cache::new(100, policy::build(&pc, env).expect("build"));
+    for (t, r) in trace.iter().enumerate() {
+        cache.access(r, t as u64, None).expect("valid victims");
+        assert!(cache.index().len() <= 100);
+    }
+}

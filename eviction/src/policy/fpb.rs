@@ -38,7 +38,10 @@ impl EvictionPolicy for Fpb {
 
     fn select_victim(&mut self, idx: &RadixIndex, ctx: &EvictCtx) -> Option<BlockId> {
         if self.scored.refresh(idx, ctx.now) {
-            self.scored.furthest(idx, ctx.now)
+            // None when no leaf has a prediction yet (async mode).
+            self.scored
+                .furthest(idx, ctx.now)
+                .or_else(|| idx.lru_first())
         } else {
             self.lru_fallbacks += 1;
             idx.lru_first()

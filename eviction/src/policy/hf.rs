@@ -42,6 +42,7 @@ impl EvictionPolicy for Hf {
         if self.scored.refresh(idx, ctx.now) {
             self.scored
                 .furthest_of(idx, ctx.now, idx.lru_iter().take(self.candidates))
+                .or_else(|| idx.lru_first())
         } else {
             self.lru_fallbacks += 1;
             idx.lru_first()

@@ -132,6 +132,11 @@ impl Scored {
             return false;
         }
         for (&(b, _), &p) in self.batch.iter().zip(&self.out) {
+            if p.is_nan() {
+                // Not predicted yet (async mode): ask again next time.
+                self.stale.insert(b);
+                continue;
+            }
             let key = (Ord64(p), idx.depth(b).unwrap_or(0), b);
             self.by_pred.insert(key);
             self.keys.insert(b, key);

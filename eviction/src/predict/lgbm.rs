@@ -22,7 +22,10 @@ use std::time::Instant;
 
 use lightgbm3::{Booster, Dataset};
 
+use std::sync::Arc;
+
 use super::features::{FeatureConfig, Features, NF};
+use super::refresher::Refresher;
 use super::trees::Ensemble;
 use super::{Predictor, PredictorStats};
 use crate::BlockId;
@@ -44,6 +47,8 @@ pub struct LgbmConfig {
     pub iterations: u32,
     pub num_leaves: u32,
     pub install: Install,
+    /// Predict on a worker thread at each access instead of at decisions.
+    pub async_predict: bool,
 }
 
 impl Default for LgbmConfig {
@@ -55,6 +60,7 @@ impl Default for LgbmConfig {
             iterations: 32,
             num_leaves: 31,
             install: Install::AfterRequests(1000),
+            async_predict: false,
         }
     }
 }
@@ -127,7 +133,8 @@ fn trainer(jobs: Receiver<Job>, done: Sender<Trained>, params: serde_json::Value
 pub struct LightGbm {
     cfg: LgbmConfig,
     feats: Features,
-    model: Option<Ensemble>,
+    model: Option<Arc<Ensemble>>,
+    refresher: Option<Refresher>,
     version: u64,
     jobs: Option<Sender<Job>>,
     done: Receiver<Trained>,
@@ -141,6 +148,7 @@ pub struct LightGbm {
 
 impl LightGbm {
     pub fn new(cfg: LgbmConfig) -> Self {
+        let refresher = cfg.async_predict.then(Refresher::new);
         let (jtx, jrx) = channel();
         let (dtx, drx) = channel();
         let p = params(cfg.iterations, cfg.num_leaves);
@@ -152,6 +160,7 @@ impl LightGbm {
             feats: Features::new(cfg.features),
             cfg,
             model: None,
+            refresher,
             version: 0,
             jobs: thread.as_ref().map(|_| jtx),
             done: drx,
@@ -171,6 +180,10 @@ impl LightGbm {
         self.stats.train_rows_last = t.rows;
         match t.model {
             Ok(m) => {
+                let m = Arc::new(m);
+                if let Some(r) = &self.refresher {
+                    r.set_model(m.clone());
+                }
                 self.model = Some(m);
                 self.version += 1;
                 self.stats.model_swaps += 1;
@@ -240,6 +253,9 @@ impl Predictor for LightGbm {
         self.stats.observed += 1;
         self.feats.observe(ev);
         self.stats.labelled_rows = self.feats.labelled;
+        if let (Some(r), Some(row)) = (&self.refresher, self.feats.row(ev.block)) {
+            r.submit(ev.block, ev.time, row);
+        }
         if ev.time != self.now || ev.ctx.pos == 0 {
             self.poll(ev.time);
         }
@@ -247,6 +263,9 @@ impl Predictor for LightGbm {
 
     fn forget(&mut self, block: BlockId) {
         self.feats.forget(block);
+        if let Some(r) = &mut self.refresher {
+            r.forget(block);
+        }
     }
 
     fn tick(&mut self, now: u64) {
@@ -260,7 +279,13 @@ impl Predictor for LightGbm {
     }
 
     fn model_version(&self) -> Option<u64> {
-        self.model.as_ref().map(|_| self.version)
+        // Async predictions are refreshed per access, not per model.
+        let version = if self.refresher.is_some() {
+            1
+        } else {
+            self.version
+        };
+        self.model.as_ref().map(|_| version)
     }
 
     fn predict(&mut self, blocks: &[(BlockId, u64)], out: &mut Vec<f64>) -> bool {
@@ -269,6 +294,17 @@ impl Predictor for LightGbm {
             return false;
         };
         out.clear();
+        if let Some(r) = &mut self.refresher {
+            r.drain();
+            out.extend(
+                blocks
+                    .iter()
+                    .map(|&(b, last)| r.gap(b, last).map_or(f64::NAN, |g| last as f64 + g)),
+            );
+            self.stats.predict_calls += 1;
+            self.stats.predict_rows = r.rows;
+            return true;
+        }
         for &(b, last) in blocks {
             // A block with no row (never observed) is predicted "now": keep.
             let p = self.feats.row(b).map_or(0.0, |r| model.predict(r).exp_m1());

@@ -7,6 +7,8 @@ pub mod features;
 #[cfg(feature = "lightgbm")]
 pub mod lgbm;
 mod oracle;
+#[cfg(feature = "lightgbm")]
+mod refresher;
 pub mod trees;
 
 use serde::Serialize;
@@ -62,7 +64,8 @@ pub trait Predictor: Send {
     /// Version of the model predictions come from; None = no usable model.
     fn model_version(&self) -> Option<u64>;
     /// Predicted absolute next-access time of each `(block, last_access)`,
-    /// written to `out` (same order). False = no usable model.
+    /// written to `out` (same order); NaN = not available yet (async mode).
+    /// False = no usable model.
     fn predict(&mut self, blocks: &[(BlockId, u64)], out: &mut Vec<f64>) -> bool;
     fn stats(&self) -> PredictorStats;
 }

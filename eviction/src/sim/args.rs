@@ -62,6 +62,10 @@ pub struct SimArgs {
     /// Print each run's policy/predictor counters (JSON) to stderr.
     #[arg(long)]
     pub stats: bool,
+    /// Predict on a worker thread at each access (async mode; not
+    /// reproducible) instead of in a batch at each decision (sync mode).
+    #[arg(long)]
+    pub async_predict: bool,
     /// Install LightGBM models as soon as trained (faster, not reproducible).
     #[arg(long)]
     pub background_training: bool,

@@ -33,6 +33,7 @@ fn predictor(
     seed: u64,
     future: &Arc<FutureIndex>,
     background: bool,
+    async_predict: bool,
 ) -> Result<Box<dyn Predictor>, SimError> {
     match kind {
         PredictorKind::Oracle => Ok(Box::new(OracleNoise::new(future.clone(), noise, seed))),
@@ -43,11 +44,12 @@ fn predictor(
             if background {
                 cfg.install = Install::Background;
             }
+            cfg.async_predict = async_predict;
             Ok(Box::new(LightGbm::new(cfg)))
         }
         #[cfg(not(feature = "lightgbm"))]
         PredictorKind::Lightgbm => {
-            let _ = background;
+            let _ = (background, async_predict);
             Err(SimError::PredictorUnavailable("lightgbm"))
         }
     }
@@ -154,6 +156,7 @@ pub fn run(args: &SimArgs) -> Result<(), SimError> {
                                 args.seed,
                                 &future,
                                 args.background_training,
+                                args.async_predict,
                             )?)
                         } else {
                             None

@@ -13,8 +13,11 @@
 //! units after the job was sent, waiting if needed, so simulations are
 //! deterministic while training still overlaps the requests.
 //!
-//! Build: the `lightgbm3` crate compiles LightGBM with cmake >= 3.28 and
-//! libclang; see the crate README, "Build requirements".
+//! Build: `lightgbm3-sys` compiles LightGBM with the `cmake` crate, which
+//! runs `$CMAKE` if set, else `cmake` from PATH; it must be >= 3.28 (Debian
+//! bookworm has 3.25: `pip install 'cmake<4'` and put its binary on PATH or in
+//! `$CMAKE`). bindgen needs libclang (`apt-get install libclang-dev`). See
+//! the crate README, "Build requirements".
 
 use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::thread::JoinHandle;

@@ -12,7 +12,7 @@ pub enum BenchCmd {
     /// Proxy overhead: a static-JSON upstream on loopback, loaded directly and through recache.
     Overhead(overhead::OverheadArgs),
     /// GR ranking on a real engine: recompute, UP, IP, cache-agnostic and BAT prefix selection.
-    Gr(gr::GrArgs),
+    Gr(Box<gr::GrArgs>),
 }
 
 /// A benchmark that could not run.
@@ -39,7 +39,7 @@ impl BenchCmd {
     pub async fn run(self) -> Result<(), BenchError> {
         match self {
             BenchCmd::Overhead(args) => overhead::run(args).await,
-            BenchCmd::Gr(args) => gr::run(args).await,
+            BenchCmd::Gr(args) => gr::run(*args).await,
         }
     }
 }

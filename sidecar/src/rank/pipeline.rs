@@ -33,12 +33,14 @@ async fn item_tokens(
             (i, t.await)
         });
     }
-    let mut out = vec![Arc::new(Vec::new()); req.items.len()];
+    let mut out: Vec<Option<Arc<Vec<u32>>>> = vec![None; req.items.len()];
     while let Some(joined) = set.join_next().await {
         let (i, t) = joined.map_err(|e| RankError::Internal(format!("tokenizer task: {e}")))?;
-        out[i] = t?;
+        out[i] = Some(t?);
     }
-    Ok(out)
+    out.into_iter()
+        .map(|t| t.ok_or_else(|| RankError::Internal("a tokenizer task went missing".into())))
+        .collect()
 }
 
 /// Tokenizes, chooses the layout, orders the items and builds the prompt.

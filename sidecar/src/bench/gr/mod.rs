@@ -207,7 +207,7 @@ pub async fn run(args: GrArgs) -> Result<(), BenchError> {
     let warm = LocalProxyRun::new(&args.upstream, Mode::Re, &args, user_cache).await?;
     let few = run::Stream {
         bodies: &bodies[..bodies.len().min(4)],
-        arrivals_s: &vec![0.0; 4],
+        arrivals_s: &[0.0; 4],
         concurrency: 1,
     };
     let salt = |i: usize| format!("warmup-{nonce}-{i}");

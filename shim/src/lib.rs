@@ -13,12 +13,16 @@
 //! - [`loader`]: libcuda probe, primary context, module load per device.
 //! - [`launch`]: argument validation and launches on the caller's stream.
 //! - [`ffi`]: the `extern "C"` functions.
+//! - [`order`], [`order_ffi`]: the reader of the eviction order recache publishes, and its
+//!   C ABI (used by `python/recache_shim/eviction.py` to steer vLLM's block eviction).
 
 pub mod compile;
 pub mod error;
 pub mod ffi;
 pub mod launch;
 pub mod loader;
+pub mod order;
+pub mod order_ffi;
 pub mod status;
 
 pub use error::ShimError;

@@ -53,6 +53,8 @@ pub struct ServeArgs {
     pub drain_timeout: Option<Duration>,
     #[command(flatten)]
     pub rank: crate::rank::config::RankArgs,
+    #[command(flatten)]
+    pub kvloop: crate::kvloop::config::KvLoopArgs,
     /// Bearer token for the admin API (/admin/...); without one the admin API is off
     #[arg(long, env = "RECACHE_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
@@ -90,6 +92,8 @@ pub struct Config {
     pub health_interval: Duration,
     pub drain_timeout: Duration,
     pub rank: crate::rank::config::RankConfig,
+    /// The engine loop (KV-event mirror, order publishing); None without `--kv-events`.
+    pub kvloop: Option<crate::kvloop::config::KvLoopConfig>,
     pub admin_token: Option<String>,
     pub eviction_policy: PolicyConfig,
 }
@@ -167,6 +171,7 @@ impl ServeArgs {
             .map_err(|_| ConfigError::NoUpstream)?;
         Ok(Config {
             rank: self.rank.resolve(),
+            kvloop: self.kvloop.resolve(),
             listen: self.listen.or(file.listen).unwrap_or(default_listen),
             upstreams,
             engine: self.engine.or(file.engine).unwrap_or_default(),

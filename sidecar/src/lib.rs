@@ -16,6 +16,8 @@
 //!   `GET`/`PUT /admin/eviction-policy` behind a bearer token.
 //! - [`rank`]: GR ranking (`POST /v1/rank`, the `recache_rank` completions extension): prompt
 //!   rewriting into user- or item-as-prefix layouts, prefix selection, label-token scoring.
+//! - [`kvloop`]: the engine loop: KV-event mirror, shadow cache under the active policy, and
+//!   the eviction order published to the engine shim (`--kv-events`, `--publish`).
 //! - [`error`]: every error recache itself answers with, rendered in OpenAI's error shape.
 //! - [`metrics`]: the Prometheus registry behind `/metrics`.
 //! - [`bench`]: benchmark commands (`recache bench ...`) that print JSON. `recache sim` is the
@@ -28,6 +30,7 @@ pub mod bench;
 pub mod config;
 pub mod error;
 pub mod health;
+pub mod kvloop;
 pub mod metrics;
 pub mod policy_slot;
 pub mod proxy;

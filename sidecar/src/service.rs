@@ -31,6 +31,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     pub rank: crate::rank::RankState,
     pub policy: PolicySlot,
+    /// The engine loop, when `--kv-events` is set.
+    pub kvloop: Option<crate::kvloop::KvLoopHandle>,
 }
 
 impl AppState {
@@ -51,7 +53,13 @@ impl AppState {
         }
         let rank = crate::rank::RankState::new(config.rank.clone(), &metrics)?;
         let policy = PolicySlot::new(config.eviction_policy.clone(), &metrics)?;
-        Ok(Arc::new(Self {
+        let kvloop = match config.kvloop.clone() {
+            Some(cfg) => Some((cfg, crate::kvloop::LoopMetrics::new(&metrics)?)),
+            None => None,
+        };
+        Ok(Arc::new_cyclic(|state| Self {
+            kvloop: kvloop
+                .map(|(cfg, m)| crate::kvloop::KvLoopHandle::start(cfg, m, state.clone())),
             rank,
             config,
             client,

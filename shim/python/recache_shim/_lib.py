@@ -36,6 +36,10 @@ _SIGNATURES = {
         _i32, _i32, _i64, _i64, _i32, _i64,
         _i32, _vp, _vp, _vp, _vp, _vp, _i64, _i32, _i32, _f32, _i32,
     ]),
+    "recache_order_open": (_vp, [_c.c_char_p]),
+    "recache_order_close": (None, [_vp]),
+    "recache_order_refresh": (_i32, [_vp, _c.c_uint64, _c.POINTER(_i32), _pu64, _pu64]),
+    "recache_order_ranks": (_i32, [_vp, _pu64, _sz, _pu64]),
     "recache_beam_topk": (_i32, [
         _i32, _vp, _vp, _i32, _i32, _i64, _vp, _vp, _vp, _vp, _vp, _i32, _i32,
         _vp, _sz, _vp, _vp, _vp, _vp, _vp,

@@ -5,6 +5,8 @@ starts workers, so this must not initialise CUDA (a driver initialised before
 a fork breaks the workers). It only checks that the shim library loads and
 logs the outcome; kernels are probed lazily by :func:`kernels_available` in
 the worker that uses them. If anything is missing the engine runs unchanged.
+It also installs the eviction steering of :mod:`recache_shim.eviction` when
+``RECACHE_SHIM_ORDER`` names recache's order file.
 """
 
 import logging
@@ -24,3 +26,10 @@ def register() -> None:
                         lib.recache_shim_abi_version())
     except Exception as e:  # never break engine start-up
         logger.warning("recache plugin registration failed, engine unchanged: %s", e)
+    try:
+        # Eviction steering (RECACHE_SHIM_ORDER): a class patch, no CUDA, no I/O beyond
+        # opening a reader handle; off unless configured and the vLLM version is the tested one.
+        from . import eviction
+        eviction.install()
+    except Exception as e:
+        logger.warning("recache eviction steering not installed, vLLM evicts natively: %s", e)

@@ -47,7 +47,12 @@ pub async fn forward(
     };
     let result = match bytes {
         Ok(bytes) => match recache_adapters::validate_body(parts.uri.path(), &bytes) {
-            Ok(_) => send(state, &parts, bytes, &mut record).await,
+            Ok(_) => {
+                if let Some(kv) = &state.kvloop {
+                    kv.observe(parts.uri.path(), &bytes);
+                }
+                send(state, &parts, bytes, &mut record).await
+            }
             Err(e) => Err(ApiError::BadRequest {
                 message: e.message,
                 param: e.param,

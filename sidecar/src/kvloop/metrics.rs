@@ -1,0 +1,93 @@
+//! Prometheus metrics of the engine loop: event ingestion, resyncs, mirror size against the
+//! engine's capacity, shadow hits and publishes.
+
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts};
+
+#[derive(Clone)]
+pub struct LoopMetrics {
+    pub batches: IntCounter,
+    pub decode_errors: IntCounter,
+    pub apply_issues: IntCounterVec,
+    pub resyncs: IntCounterVec,
+    pub mirror_blocks: IntGauge,
+    pub engine_blocks: IntGauge,
+    pub connected: IntGauge,
+    pub arrivals: IntCounter,
+    pub arrivals_dropped: IntCounter,
+    pub publishes: IntCounter,
+    pub publish_errors: IntCounter,
+    pub victims: IntGauge,
+    pub shadow_hit_blocks: IntCounter,
+    pub shadow_blocks: IntCounter,
+}
+
+impl LoopMetrics {
+    pub fn new(m: &crate::metrics::Metrics) -> Result<Self, prometheus::Error> {
+        let c = |n: &str, h: &str| -> Result<IntCounter, prometheus::Error> {
+            let c = IntCounter::new(n, h)?;
+            m.register(Box::new(c.clone()))?;
+            Ok(c)
+        };
+        let g = |n: &str, h: &str| -> Result<IntGauge, prometheus::Error> {
+            let g = IntGauge::new(n, h)?;
+            m.register(Box::new(g.clone()))?;
+            Ok(g)
+        };
+        let cv = |n: &str, h: &str, l: &str| -> Result<IntCounterVec, prometheus::Error> {
+            let c = IntCounterVec::new(Opts::new(n, h), &[l])?;
+            m.register(Box::new(c.clone()))?;
+            Ok(c)
+        };
+        Ok(Self {
+            batches: c(
+                "kv_events_batches_total",
+                "KV event batches applied to the mirror",
+            )?,
+            decode_errors: c(
+                "kv_events_decode_errors_total",
+                "KV event messages that did not decode (logged, skipped)",
+            )?,
+            apply_issues: cv(
+                "kv_mirror_apply_issues_total",
+                "Events the mirror could not apply as meant, by kind",
+                "kind",
+            )?,
+            resyncs: cv(
+                "kv_mirror_resyncs_total",
+                "Mirror resyncs by cause (gap_replayed, gap_cleared, restart, reconnect)",
+                "reason",
+            )?,
+            mirror_blocks: g(
+                "kv_mirror_blocks",
+                "Blocks cached in the engine, per the mirror",
+            )?,
+            engine_blocks: g(
+                "kv_engine_blocks",
+                "The engine's KV cache capacity in blocks (as configured)",
+            )?,
+            connected: g(
+                "kv_events_connected",
+                "1 while subscribed to the engine's events",
+            )?,
+            arrivals: c(
+                "kv_arrivals_total",
+                "Token-id prompts fed to the shadow cache",
+            )?,
+            arrivals_dropped: c(
+                "kv_arrivals_dropped_total",
+                "Prompts not fed to the shadow because the loop was behind",
+            )?,
+            publishes: c("kv_order_publishes_total", "Eviction orders published")?,
+            publish_errors: c("kv_order_publish_errors_total", "Failed order writes")?,
+            victims: g(
+                "kv_order_victims",
+                "Blocks in the last published eviction order",
+            )?,
+            shadow_hit_blocks: c(
+                "kv_shadow_hit_blocks_total",
+                "Prompt blocks the shadow cache (active policy) had cached",
+            )?,
+            shadow_blocks: c("kv_shadow_blocks_total", "Prompt blocks seen by the shadow")?,
+        })
+    }
+}

@@ -1,0 +1,141 @@
+//! The engine loop (issue 5): a live mirror of vLLM's prefix cache from its KV events, a
+//! shadow cache running the active eviction policy over the prompts the proxy forwards, and
+//! the eviction order published for the engine-side shim (`shim/python/recache_shim/
+//! eviction.py`), which makes vLLM evict what the policy would.
+//!
+//! - [`config`]: `--kv-events`, `--kv-replay`, `--publish`, `--kv-engine-blocks`.
+//! - [`blocks`]: content ids of token blocks (prompts and events meet on them).
+//! - [`mirror`]: the engine's cache, exactly, from events.
+//! - [`shadow`]: the policy's cache over the request stream; its victims.
+//! - [`worker`]: the thread that ties them together; [`publish`]: the order file.
+//! - [`metrics`]: Prometheus counters and gauges.
+//!
+//! Nothing here is on the request path: [`KvLoopHandle::observe`] only enqueues.
+
+pub mod blocks;
+pub mod config;
+pub mod metrics;
+pub mod mirror;
+pub mod publish;
+pub mod shadow;
+pub mod worker;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Weak};
+
+use recache_adapters::kv_subscriber::{self, SubscriberConfig};
+
+use self::config::KvLoopConfig;
+pub use self::metrics::LoopMetrics;
+use self::worker::{Msg, Worker};
+
+/// Arrivals allowed to queue before new ones are dropped (the loop is behind).
+const MAX_PENDING_ARRIVALS: usize = 4096;
+
+/// The proxy's side of the loop.
+pub struct KvLoopHandle {
+    tx: Sender<Msg>,
+    pending: Arc<AtomicUsize>,
+    metrics: LoopMetrics,
+}
+
+impl KvLoopHandle {
+    /// Starts the subscriber task and the worker thread. Needs a tokio runtime.
+    pub fn start(
+        cfg: KvLoopConfig,
+        metrics: LoopMetrics,
+        state: Weak<crate::service::AppState>,
+    ) -> Self {
+        let (tx, rx) = channel();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let runtime = match tokio::runtime::Handle::try_current() {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::error!(error = %e, "engine loop needs a tokio runtime; loop off");
+                return Self {
+                    tx,
+                    pending,
+                    metrics,
+                };
+            }
+        };
+        let sub_tx = tx.clone();
+        runtime.spawn(kv_subscriber::run(
+            SubscriberConfig::new(cfg.kv_events.clone()),
+            move |inc| sub_tx.send(Msg::Sub(inc)).is_ok(),
+        ));
+        let worker = Worker {
+            cfg,
+            metrics: metrics.clone(),
+            policy: Box::new(move || state.upgrade().map(|s| s.policy.load())),
+            pending_arrivals: pending.clone(),
+            runtime,
+        };
+        let spawned = std::thread::Builder::new()
+            .name("recache-kvloop".into())
+            .spawn(move || worker.run(rx));
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "cannot start the engine loop thread; loop off");
+        }
+        Self {
+            tx,
+            pending,
+            metrics,
+        }
+    }
+
+    /// Hands a forwarded request's token-id prompt(s) to the loop; text prompts are skipped
+    /// (their token ids are the engine's business). Never blocks.
+    pub fn observe(&self, path: &str, body: &[u8]) {
+        if path != recache_adapters::openai::COMPLETIONS {
+            return;
+        }
+        for tokens in token_prompts(body) {
+            if self.pending.fetch_add(1, Ordering::Relaxed) >= MAX_PENDING_ARRIVALS {
+                self.pending.fetch_sub(1, Ordering::Relaxed);
+                self.metrics.arrivals_dropped.inc();
+                continue;
+            }
+            if self.tx.send(Msg::Arrival(tokens)).is_err() {
+                self.pending.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum PromptField {
+    One(Vec<u32>),
+    Many(Vec<Vec<u32>>),
+    Other(serde::de::IgnoredAny),
+}
+
+#[derive(serde::Deserialize)]
+struct PromptOnly {
+    prompt: PromptField,
+}
+
+/// The token-id prompts of a completions body (none for text prompts).
+pub fn token_prompts(body: &[u8]) -> Vec<Vec<u32>> {
+    match serde_json::from_slice::<PromptOnly>(body).map(|p| p.prompt) {
+        Ok(PromptField::One(t)) => vec![t],
+        Ok(PromptField::Many(ts)) => ts,
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn token_prompts_reads_ids_and_skips_text() {
+        assert_eq!(
+            super::token_prompts(br#"{"prompt":[1,2],"x":1}"#),
+            vec![vec![1, 2]]
+        );
+        assert_eq!(super::token_prompts(br#"{"prompt":[[1],[2]]}"#).len(), 2);
+        assert!(super::token_prompts(br#"{"prompt":"hi"}"#).is_empty());
+        assert!(super::token_prompts(b"{").is_empty());
+    }
+}

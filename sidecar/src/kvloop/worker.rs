@@ -1,0 +1,236 @@
+//! The engine loop's thread: applies KV events to the mirror in sequence order (resyncing on
+//! gaps and engine restarts), feeds request arrivals to the shadow cache, rebuilds the shadow
+//! when the admin API swaps the policy, and publishes the eviction order. Runs off the request
+//! path; the proxy only enqueues.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use recache_adapters::kv_events::{KvBatch, KvEvent, SeqCheck, SeqTracker};
+use recache_adapters::kv_subscriber::Incoming;
+
+use super::config::KvLoopConfig;
+use super::metrics::LoopMetrics;
+use super::mirror::Mirror;
+use super::publish;
+use super::shadow::Shadow;
+use crate::policy_slot::ActivePolicy;
+
+/// What the worker receives.
+pub enum Msg {
+    Sub(Incoming),
+    /// A token-id prompt the proxy forwarded.
+    Arrival(Vec<u32>),
+}
+
+/// Reads the active policy (None once the server is gone).
+pub type PolicySource = Box<dyn Fn() -> Option<Arc<ActivePolicy>> + Send>;
+
+pub struct Worker {
+    pub cfg: KvLoopConfig,
+    pub metrics: LoopMetrics,
+    pub policy: PolicySource,
+    pub pending_arrivals: Arc<AtomicUsize>,
+    pub runtime: tokio::runtime::Handle,
+}
+
+struct State {
+    mirror: Mirror,
+    shadow: Shadow,
+    seq: SeqTracker,
+    active: Arc<ActivePolicy>,
+    published: u64,
+    last_publish: Instant,
+    dirty: bool,
+}
+
+impl Worker {
+    pub fn run(self, rx: Receiver<Msg>) {
+        let Some(active) = (self.policy)() else {
+            return;
+        };
+        let capacity = self.cfg.engine_blocks.saturating_sub(1).max(1);
+        let shadow = match Shadow::new(&active.config, capacity) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "engine loop: cannot build the eviction policy; loop off");
+                return;
+            }
+        };
+        self.metrics
+            .engine_blocks
+            .set(self.cfg.engine_blocks as i64);
+        let mut st = State {
+            mirror: Mirror::new(),
+            shadow,
+            seq: SeqTracker::new(),
+            active,
+            published: 0,
+            last_publish: Instant::now(),
+            dirty: true,
+        };
+        loop {
+            match rx.recv_timeout(self.cfg.refresh) {
+                Ok(msg) => {
+                    self.handle(&mut st, msg);
+                    // Drain what queued meanwhile before publishing once.
+                    while let Ok(msg) = rx.try_recv() {
+                        self.handle(&mut st, msg);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            let Some(now) = (self.policy)() else { return };
+            if now.generation != st.active.generation {
+                match st.shadow.rebuild(&now.config) {
+                    Ok(()) => {
+                        tracing::info!(policy = now.config.name(), "engine loop: policy swapped")
+                    }
+                    Err(e) => tracing::error!(error = %e, "engine loop: policy rebuild failed"),
+                }
+                st.active = now;
+                st.dirty = true;
+            }
+            if st.dirty || st.last_publish.elapsed() >= self.cfg.refresh {
+                self.publish(&mut st);
+            }
+        }
+    }
+
+    fn handle(&self, st: &mut State, msg: Msg) {
+        match msg {
+            Msg::Arrival(tokens) => {
+                self.pending_arrivals.fetch_sub(1, Ordering::Relaxed);
+                let ids = super::blocks::prompt_ids(&tokens, self.cfg.block_size);
+                self.metrics.arrivals.inc();
+                self.metrics.shadow_blocks.inc_by(ids.len() as u64);
+                match st.shadow.request(ids) {
+                    Ok(hits) => self.metrics.shadow_hit_blocks.inc_by(hits as u64),
+                    Err(e) => tracing::warn!(error = %e, "engine loop: shadow cache error"),
+                }
+                st.dirty = true;
+            }
+            Msg::Sub(Incoming::Connected) => {
+                tracing::info!(endpoint = %self.cfg.kv_events, "engine loop: subscribed to KV events");
+                self.metrics.connected.set(1);
+            }
+            Msg::Sub(Incoming::Disconnected) => {
+                tracing::warn!(endpoint = %self.cfg.kv_events, "engine loop: KV event publisher unreachable");
+                self.metrics.connected.set(0);
+            }
+            Msg::Sub(Incoming::Malformed(e)) => {
+                self.metrics.decode_errors.inc();
+                tracing::warn!(error = %e, "engine loop: undecodable KV event message skipped");
+            }
+            Msg::Sub(Incoming::Batch(b)) => self.batch(st, b),
+        }
+    }
+
+    fn batch(&self, st: &mut State, b: KvBatch) {
+        match st.seq.check(b.seq) {
+            SeqCheck::InOrder => {}
+            SeqCheck::Duplicate => return,
+            SeqCheck::Gap { expected, got } => {
+                tracing::warn!(expected, got, "engine loop: KV event gap");
+                let replayed = self.cfg.kv_replay.as_deref().and_then(|ep| {
+                    let r = self
+                        .runtime
+                        .block_on(recache_adapters::kv_subscriber::replay(
+                            ep,
+                            expected,
+                            Duration::from_secs(2),
+                        ));
+                    r.map_err(|e| tracing::warn!(error = %e, "engine loop: replay failed"))
+                        .ok()
+                });
+                match replayed {
+                    Some(batches) if batches.first().is_some_and(|f| f.seq == expected) => {
+                        for r in batches.into_iter().filter(|r| r.seq < got) {
+                            self.apply(st, &r);
+                        }
+                        self.metrics
+                            .resyncs
+                            .with_label_values(&["gap_replayed"])
+                            .inc();
+                    }
+                    _ => {
+                        // The lost events cannot be recovered: start over from what follows.
+                        // Blocks cached before the gap are unknown until the engine evicts
+                        // them (counted as unknown removals).
+                        st.mirror.clear();
+                        self.metrics
+                            .resyncs
+                            .with_label_values(&["gap_cleared"])
+                            .inc();
+                    }
+                }
+            }
+            SeqCheck::Restart { last, got } => {
+                tracing::warn!(
+                    last,
+                    got,
+                    "engine loop: engine restarted; mirror and shadow reset"
+                );
+                st.mirror.clear();
+                if let Err(e) = st.shadow.reset(&st.active.config) {
+                    tracing::error!(error = %e, "engine loop: shadow reset failed");
+                }
+                self.metrics.resyncs.with_label_values(&["restart"]).inc();
+            }
+        }
+        self.apply(st, &b);
+    }
+
+    fn apply(&self, st: &mut State, b: &KvBatch) {
+        let before = st.mirror.issues;
+        for ev in &b.events {
+            if matches!(ev, KvEvent::AllBlocksCleared) {
+                let _ = st.shadow.reset(&st.active.config);
+            }
+            st.mirror.apply(ev);
+        }
+        let after = st.mirror.issues;
+        for (kind, n) in [
+            (
+                "unknown_removed",
+                after.unknown_removed - before.unknown_removed,
+            ),
+            (
+                "unknown_parent",
+                after.unknown_parent - before.unknown_parent,
+            ),
+            ("bad_tokens", after.bad_tokens - before.bad_tokens),
+        ] {
+            if n > 0 {
+                self.metrics
+                    .apply_issues
+                    .with_label_values(&[kind])
+                    .inc_by(n);
+            }
+        }
+        self.metrics.batches.inc();
+        self.metrics.mirror_blocks.set(st.mirror.len() as i64);
+        st.dirty = true;
+    }
+
+    fn publish(&self, st: &mut State) {
+        st.dirty = false;
+        st.last_publish = Instant::now();
+        let Some(path) = &self.cfg.publish else {
+            return;
+        };
+        let victims = st.shadow.victims(&st.mirror);
+        self.metrics.victims.set(victims.len() as i64);
+        st.published += 1;
+        match publish::write(path, st.active.generation, st.published, victims) {
+            Ok(()) => self.metrics.publishes.inc(),
+            Err(e) => {
+                self.metrics.publish_errors.inc();
+                tracing::warn!(error = %e, path = %path.display(), "engine loop: order not published");
+            }
+        }
+    }
+}

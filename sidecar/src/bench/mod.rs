@@ -4,6 +4,7 @@
 pub mod gr;
 pub mod loadgen;
 pub mod overhead;
+pub mod replay;
 pub mod static_upstream;
 
 /// `recache bench` subcommands.
@@ -13,6 +14,16 @@ pub enum BenchCmd {
     Overhead(overhead::OverheadArgs),
     /// GR ranking on a real engine: recompute, UP, IP, cache-agnostic and BAT prefix selection.
     Gr(Box<gr::GrArgs>),
+    /// Eviction on a real engine: a Mooncake trace replayed through recache per policy
+    /// (native vLLM LRU, or a policy steered via the shim); engine vs simulated hit rate.
+    Replay(Box<replay::ReplayArgs>),
+    /// Eviction predictor: LightGBM train time for 20k rows and batch predict time for 25k rows,
+    /// on feature rows built from a Mooncake-format trace.
+    Predictor {
+        /// Block-hash trace (Mooncake JSONL) to build feature rows from
+        #[arg(long)]
+        trace: std::path::PathBuf,
+    },
 }
 
 /// A benchmark that could not run.
@@ -26,6 +37,8 @@ pub enum BenchError {
     },
     #[error("{0}")]
     Setup(String),
+    #[error("predictor benchmark: {0}")]
+    Predictor(#[from] recache_eviction::bench::BenchError),
 }
 
 impl BenchError {
@@ -40,6 +53,17 @@ impl BenchCmd {
         match self {
             BenchCmd::Overhead(args) => overhead::run(args).await,
             BenchCmd::Gr(args) => gr::run(*args).await,
+            BenchCmd::Replay(args) => replay::run(*args).await,
+            BenchCmd::Predictor { trace } => {
+                // CPU-bound: keep it off the runtime's worker threads.
+                let result = tokio::task::spawn_blocking(move || {
+                    recache_eviction::bench::run_predictor_bench(&trace)
+                })
+                .await
+                .map_err(|e| BenchError::Setup(format!("predictor benchmark panicked: {e}")))??;
+                println!("{}", serde_json::to_string(&result).unwrap_or_default());
+                Ok(())
+            }
         }
     }
 }

@@ -34,6 +34,17 @@ pub enum SelectorKind {
     ItemPrefix,
 }
 
+/// What the engine can reuse of the item side, for the bat rule's τ_i.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ItemReuse {
+    /// A causal prefix cache (unmodified engine): only the hot-first leading run that earlier
+    /// item-first prompts shared.
+    #[default]
+    Prefix,
+    /// An item KV pool that reuses every cached item wherever it sits (BAT's setting).
+    Pool,
+}
+
 /// Flags of the ranking API (flattened into `recache serve`).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct RankArgs {
@@ -53,6 +64,10 @@ pub struct RankArgs {
     /// Most candidates per request (each needs a scored label token) [default: 128]
     #[arg(long, env = "RECACHE_RANK_MAX_ITEMS")]
     pub rank_max_items: Option<usize>,
+    /// Item tokens the bat rule counts as reusable: prefix (causal prefix cache, unmodified
+    /// engine) or pool (item KV pool) [default: prefix]
+    #[arg(long, env = "RECACHE_RANK_ITEM_REUSE", value_enum)]
+    pub rank_item_reuse: Option<ItemReuse>,
 }
 
 /// Resolved ranking settings.
@@ -61,6 +76,7 @@ pub struct RankConfig {
     pub selector: SelectorConfig,
     pub label_base: u32,
     pub max_items: usize,
+    pub item_reuse: ItemReuse,
     pub default_instruction: String,
 }
 
@@ -87,6 +103,7 @@ impl RankArgs {
             selector,
             label_base: self.rank_label_base.unwrap_or(DEFAULT_LABEL_BASE),
             max_items: self.rank_max_items.unwrap_or(DEFAULT_MAX_ITEMS).max(1),
+            item_reuse: self.rank_item_reuse.unwrap_or_default(),
             default_instruction: DEFAULT_INSTRUCTION.to_string(),
         }
     }

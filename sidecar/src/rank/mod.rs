@@ -9,6 +9,7 @@
 //! - [`config`]: `--rank-*` settings.
 //! - [`select`]: which layout a request gets (one trait, a file per rule, one factory).
 //! - [`popularity`]: the global hot-first item order of item-as-prefix prompts.
+//! - [`item_prefix`]: how much of an item-first prompt a causal prefix cache can reuse.
 //! - [`layout`]: the rewriter (token prompts and label tokens for both layouts).
 //! - [`tokens`]: text to token ids through the engine's `/tokenize`, cached.
 //! - [`pipeline`]: validated request → prompt (shared by both entry points).
@@ -21,6 +22,7 @@ pub mod config;
 pub mod engine;
 pub mod extension;
 pub mod handler;
+pub mod item_prefix;
 pub mod layout;
 pub mod metrics;
 pub mod pipeline;
@@ -39,6 +41,7 @@ pub struct RankState {
     pub config: config::RankConfig,
     pub selector: Box<dyn select::PrefixSelector>,
     pub popularity: popularity::Popularity,
+    pub item_prefixes: item_prefix::ItemPrefixModel,
     pub tokens: tokens::TokenCache,
     pub metrics: metrics::RankMetrics,
 }
@@ -52,6 +55,7 @@ impl RankState {
             selector: select::build(&config.selector),
             config,
             popularity: Default::default(),
+            item_prefixes: Default::default(),
             tokens: Default::default(),
             metrics: metrics::RankMetrics::new(registry)?,
         })

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tokio::task::JoinSet;
 
 use super::api::{Mode, Validated};
+use super::config::ItemReuse;
 use super::layout::{self, Prompt};
 use super::select::{PrefixKind, SelectInput};
 use super::{RankError, tokens};
@@ -54,13 +55,27 @@ pub async fn prepare(state: &Arc<AppState>, req: &Validated) -> Result<Prepared,
     let instruction = req.instruction.as_ref().unwrap_or(&default_instruction);
     let instruction = tokens::resolve(state, model, "instruction", "", instruction).await?;
     let item_refs: Vec<&[u32]> = items.iter().map(|t| t.as_slice()).collect();
+    let keys: Vec<&str> = req.items.iter().map(|i| i.key.as_str()).collect();
+    let hot_first = rank.popularity.order(&keys);
+    let hot_keys: Vec<&str> = hot_first.iter().map(|&i| keys[i]).collect();
     let (kind, rule) = match req.mode {
         Mode::Fixed(kind) => (kind, "request"),
         Mode::Auto => {
+            let item_tokens = layout::item_tokens(&item_refs);
+            let reusable_item_tokens = match rank.config.item_reuse {
+                ItemReuse::Pool => item_tokens,
+                ItemReuse::Prefix => {
+                    let run = rank.item_prefixes.reusable_items(&hot_keys);
+                    let shared: Vec<&[u32]> =
+                        hot_first[..run].iter().map(|&i| item_refs[i]).collect();
+                    layout::item_tokens(&shared)
+                }
+            };
             let input = SelectInput {
                 user: &req.user.key,
                 user_tokens: user.len(),
-                item_tokens: layout::item_tokens(&item_refs),
+                item_tokens,
+                reusable_item_tokens,
             };
             (rank.selector.choose(&input), rank.selector.name())
         }
@@ -69,9 +84,11 @@ pub async fn prepare(state: &Arc<AppState>, req: &Validated) -> Result<Prepared,
         .decisions
         .with_label_values(&[kind.as_str(), rule])
         .inc();
-    let keys: Vec<&str> = req.items.iter().map(|i| i.key.as_str()).collect();
     let order = match kind {
-        PrefixKind::Item => rank.popularity.order(&keys),
+        PrefixKind::Item => {
+            rank.item_prefixes.record(&hot_keys);
+            hot_first
+        }
         PrefixKind::User => (0..keys.len()).collect(),
     };
     rank.popularity.record(&keys);

@@ -112,7 +112,8 @@ impl PrefixSelector for Hotness {
         // usable for a heuristic, so keep serving.
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let f_u = state.record(input.user, self.window);
-        if input.user_tokens < input.item_tokens {
+        // τ_i counts what the item side can actually give back (see `rank::item_prefix`).
+        if input.user_tokens < input.reusable_item_tokens {
             return PrefixKind::Item;
         }
         if state.admit(input.user, input.user_tokens as u64, f_u, self.capacity) {
@@ -132,6 +133,7 @@ mod tests {
             user,
             user_tokens: u,
             item_tokens: 100,
+            reusable_item_tokens: 100,
         })
     }
 

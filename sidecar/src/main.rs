@@ -22,7 +22,7 @@ enum Command {
     ///
     /// Settings come from flags, then RECACHE_* environment variables, then the TOML file
     /// given by --config, then defaults.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Replay a block-hash trace through every eviction policy and report hit ratios.
     Sim(recache_eviction::sim::SimArgs),
     /// Benchmarks that print JSON.
@@ -41,7 +41,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let runtime = tokio::runtime::Runtime::new().context("starting the tokio runtime")?;
     match cli.command {
-        Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::Serve(args) => runtime.block_on(serve(*args)),
         Command::Bench(cmd) => Ok(runtime.block_on(cmd.run())?),
         Command::Sim(args) => Ok(recache_eviction::sim::run(&args)?),
     }

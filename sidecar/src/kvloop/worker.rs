@@ -53,7 +53,9 @@ impl Worker {
         let Some(active) = (self.policy)() else {
             return;
         };
-        let capacity = self.cfg.engine_blocks.saturating_sub(1).max(1);
+        // vLLM keeps one null block, and the last request's partial tail block holds a slot
+        // that is never cached: what stays cached between requests is blocks - 2.
+        let capacity = self.cfg.engine_blocks.saturating_sub(2).max(1);
         let shadow = match Shadow::new(&active.config, capacity) {
             Ok(s) => s,
             Err(e) => {

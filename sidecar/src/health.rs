@@ -1,5 +1,6 @@
 //! Background health probing: every `--health-interval`, GET the engine's health route on each
-//! upstream. A failed probe takes the upstream out of rotation; a good one takes it back in.
+//! upstream. Two failed probes in a row take the upstream out of rotation; a good one takes it
+//! back in.
 //! Requests that fail to connect also take an upstream out (see `proxy`), so a dead replica is
 //! skipped at once and only probes bring it back.
 
@@ -34,9 +35,10 @@ pub async fn probe_loop(state: Arc<AppState>, mut shutdown: watch::Receiver<bool
 }
 
 async fn probe_one(state: &AppState, upstream: &Arc<Upstream>) {
-    let healthy = probe(state, upstream).await;
+    let was = upstream.is_healthy();
+    let healthy = upstream.record_probe(probe(state, upstream).await);
     let label = upstream.label.as_str();
-    if upstream.set_healthy(healthy) {
+    if was != healthy {
         if healthy {
             tracing::info!(
                 upstream = label,
@@ -68,9 +70,8 @@ async fn probe(state: &AppState, upstream: &Upstream) -> bool {
     else {
         return false;
     };
-    // A probe that takes longer than the interval counts as a failure: the replica is too
-    // slow to be trusted with new requests.
-    let limit = state.config.health_interval.max(Duration::from_millis(200));
+    // A probe that takes longer than the interval (at least 1 s) counts as a failure.
+    let limit = state.config.health_interval.max(Duration::from_secs(1));
     match tokio::time::timeout(limit, state.client.request(req)).await {
         Ok(Ok(resp)) => resp.status().is_success(),
         _ => false,

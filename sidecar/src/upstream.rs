@@ -4,12 +4,16 @@
 //! State is atomics only, so choosing an upstream never takes a lock on the request path.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use http::Uri;
 use http::uri::PathAndQuery;
 
 use crate::metrics::Metrics;
+
+/// Consecutive failed health probes that take a replica out of rotation. (A refused
+/// connection on a real request takes it out at once.)
+pub const PROBE_FAILURES_TO_EJECT: u32 = 2;
 
 /// One engine replica.
 #[derive(Debug)]
@@ -22,6 +26,7 @@ pub struct Upstream {
     in_flight: AtomicUsize,
     healthy: AtomicBool,
     answered: AtomicBool,
+    probe_failures: AtomicU32,
 }
 
 impl Upstream {
@@ -36,6 +41,7 @@ impl Upstream {
             // Optimistic until the first probe: a request arriving before it should be tried.
             healthy: AtomicBool::new(true),
             answered: AtomicBool::new(false),
+            probe_failures: AtomicU32::new(0),
         }
     }
 
@@ -58,6 +64,22 @@ impl Upstream {
 
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Records a probe's outcome. One failed probe is not enough to take a replica out (a busy
+    /// engine can answer one probe late); [`PROBE_FAILURES_TO_EJECT`] in a row are. Returns
+    /// the health after the probe.
+    pub fn record_probe(&self, ok: bool) -> bool {
+        if ok {
+            self.probe_failures.store(0, Ordering::Relaxed);
+            self.set_healthy(true);
+            return true;
+        }
+        let failures = self.probe_failures.fetch_add(1, Ordering::Relaxed) + 1;
+        if failures >= PROBE_FAILURES_TO_EJECT {
+            self.set_healthy(false);
+        }
+        self.is_healthy()
     }
 
     /// Records the outcome of a probe or request; returns true when health changed.
@@ -169,6 +191,16 @@ mod tests {
         let picked = ups.pick(&[]).expect("one healthy");
         assert!(picked == 0 || picked == 1);
         assert_eq!(ups.pick(&[0, 1]), None);
+    }
+
+    #[test]
+    fn one_late_probe_does_not_eject_two_in_a_row_do() {
+        let ups = set(&["http://a:1"]);
+        let a = ups.get(0);
+        assert!(a.record_probe(false), "one failed probe keeps it in");
+        assert!(!a.record_probe(false), "the second in a row takes it out");
+        assert!(a.record_probe(true), "a good probe takes it back");
+        assert!(a.record_probe(false));
     }
 
     #[test]

@@ -186,6 +186,15 @@ async fn replicas_share_load_fail_over_die_mid_stream_and_come_back() {
                 .to_vec(),
         );
     }
+    // Fewest-outstanding put one stream on each replica.
+    let spread: Vec<usize> = proxy
+        .state
+        .upstreams
+        .all()
+        .iter()
+        .map(|u| u.in_flight())
+        .collect();
+    assert_eq!(spread, [1, 1], "streams were not spread over the replicas");
     b.kill();
     let mut saw_error_event = false;
     for (mut resp, first) in streams.into_iter().zip(firsts) {

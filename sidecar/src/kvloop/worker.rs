@@ -50,9 +50,17 @@ struct State {
 
 impl Worker {
     pub fn run(self, rx: Receiver<Msg>) {
-        let Some(active) = (self.policy)() else {
-            return;
-        };
+        // The server state is still being built when this thread starts (the handle lives in
+        // it): wait for the policy to become readable before "gone" means gone.
+        let mut active = None;
+        for _ in 0..500 {
+            active = (self.policy)();
+            if active.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let Some(active) = active else { return };
         // vLLM keeps one null block, and the last request's partial tail block holds a slot
         // that is never cached: what stays cached between requests is blocks - 2.
         let capacity = self.cfg.engine_blocks.saturating_sub(2).max(1);

@@ -58,16 +58,29 @@ async fn rank_scores_every_candidate_on_a_real_vllm() {
         assert_eq!(v["prefix"], prefix);
         let ranking = v["ranking"].as_array().expect("ranking");
         assert_eq!(ranking.len(), 60);
-        assert_eq!(ids(&v["ranking"]), ids(&req["items"]), "ids map back exactly");
-        let scores: Vec<f64> = ranking.iter().map(|r| r["score"].as_f64().expect("score")).collect();
-        assert!(scores.iter().all(|s| s.is_finite() && *s <= 0.0), "{scores:?}");
+        assert_eq!(
+            ids(&v["ranking"]),
+            ids(&req["items"]),
+            "ids map back exactly"
+        );
+        let scores: Vec<f64> = ranking
+            .iter()
+            .map(|r| r["score"].as_f64().expect("score"))
+            .collect();
+        assert!(
+            scores.iter().all(|s| s.is_finite() && *s <= 0.0),
+            "{scores:?}"
+        );
         assert!(scores.windows(2).all(|w| w[0] >= w[1]), "sorted best first");
         assert!(v["usage"]["prompt_tokens"].as_u64().expect("prompt_tokens") > 1000);
     }
     // The same UP request again: the user profile is served from vLLM's prefix cache.
     let (status, v, _) = post(url.clone(), &request(&tb.model, 60, "user_prefix")).await;
     assert_eq!(status, 200, "{v}");
-    assert!(v["usage"]["cached_tokens"].as_u64().expect("cached") > 0, "{v}");
+    assert!(
+        v["usage"]["cached_tokens"].as_u64().expect("cached") > 0,
+        "{v}"
+    );
     let mut top = request(&tb.model, 10, "auto");
     top["top_k"] = json!(3);
     let (status, v, _) = post(url.clone(), &top).await;
@@ -79,11 +92,26 @@ async fn rank_scores_every_candidate_on_a_real_vllm() {
     let item = |id: &str| json!({"id": id, "text": "x y z"});
     let many: Vec<Value> = (0..129).map(|i| item(&i.to_string())).collect();
     let cases = [
-        (json!({"model": tb.model, "user": user, "items": []}), "at least one candidate"),
-        (json!({"model": tb.model, "user": user, "items": [item("a"), item("a")]}), "duplicate id"),
-        (json!({"model": tb.model, "user": {"id": "u", "text": ""}, "items": [item("a")]}), "non-empty"),
-        (json!({"model": tb.model, "user": user, "items": [item("a")], "mode": "x"}), "'mode'"),
-        (json!({"model": tb.model, "user": user, "items": many}), "129 candidates"),
+        (
+            json!({"model": tb.model, "user": user, "items": []}),
+            "at least one candidate",
+        ),
+        (
+            json!({"model": tb.model, "user": user, "items": [item("a"), item("a")]}),
+            "duplicate id",
+        ),
+        (
+            json!({"model": tb.model, "user": {"id": "u", "text": ""}, "items": [item("a")]}),
+            "non-empty",
+        ),
+        (
+            json!({"model": tb.model, "user": user, "items": [item("a")], "mode": "x"}),
+            "'mode'",
+        ),
+        (
+            json!({"model": tb.model, "user": user, "items": many}),
+            "129 candidates",
+        ),
     ];
     for (body, needle) in cases {
         let (status, v, _) = post(url.clone(), &body).await;

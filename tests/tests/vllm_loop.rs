@@ -122,7 +122,8 @@ async fn engine_loop_mirror_policy_swap_and_fallback() {
         }
     }
     let mut checked = 0;
-    for conv in 0..12u32 {
+    // Newest conversation first: full hits, then partial ones, then evicted conversations.
+    for conv in (0..12u32).rev() {
         let p = prompt(conv, 24, 999);
         tokio::time::sleep(Duration::from_millis(300)).await; // let the events land
         let (mirror_blocks, size) = kv.cached_prefix(p.clone()).expect("mirror answers");
@@ -137,11 +138,14 @@ async fn engine_loop_mirror_policy_swap_and_fallback() {
             size < KV_BLOCKS,
             "mirror holds {size} blocks, more than the engine's {KV_BLOCKS}"
         );
+        eprintln!(
+            "probe conversation {conv}: {mirror_blocks} blocks cached (mirror {size} blocks)"
+        );
         checked += usize::from(mirror_blocks > 0);
     }
     assert!(
-        checked > 0,
-        "no probe hit at all: the workload did not exercise the cache"
+        checked >= 2,
+        "only {checked} probes hit: the workload did not exercise the cache"
     );
     let metrics = String::from_utf8_lossy(&local.state.metrics.render()).into_owned();
     assert!(

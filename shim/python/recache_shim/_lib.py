@@ -36,14 +36,19 @@ _SIGNATURES = {
         _i32, _i32, _i64, _i64, _i32, _i64,
         _i32, _vp, _vp, _vp, _vp, _vp, _i64, _i32, _i32, _f32, _i32,
     ]),
-    "recache_order_open": (_vp, [_c.c_char_p]),
-    "recache_order_close": (None, [_vp]),
-    "recache_order_refresh": (_i32, [_vp, _c.c_uint64, _c.POINTER(_i32), _pu64, _pu64]),
-    "recache_order_ranks": (_i32, [_vp, _pu64, _sz, _pu64]),
     "recache_beam_topk": (_i32, [
         _i32, _vp, _vp, _i32, _i32, _i64, _vp, _vp, _vp, _vp, _vp, _i32, _i32,
         _vp, _sz, _vp, _vp, _vp, _vp, _vp,
     ]),
+}
+
+# Eviction-order reader (eviction.py); optional so a library built before it still loads
+# for the kernels (eviction steering then reports the library as unavailable).
+_OPTIONAL_SIGNATURES = {
+    "recache_order_open": (_vp, [_c.c_char_p]),
+    "recache_order_close": (None, [_vp]),
+    "recache_order_refresh": (_i32, [_vp, _c.c_uint64, _c.POINTER(_i32), _pu64, _pu64]),
+    "recache_order_ranks": (_i32, [_vp, _pu64, _sz, _pu64]),
 }
 
 _lib: Optional[ctypes.CDLL] = None
@@ -91,6 +96,10 @@ def load() -> Tuple[Optional[ctypes.CDLL], Optional[str]]:
         for name, (res, args) in _SIGNATURES.items():
             fn = getattr(lib, name)
             fn.restype, fn.argtypes = res, args
+        for name, (res, args) in _OPTIONAL_SIGNATURES.items():
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.restype, fn.argtypes = res, args
         version = lib.recache_shim_abi_version()
         if version != ABI_VERSION:
             _load_error = f"{path} implements C ABI {version}, this module expects {ABI_VERSION}"

@@ -179,6 +179,14 @@ async fn engine_loop_mirror_policy_swap_and_fallback() {
     }
     let statuses = load.await.expect("load task");
     assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
+    // The swap reached the engine side: the published order carries the new generation.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let bytes = std::fs::read(&order).expect("order file");
+    let generation = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
+    assert_eq!(
+        generation, 4,
+        "order still from policy generation {generation}"
+    );
 
     // 3. recache stops: the order file stays behind and goes stale; vLLM keeps serving (and
     // keeps caching) with its own LRU.

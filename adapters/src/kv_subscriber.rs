@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use zeromq::{DealerSocket, Socket, SocketRecv, SocketSend, SubSocket, ZmqMessage};
 
-use crate::kv_events::{DecodeError, KvBatch, decode_frames, decode_seq};
+use crate::kv_events::{DecodeError, KvBatch, decode_frames};
 
 /// What the subscriber reports.
 #[derive(Debug)]
@@ -142,8 +142,7 @@ pub async fn replay(
                 .filter(|f| !f.is_empty())
                 .unwrap_or_default();
             if frames.len() == 3 && frames[0].is_empty() {
-                // End marker (empty topic); its seq frame is vLLM's END_SEQ.
-                let _ = decode_seq(&frames[1]);
+                // End marker: empty topic, vLLM's END_SEQ, empty payload.
                 return Ok(out);
             }
             out.push(decode_frames(frames).map_err(ReplayError::Decode)?);

@@ -145,7 +145,9 @@ mod tests {
         let cfg = parse_body(br#"{"policy":"laru","lambda_min_misses":4}"#).expect("laru");
         assert_eq!(slot.swap(cfg).expect("swap").generation, 1);
         assert_eq!(slot.load().config.name(), "laru");
-        let err = slot.swap(PolicyConfig::from_name("opt").expect("opt")).expect_err("opt is offline");
+        let err = slot
+            .swap(PolicyConfig::from_name("opt").expect("opt"))
+            .expect_err("opt is offline");
         assert!(
             err.to_string()
                 .contains("valid: lru, lfu, sieve, fpb, hf, laru"),

@@ -7,6 +7,7 @@
 //!   resolved in that order of precedence into one [`config::Config`].
 //! - [`server`]: the accept loop. [`server::run`] takes an already-bound listener (so tests bind
 //!   `127.0.0.1:0`) and a shutdown future, and drains in-flight requests before returning.
+//! - [`local`]: an in-process server on `127.0.0.1:0` for benchmarks and tests.
 //! - [`service`]: routes one request: recache's own `/health`, `/ready`, `/metrics`, else proxy.
 //! - [`proxy`]: forwarding to an upstream: body limits and validation, retries on connect
 //!   failure, timeouts, and the streaming response body ([`proxy::stream`]).
@@ -31,6 +32,7 @@ pub mod config;
 pub mod error;
 pub mod health;
 pub mod kvloop;
+pub mod local;
 pub mod metrics;
 pub mod policy_slot;
 pub mod proxy;

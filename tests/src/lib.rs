@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use recache::config::ServeArgs;
+use recache::local::LocalServer;
 use recache::service::AppState;
-use tokio::sync::oneshot;
 
 /// True when engine tests should run; prints why not otherwise.
 pub fn engine_tests_enabled(test: &str) -> bool {
@@ -120,7 +120,7 @@ fn down(name: &str) {
 pub struct Proxy {
     pub base: String,
     pub state: Arc<AppState>,
-    _stop: oneshot::Sender<()>,
+    _server: LocalServer,
 }
 
 impl Proxy {
@@ -130,19 +130,16 @@ impl Proxy {
             health_interval: Some(Duration::from_millis(500)),
             ..Default::default()
         };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let base = format!("http://{}", listener.local_addr().expect("addr"));
-        let state = AppState::new(args.resolve().expect("config")).expect("state");
-        let (tx, rx) = oneshot::channel::<()>();
-        tokio::spawn(recache::server::run(listener, state.clone(), async move {
-            let _ = rx.await;
-        }));
+        Proxy::start_with(&args).await
+    }
+
+    /// Starts recache with `args` and waits until it is ready.
+    pub async fn start_with(args: &ServeArgs) -> Proxy {
+        let server = LocalServer::start(args).await.expect("start recache");
         let proxy = Proxy {
-            base,
-            state,
-            _stop: tx,
+            base: server.base(),
+            state: server.state.clone(),
+            _server: server,
         };
         proxy.wait_ready(Duration::from_secs(30)).await;
         proxy

@@ -6,26 +6,17 @@
 //!
 //! One testbed for all three phases: a vLLM start costs about a minute on CI machines.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use recache::config::ServeArgs;
 use recache::kvloop::config::KvLoopArgs;
-use recache::service::AppState;
-use recache_integration::{Testbed, engine_tests_enabled};
+use recache_integration::{Proxy, Testbed, engine_tests_enabled};
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
 const KV_BLOCKS: usize = 200;
 const TOKEN: &str = "loop-test-token";
 
-struct Local {
-    base: String,
-    state: Arc<AppState>,
-    _stop: oneshot::Sender<()>,
-}
-
-async fn start(tb: &Testbed, order: &str) -> Local {
+async fn start(tb: &Testbed, order: &str) -> Proxy {
     let args = ServeArgs {
         upstream: vec![tb.upstream.clone()],
         admin_token: Some(TOKEN.into()),
@@ -38,31 +29,10 @@ async fn start(tb: &Testbed, order: &str) -> Local {
         },
         ..Default::default()
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let state = AppState::new(args.resolve().expect("config")).expect("state");
-    let (tx, rx) = oneshot::channel::<()>();
-    tokio::spawn(recache::server::run(listener, state.clone(), async move {
-        let _ = rx.await;
-    }));
-    for _ in 0..100 {
-        if reqwest::get(format!("{base}/ready"))
-            .await
-            .is_ok_and(|r| r.status() == 200)
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let proxy = Proxy::start_with(&args).await;
     // ZMQ subscriptions take a moment to reach the publisher.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    Local {
-        base,
-        state,
-        _stop: tx,
-    }
+    proxy
 }
 
 /// Deterministic prompt: `blocks` full 32-token blocks of conversation `conv` (shared

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tokio::sync::oneshot;
 
 use super::BenchError;
 use super::gr::http::{self, counter};
@@ -117,7 +116,7 @@ fn simulate(reqs: &[Vec<u64>], cfg: &PolicyConfig, capacity: usize) -> Result<f6
 struct Local {
     base: String,
     state: Arc<AppState>,
-    _stop: oneshot::Sender<()>,
+    _server: crate::local::LocalServer,
 }
 
 async fn start(
@@ -136,24 +135,13 @@ async fn start(
         },
         ..Default::default()
     };
-    let config = serve
-        .resolve()
-        .map_err(|e| BenchError::Setup(e.to_string()))?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    let server = crate::local::LocalServer::start(&serve)
         .await
-        .map_err(BenchError::io("binding a loopback port"))?;
-    let addr = listener
-        .local_addr()
-        .map_err(BenchError::io("local addr"))?;
-    let state = AppState::new(config).map_err(|e| BenchError::Setup(format!("metrics: {e}")))?;
-    let (tx, rx) = oneshot::channel::<()>();
-    tokio::spawn(crate::server::run(listener, state.clone(), async move {
-        let _ = rx.await;
-    }));
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
     Ok(Local {
-        base: format!("http://{addr}"),
-        state,
-        _stop: tx,
+        base: server.base(),
+        state: server.state.clone(),
+        _server: server,
     })
 }
 

@@ -1,20 +1,17 @@
 //! The benchmark's HTTP side: JSON POSTs and metric scrapes, an in-process `recache serve` per
 //! mode, and the engine operations it needs (tokenize, reset the prefix cache, counters).
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
 use crate::bench::BenchError;
 use crate::config::ServeArgs;
 use crate::rank::config::RankArgs;
-use crate::service::{AppState, HttpClient};
+use crate::service::HttpClient;
 
 pub fn client() -> HttpClient {
     Client::builder(TokioExecutor::new()).build_http()
@@ -123,7 +120,7 @@ pub async fn reset_prefix_cache(client: &HttpClient, upstream: &str) -> Result<(
 /// recache serving in this process on loopback, stopped on drop.
 pub struct LocalProxy {
     pub base: String,
-    _stop: oneshot::Sender<()>,
+    _server: crate::local::LocalServer,
 }
 
 impl LocalProxy {
@@ -133,24 +130,12 @@ impl LocalProxy {
             rank,
             ..Default::default()
         };
-        let config = args
-            .resolve()
-            .map_err(|e| BenchError::Setup(e.to_string()))?;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        let server = crate::local::LocalServer::start(&args)
             .await
-            .map_err(BenchError::io("binding a loopback port"))?;
-        let addr = listener
-            .local_addr()
-            .map_err(BenchError::io("binding a loopback port"))?;
-        let state: Arc<AppState> =
-            AppState::new(config).map_err(|e| BenchError::Setup(format!("metrics: {e}")))?;
-        let (tx, rx) = oneshot::channel::<()>();
-        tokio::spawn(crate::server::run(listener, state, async move {
-            let _ = rx.await;
-        }));
+            .map_err(|e| BenchError::Setup(e.to_string()))?;
         Ok(Self {
-            base: format!("http://{addr}"),
-            _stop: tx,
+            base: server.base(),
+            _server: server,
         })
     }
 }

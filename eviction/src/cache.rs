@@ -62,6 +62,19 @@ impl Cache {
         self.policy.stats()
     }
 
+    /// Delivers pending leaf events, then tells the policy `block` was accessed at depth
+    /// `pos + 1` (hit or insert alike).
+    fn notify_access(&mut self, block: BlockId, pos: usize, now: u64, ctx: RequestCtx) {
+        self.flush();
+        let ev = AccessEvent {
+            block,
+            depth: pos as u32 + 1,
+            time: now,
+            ctx,
+        };
+        self.policy.on_access(&self.idx, &ev);
+    }
+
     fn flush(&mut self) {
         let events: Vec<_> = self.idx.drain_events().collect();
         for ev in events {
@@ -102,15 +115,8 @@ impl Cache {
         for (pos, &b) in blocks.iter().enumerate().take(hits) {
             self.idx.pin(b)?;
             self.idx.touch(b, now)?;
+            self.notify_access(b, pos, now, ctx(pos));
             pinned += 1;
-            self.flush();
-            let ev = AccessEvent {
-                block: b,
-                depth: pos as u32 + 1,
-                time: now,
-                ctx: ctx(pos),
-            };
-            self.policy.on_access(&self.idx, &ev);
         }
         let mut parent = hits.checked_sub(1).map(|i| blocks[i]);
         'insert: for (pos, &b) in blocks.iter().enumerate().skip(hits) {
@@ -143,15 +149,8 @@ impl Cache {
             }
             self.idx.insert(b, parent, now)?;
             self.idx.pin(b)?;
+            self.notify_access(b, pos, now, ctx(pos));
             pinned += 1;
-            self.flush();
-            let ev = AccessEvent {
-                block: b,
-                depth: pos as u32 + 1,
-                time: now,
-                ctx: ctx(pos),
-            };
-            self.policy.on_access(&self.idx, &ev);
             parent = Some(b);
         }
         for &b in &blocks[..pinned] {

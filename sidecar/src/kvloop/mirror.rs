@@ -71,6 +71,11 @@ impl Mirror {
         self.blocks.iter().map(|(h, e)| (*h, e.content, e.depth))
     }
 
+    /// Content ids of every cached block whose content is known.
+    pub fn content_ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.by_content.keys().copied()
+    }
+
     /// Leading blocks of a prompt (content ids) the engine holds: its prefix hit.
     pub fn cached_prefix(&self, prompt: &[u64]) -> usize {
         prompt

@@ -5,7 +5,8 @@
 //!
 //! - [`config`]: `--kv-events`, `--kv-replay`, `--publish`, `--kv-engine-blocks`.
 //! - [`blocks`]: content ids of token blocks (prompts and events meet on them).
-//! - [`mirror`]: the engine's cache, exactly, from events.
+//! - [`mirror`]: the engine's cache, exactly, from events; [`resident`]: its snapshot for the
+//!   request path (lock-free reads).
 //! - [`shadow`]: the policy's cache over the request stream; its victims.
 //! - [`worker`]: the thread that ties them together; [`publish`]: the order file.
 //! - [`metrics`]: Prometheus counters and gauges.
@@ -17,6 +18,7 @@ pub mod config;
 pub mod metrics;
 pub mod mirror;
 pub mod publish;
+pub mod resident;
 pub mod shadow;
 pub mod worker;
 
@@ -28,6 +30,7 @@ use recache_adapters::kv_subscriber::{self, SubscriberConfig};
 
 use self::config::KvLoopConfig;
 pub use self::metrics::LoopMetrics;
+use self::resident::Resident;
 use self::worker::{Msg, Worker};
 
 /// Arrivals allowed to queue before new ones are dropped (the loop is behind).
@@ -38,6 +41,7 @@ pub struct KvLoopHandle {
     tx: Sender<Msg>,
     pending: Arc<AtomicUsize>,
     metrics: LoopMetrics,
+    resident: Arc<Resident>,
 }
 
 impl KvLoopHandle {
@@ -49,6 +53,7 @@ impl KvLoopHandle {
     ) -> Self {
         let (tx, rx) = channel();
         let pending = Arc::new(AtomicUsize::new(0));
+        let resident = Arc::new(Resident::new(cfg.block_size));
         let runtime = match tokio::runtime::Handle::try_current() {
             Ok(h) => h,
             Err(e) => {
@@ -57,6 +62,7 @@ impl KvLoopHandle {
                     tx,
                     pending,
                     metrics,
+                    resident,
                 };
             }
         };
@@ -71,6 +77,7 @@ impl KvLoopHandle {
             policy: Box::new(move || state.upgrade().map(|s| s.policy.load())),
             pending_arrivals: pending.clone(),
             runtime,
+            resident: resident.clone(),
         };
         let spawned = std::thread::Builder::new()
             .name("recache-kvloop".into())
@@ -82,7 +89,14 @@ impl KvLoopHandle {
             tx,
             pending,
             metrics,
+            resident,
         }
+    }
+
+    /// What the engine caches now, for the request path (lock-free; None while the engine's
+    /// events are not received).
+    pub fn resident(&self) -> Option<Arc<resident::Snapshot>> {
+        self.resident.view()
     }
 
     /// The mirror's answer for a prompt: (leading full blocks the engine holds, blocks in the

@@ -15,6 +15,7 @@ use super::config::KvLoopConfig;
 use super::metrics::LoopMetrics;
 use super::mirror::Mirror;
 use super::publish;
+use super::resident::Resident;
 use super::shadow::Shadow;
 use crate::policy_slot::ActivePolicy;
 
@@ -36,6 +37,8 @@ pub struct Worker {
     pub policy: PolicySource,
     pub pending_arrivals: Arc<AtomicUsize>,
     pub runtime: tokio::runtime::Handle,
+    /// The request path's view of the mirror, republished after events change it.
+    pub resident: Arc<Resident>,
 }
 
 struct State {
@@ -46,6 +49,8 @@ struct State {
     published: u64,
     last_publish: Instant,
     dirty: bool,
+    /// The mirror changed since the resident view was last published.
+    mirror_changed: bool,
 }
 
 impl Worker {
@@ -82,6 +87,7 @@ impl Worker {
             published: 0,
             last_publish: Instant::now(),
             dirty: true,
+            mirror_changed: true,
         };
         loop {
             match rx.recv_timeout(self.cfg.refresh) {
@@ -94,6 +100,10 @@ impl Worker {
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
+            }
+            if st.mirror_changed {
+                st.mirror_changed = false;
+                self.resident.publish(st.mirror.content_ids());
             }
             let Some(now) = (self.policy)() else { return };
             if now.generation != st.active.generation {
@@ -132,10 +142,12 @@ impl Worker {
             Msg::Sub(Incoming::Connected) => {
                 tracing::info!(endpoint = %self.cfg.kv_events, "engine loop: subscribed to KV events");
                 self.metrics.connected.set(1);
+                self.resident.set_live(true);
             }
             Msg::Sub(Incoming::Disconnected) => {
                 tracing::warn!(endpoint = %self.cfg.kv_events, "engine loop: KV event publisher unreachable");
                 self.metrics.connected.set(0);
+                self.resident.set_live(false);
             }
             Msg::Sub(Incoming::Malformed(e)) => {
                 self.metrics.decode_errors.inc();
@@ -230,6 +242,7 @@ impl Worker {
         self.metrics.batches.inc();
         self.metrics.mirror_blocks.set(st.mirror.len() as i64);
         st.dirty = true;
+        st.mirror_changed = true;
     }
 
     fn publish(&self, st: &mut State) {

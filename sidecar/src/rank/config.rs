@@ -45,6 +45,16 @@ pub enum ItemReuse {
     Pool,
 }
 
+/// Whether the bat rule applies BAT's admission test (f_u > min f_p) to users not cached.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Admission {
+    /// BAT §5.3: a cold user goes item-first unless it is hotter than a cached one.
+    #[default]
+    On,
+    /// Every user whose profile is the longer side goes user-first.
+    Off,
+}
+
 /// Flags of the ranking API (flattened into `recache serve`).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct RankArgs {
@@ -68,6 +78,10 @@ pub struct RankArgs {
     /// engine) or pool (item KV pool) [default: prefix]
     #[arg(long, env = "RECACHE_RANK_ITEM_REUSE", value_enum)]
     pub rank_item_reuse: Option<ItemReuse>,
+    /// bat's admission test for users whose prefix is not cached: on (BAT §5.3) or off (every
+    /// long-enough user goes user-first) [default: on]
+    #[arg(long, env = "RECACHE_RANK_ADMISSION", value_enum)]
+    pub rank_admission: Option<Admission>,
 }
 
 /// Resolved ranking settings.
@@ -94,6 +108,7 @@ impl RankArgs {
                 user_cache_tokens: self
                     .rank_user_cache_tokens
                     .unwrap_or(DEFAULT_USER_CACHE_TOKENS),
+                admission: self.rank_admission.unwrap_or_default() == Admission::On,
             },
             SelectorKind::Agnostic => SelectorConfig::Agnostic,
             SelectorKind::UserPrefix => SelectorConfig::UserPrefix,

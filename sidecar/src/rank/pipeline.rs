@@ -9,9 +9,19 @@ use tokio::task::JoinSet;
 use super::api::{Mode, Validated};
 use super::config::ItemReuse;
 use super::layout::{self, Prompt};
-use super::select::{PrefixKind, SelectInput};
+use super::select::{CacheProbe, EngineView, PrefixKind, SelectInput};
 use super::{RankError, tokens};
+use crate::kvloop::resident::Snapshot;
 use crate::service::AppState;
+
+impl CacheProbe for Snapshot {
+    fn holds(&self, block: u64) -> bool {
+        Snapshot::holds(self, block)
+    }
+    fn cached_tokens(&self) -> usize {
+        self.len() * self.block_size()
+    }
+}
 
 /// A request ready to send.
 #[derive(Debug)]
@@ -62,20 +72,35 @@ pub async fn prepare(state: &Arc<AppState>, req: &Validated) -> Result<Prepared,
         Mode::Fixed(kind) => (kind, "request"),
         Mode::Auto => {
             let item_tokens = layout::item_tokens(&item_refs);
-            let reusable_item_tokens = match rank.config.item_reuse {
-                ItemReuse::Pool => item_tokens,
-                ItemReuse::Prefix => {
+            // The engine's cache from its KV events, when recache follows them.
+            let snapshot = state.kvloop.as_ref().and_then(|l| l.resident());
+            let reusable_item_tokens = match (rank.config.item_reuse, &snapshot) {
+                (ItemReuse::Pool, _) => item_tokens,
+                (ItemReuse::Prefix, Some(snap)) => {
+                    // The item-first prompt's leading cached run, items region only.
+                    let base = rank.config.label_base;
+                    let region =
+                        layout::build(PrefixKind::Item, &[], &item_refs, &hot_first, &[], base);
+                    snap.cached_prefix_tokens(&region.tokens).min(item_tokens)
+                }
+                (ItemReuse::Prefix, None) => {
                     let run = rank.item_prefixes.reusable_items(&hot_keys);
                     let shared: Vec<&[u32]> =
                         hot_first[..run].iter().map(|&i| item_refs[i]).collect();
                     layout::item_tokens(&shared)
                 }
             };
+            let engine = snapshot.as_deref().map(|snap| EngineView {
+                cached_user_tokens: snap.cached_prefix_tokens(&user),
+                user_block: snap.first_block(&user),
+                cache: snap,
+            });
             let input = SelectInput {
                 user: &req.user.key,
                 user_tokens: user.len(),
                 item_tokens,
                 reusable_item_tokens,
+                engine,
             };
             (rank.selector.choose(&input), rank.selector.name())
         }

@@ -6,8 +6,9 @@
 //! - [`agnostic::Agnostic`]: the cache-agnostic baseline (longer side first);
 //! - [`fixed_user::FixedUser`] / [`fixed_item::FixedItem`]: always UP / always IP.
 //!
-//! Which user prefixes count as cached comes from the hotness selector's own admission model
-//! (a token budget), not from the engine: following the engine's KV events is a later issue.
+//! Which user prefixes count as cached comes from the engine's KV events when recache follows
+//! them (`--kv-events`: [`EngineView`], built from `kvloop::resident`), else from the hotness
+//! selector's own admission model with the configured capacity.
 
 pub mod agnostic;
 pub mod fixed_item;
@@ -45,8 +46,40 @@ pub struct SelectInput<'a> {
     /// τ_i: tokens of all candidate items (labels included).
     pub item_tokens: usize,
     /// Item tokens the engine can be expected to reuse in the item-first layout: all of them
-    /// with an item KV pool, else the shared hot-first leading run (`rank::item_prefix`).
+    /// with an item KV pool, else the shared hot-first leading run (the engine's cache when
+    /// [`SelectInput::engine`] is there, else the model in `rank::item_prefix`).
     pub reusable_item_tokens: usize,
+    /// The engine's cache as its KV events show it; None when recache does not follow them.
+    pub engine: Option<EngineView<'a>>,
+}
+
+/// Asks the engine-cache snapshot whether a block is cached.
+pub trait CacheProbe {
+    /// Whether the block with this content id is cached.
+    fn holds(&self, block: u64) -> bool;
+    /// Tokens the cache holds now.
+    fn cached_tokens(&self) -> usize;
+}
+
+/// What the engine's cache holds that matters to one request.
+#[derive(Clone, Copy)]
+pub struct EngineView<'a> {
+    /// Leading user-profile tokens the engine would reuse in the user-first layout.
+    pub cached_user_tokens: usize,
+    /// Content id of the user-first prompt's first block: how the selector later asks whether
+    /// this user's prefix is still cached. None for profiles shorter than a block.
+    pub user_block: Option<u64>,
+    pub cache: &'a dyn CacheProbe,
+}
+
+impl std::fmt::Debug for EngineView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineView")
+            .field("cached_user_tokens", &self.cached_user_tokens)
+            .field("user_block", &self.user_block)
+            .field("cached_tokens", &self.cache.cached_tokens())
+            .finish()
+    }
 }
 
 /// Chooses the prefix of each `auto` request. Stateful selectors keep their state inside
@@ -63,14 +96,21 @@ pub trait PrefixSelector: Send + Sync {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SelectorConfig {
     /// Hotness-aware: frequency over the last `window` requests, user prefixes admitted into a
-    /// modelled cache of `user_cache_tokens` tokens.
+    /// cache of `user_cache_tokens` tokens; `admission` off admits every user whose profile is
+    /// the longer side (see `hotness`).
     Bat {
         window: usize,
         user_cache_tokens: u64,
+        #[serde(default = "admission_default")]
+        admission: bool,
     },
     Agnostic,
     UserPrefix,
     ItemPrefix,
+}
+
+fn admission_default() -> bool {
+    true
 }
 
 /// The one factory.
@@ -79,7 +119,12 @@ pub fn build(config: &SelectorConfig) -> Box<dyn PrefixSelector> {
         SelectorConfig::Bat {
             window,
             user_cache_tokens,
-        } => Box::new(hotness::Hotness::new(*window, *user_cache_tokens)),
+            admission,
+        } => Box::new(hotness::Hotness::new(
+            *window,
+            *user_cache_tokens,
+            *admission,
+        )),
         SelectorConfig::Agnostic => Box::new(agnostic::Agnostic),
         SelectorConfig::UserPrefix => Box::new(fixed_user::FixedUser),
         SelectorConfig::ItemPrefix => Box::new(fixed_item::FixedItem),
@@ -96,6 +141,7 @@ mod tests {
             SelectorConfig::Bat {
                 window: 10,
                 user_cache_tokens: 100,
+                admission: true,
             },
             SelectorConfig::Agnostic,
             SelectorConfig::UserPrefix,
@@ -106,8 +152,12 @@ mod tests {
         let json = serde_json::to_string(&configs[0]).expect("json");
         assert_eq!(
             json,
-            r#"{"kind":"bat","window":10,"user_cache_tokens":100}"#
+            r#"{"kind":"bat","window":10,"user_cache_tokens":100,"admission":true}"#
         );
+        let old: SelectorConfig =
+            serde_json::from_str(r#"{"kind":"bat","window":10,"user_cache_tokens":100}"#)
+                .expect("parse without admission");
+        assert_eq!(old, configs[0]);
         let back: SelectorConfig = serde_json::from_str(&json).expect("parse");
         assert_eq!(back, configs[0]);
     }
@@ -119,6 +169,7 @@ mod tests {
             user_tokens: u,
             item_tokens: i,
             reusable_item_tokens: i,
+            engine: None,
         };
         let agn = agnostic::Agnostic;
         assert_eq!(agn.choose(&input(2000, 1800)), PrefixKind::User);

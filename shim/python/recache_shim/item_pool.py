@@ -1,0 +1,340 @@
+"""recache's item KV pool as a vLLM v1 KV connector (``KVConnectorBase_V1``, vLLM 0.32).
+
+Load it with::
+
+    --kv-transfer-config '{"kv_connector": "RecacheItemPoolConnector",
+      "kv_connector_module_path": "recache_shim.item_pool", "kv_role": "kv_both",
+      "kv_connector_extra_config": {"pool_bytes": 268435456}}'
+
+Requests say what they want in ``kv_transfer_params`` (recache writes them):
+
+- fill: ``{"recache_pool": {"fill": KEY, "evict": [KEY..]}}`` — the whole prompt is one item
+  segment, computed alone from position 0; its K/V is captured under KEY.
+- ranking: ``{"recache_pool": {"segments": [[KEY, start, len], ..], "evict": [..]}}`` — the
+  item segments of an item-as-prefix prompt, in prompt order from token 0.
+
+Scheduler side (engine-core process): the residency index (KEY -> token ids, bytes), which is
+authoritative: it answers ``get_num_new_matched_tokens`` with the leading run of segments that
+are resident **with the same token ids** (labels included), so a stale or missing entry is
+never claimed — those tokens are computed by the engine. recache's ``evict`` lists are applied
+on arrival; if stores exceed ``pool_bytes`` the least recently used entries go (a safety net;
+recache's own admission should keep it under). Every finished request gets back
+``kv_transfer_params.recache_pool = {present: [KEY..], loaded_tokens, entries, bytes}``.
+
+Worker side (model process): the tensors (``item_pool_store``). Per step, in this order: loads
+(``start_load_kv``), captures of finished fills (``save_kv_layer``, per layer), evictions and
+commits (``wait_for_save``); commits go back to the scheduler as worker metadata. Evictions
+decided by the scheduler reach the worker in a later step than the last load that used them.
+
+Position layout: a pooled segment's K was rotated at positions 0..len-1 (its own, shared start
+position: BAT §4.2); it is written unchanged into the request's slots (no re-rotation), so the
+user and instruction tokens at their natural positions see every pooled item at the same
+relative offsets, and pooled items do not attend to each other. CPU attention only (the GPU
+layout needs recache's scatter kernel: ``recache_shim.kernels``); on any other backend, or if
+the layout probe fails, the connector claims nothing and vLLM computes everything.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (
+    KVConnectorBase_V1,
+    KVConnectorMetadata,
+    KVConnectorRole,
+    KVConnectorWorkerMetadata,
+)
+from vllm.logger import init_logger
+from vllm.v1.metrics.cache_hit_source import CacheHitSource
+
+from .item_pool_store import Entry, PoolStore, SlotIO, split_kv
+
+logger = init_logger(__name__)
+PARAMS = "recache_pool"
+
+
+def slots_of(block_ids: list[int], block_size: int, start: int, end: int) -> list[int]:
+    return [block_ids[t // block_size] * block_size + t % block_size for t in range(start, end)]
+
+
+@dataclass
+class LoadOp:
+    req_id: str
+    parts: list[tuple[str, int, int]]  # (key, first token of the entry to take, count)
+    slots: list[int]
+
+
+@dataclass
+class StoreOp:
+    req_id: str
+    key: str
+    slots: list[int]
+
+
+@dataclass
+class PoolMeta(KVConnectorMetadata):
+    loads: list[LoadOp] = field(default_factory=list)
+    stores: list[StoreOp] = field(default_factory=list)
+    evict: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PoolWorkerMeta(KVConnectorWorkerMetadata):
+    stored: list[tuple[str, str, int]] = field(default_factory=list)  # (req_id, key, bytes)
+
+    def aggregate(self, other: "PoolWorkerMeta") -> "PoolWorkerMeta":
+        return PoolWorkerMeta(self.stored + other.stored)
+
+
+def pool_params(request) -> dict | None:
+    p = getattr(request, "kv_transfer_params", None)
+    return p.get(PARAMS) if isinstance(p, dict) else None
+
+
+class SchedulerState:
+    """The scheduler side's bookkeeping; no vLLM types, so it is testable on its own."""
+
+    def __init__(self, budget_bytes: int):
+        self.budget = budget_bytes
+        self.index: OrderedDict[str, tuple[tuple[int, ...], int]] = OrderedDict()
+        self.bytes = 0
+        self.to_evict: list[str] = []
+        self.stats = {"loaded_tokens": 0, "stores": 0, "evictions": 0, "lookups": 0}
+
+    def evict(self, keys) -> None:
+        for k in keys:
+            if k in self.index:
+                self.bytes -= self.index.pop(k)[1]
+                self.stats["evictions"] += 1
+            self.to_evict.append(k)
+
+    def match(self, prompt: list[int], segments) -> tuple[int, list[tuple[str, int, int]]]:
+        """Leading run of resident segments: (end token, [(key, start, len)])."""
+        end, run = 0, []
+        for seg in segments:
+            key, start, n = str(seg[0]), int(seg[1]), int(seg[2])
+            hit = self.index.get(key)
+            if start != end or n <= 0 or hit is None or hit[0] != tuple(prompt[start:start + n]):
+                break
+            run.append((key, start, n))
+            end = start + n
+        return end, run
+
+    def committed(self, key: str, tokens: tuple[int, ...], nbytes: int) -> None:
+        # A newer copy supersedes an eviction of the key that was not sent to the worker yet.
+        self.to_evict = [k for k in self.to_evict if k != key]
+        if key in self.index:
+            self.bytes -= self.index.pop(key)[1]
+        self.index[key] = (tokens, nbytes)
+        self.bytes += nbytes
+        self.stats["stores"] += 1
+        while self.bytes > self.budget and len(self.index) > 1:
+            old = next(iter(self.index))
+            logger.warning("recache item pool over %d bytes: dropping %s", self.budget, old)
+            self.evict([old])
+
+    def touch(self, keys) -> None:
+        for k in keys:
+            if k in self.index:
+                self.index.move_to_end(k)
+
+
+class RecacheItemPoolConnector(KVConnectorBase_V1):
+    _cache_hit_source = CacheHitSource.HOST
+
+    def __init__(self, vllm_config, role: KVConnectorRole, kv_cache_config=None):
+        super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
+        self.block_size = vllm_config.cache_config.block_size
+        extra = self._kv_transfer_config.kv_connector_extra_config or {}
+        self.sched = SchedulerState(int(extra.get("pool_bytes", 256 << 20)))
+        self.matched: dict[str, tuple[int, list]] = {}
+        self.plans: dict[str, list] = {}  # req_id -> [load parts, load range] or store key
+        self.blocks: dict[str, list[int]] = {}
+        self.fills: dict[str, tuple[str, tuple[int, ...]]] = {}
+        self.loaded: dict[str, int] = {}
+        # worker side
+        self.store = PoolStore()
+        self.io: SlotIO | None = None
+        self.disabled: str | None = None
+        self.captured: dict[str, Entry] = {}
+        self.stored_out: list[tuple[str, str, int]] = []
+
+    # ---------------- scheduler side ----------------
+
+    def on_new_request(self, request) -> None:
+        p = pool_params(request)
+        if p and p.get("evict"):
+            self.sched.evict(str(k) for k in p["evict"])
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens: int):
+        p = pool_params(request)
+        if not p or "segments" not in p:
+            return 0, False
+        prompt = list(request.prompt_token_ids or [])
+        end, run = self.sched.match(prompt, p["segments"])
+        end = min(end, len(prompt) - 1)  # the engine must compute at least one token
+        self.matched[request.request_id] = (end, run)
+        return max(0, end - num_computed_tokens), False
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens: int):
+        rid = request.request_id
+        p = pool_params(request)
+        if p and "fill" in p and rid not in self.fills:
+            self.fills[rid] = (str(p["fill"]), tuple(request.prompt_token_ids or []))
+        if num_external_tokens <= 0:
+            return
+        end, run = self.matched.get(rid, (0, []))
+        first = end - num_external_tokens
+        parts = []
+        for key, start, n in run:
+            lo, hi = max(start, first), min(start + n, end)
+            if lo < hi:
+                parts.append((key, lo - start, hi - lo))
+        self.plans[rid] = [parts, first, end]
+        self.sched.touch(k for k, _, _ in run)
+        self.loaded[rid] = num_external_tokens
+        self.sched.stats["loaded_tokens"] += num_external_tokens
+
+    def build_connector_meta(self, scheduler_output) -> KVConnectorMetadata:
+        meta = PoolMeta(evict=self.sched.to_evict)
+        self.sched.to_evict = []
+        done: dict[str, int] = {}
+        for req in scheduler_output.scheduled_new_reqs:
+            self.blocks[req.req_id] = list(req.block_ids[0])
+            done[req.req_id] = req.num_computed_tokens
+        cached = scheduler_output.scheduled_cached_reqs
+        for i, rid in enumerate(cached.req_ids):
+            new = cached.new_block_ids[i]
+            if rid in cached.resumed_req_ids and new is not None:
+                self.blocks[rid] = list(new[0])
+            elif new is not None:
+                self.blocks.setdefault(rid, []).extend(new[0])
+            done[rid] = cached.num_computed_tokens[i]
+        for rid, computed in done.items():
+            blocks = self.blocks.get(rid, [])
+            plan = self.plans.pop(rid, None)
+            if plan is not None:
+                parts, first, end = plan
+                meta.loads.append(LoadOp(rid, parts, slots_of(blocks, self.block_size, first, end)))
+            fill = self.fills.get(rid)
+            n = computed + scheduler_output.num_scheduled_tokens.get(rid, 0)
+            if fill is not None and n >= len(fill[1]):
+                meta.stores.append(StoreOp(rid, fill[0], slots_of(blocks, self.block_size, 0, len(fill[1]))))
+        return meta
+
+    def update_connector_output(self, connector_output) -> None:
+        wm = connector_output.kv_connector_worker_meta
+        for rid, key, nbytes in getattr(wm, "stored", []) or []:
+            fill = self.fills.pop(rid, None)
+            if fill is not None and fill[0] == key:
+                self.sched.committed(key, fill[1], nbytes)
+
+    def request_finished(self, request, block_ids):
+        rid = request.request_id
+        self.blocks.pop(rid, None)
+        self.plans.pop(rid, None)
+        self.matched.pop(rid, None)
+        p = pool_params(request)
+        if not p:
+            return False, None
+        keys = [str(s[0]) for s in p.get("segments", [])]
+        if "fill" in p:
+            keys.append(str(p["fill"]))
+        out = {
+            "present": [k for k in keys if k in self.sched.index],
+            "loaded_tokens": self.loaded.pop(rid, 0),
+            "entries": len(self.sched.index),
+            "bytes": self.sched.bytes,
+            **self.sched.stats,
+        }
+        return False, {PARAMS: out}
+
+    # ---------------- worker side ----------------
+
+    def _slot_io(self, layer, kv_layer: torch.Tensor) -> SlotIO | None:
+        if self.io is not None or self.disabled is not None:
+            return self.io
+        try:
+            isa = getattr(layer, "isa", None)
+            if isa is None or kv_layer.dim() != 4:
+                raise RuntimeError("not vLLM's CPU attention backend")
+            from vllm import _custom_ops as ops
+
+            _, heads, bs, two_d = kv_layer.shape
+            io = SlotIO(ops.cpu_attn_reshape_and_cache, isa, heads, bs, two_d // 2, kv_layer.dtype)
+            io.verify()
+            self.io = io
+            logger.info("recache item pool: CPU attention, isa %s, layout probe verified", isa)
+        except Exception as e:  # any failure means: never load, let vLLM compute
+            self.disabled = str(e)
+            logger.warning("recache item pool disabled: %s", e)
+        return self.io
+
+    def _layers(self, forward_context):
+        for name, layer in forward_context.no_compile_layers.items():
+            kv = getattr(layer, "kv_cache", None)
+            if isinstance(kv, torch.Tensor) and kv.dim() == 4:
+                yield name, layer, kv
+
+    def start_load_kv(self, forward_context, **kwargs: Any) -> None:
+        meta = self._get_connector_metadata()
+        if not isinstance(meta, PoolMeta) or not meta.loads:
+            return
+        for name, layer, kv in self._layers(forward_context):
+            io = self._slot_io(layer, kv)
+            if io is None:
+                raise RuntimeError(f"recache item pool cannot load ({self.disabled})")
+            kc, vc = split_kv(kv)
+            for op in meta.loads:
+                ks, vs = [], []
+                for key, off, n in op.parts:
+                    e = self.store.get(key)
+                    if e is None:
+                        raise RuntimeError(f"recache item pool: scheduler claimed missing {key}")
+                    ks.append(e.k[name][off:off + n])
+                    vs.append(e.v[name][off:off + n])
+                io.write(kc, vc, torch.tensor(op.slots, dtype=torch.long),
+                         torch.cat(ks), torch.cat(vs))
+
+    def wait_for_layer_load(self, layer_name: str) -> None:
+        return
+
+    def save_kv_layer(self, layer_name: str, kv_layer: torch.Tensor, attn_metadata, **kwargs) -> None:
+        meta = self._get_connector_metadata()
+        if not isinstance(meta, PoolMeta) or not meta.stores:
+            return
+        from vllm.forward_context import get_forward_context
+
+        layer = get_forward_context().no_compile_layers.get(layer_name)
+        io = self._slot_io(layer, kv_layer)
+        if io is None:
+            return
+        kc, vc = split_kv(kv_layer)
+        for op in meta.stores:
+            k, v = io.read(kc, vc, torch.tensor(op.slots, dtype=torch.long))
+            e = self.captured.setdefault(op.req_id, Entry(tokens=()))
+            e.k[layer_name] = k
+            e.v[layer_name] = v
+
+    def wait_for_save(self) -> None:
+        meta = self._get_connector_metadata()
+        if not isinstance(meta, PoolMeta):
+            return
+        for key in meta.evict:
+            self.store.drop(key)
+        for op in meta.stores:
+            e = self.captured.pop(op.req_id, None)
+            if e is not None and e.k:
+                self.store.put(op.key, e)
+                self.stored_out.append((op.req_id, op.key, e.nbytes))
+        self.captured.clear()
+
+    def build_connector_worker_meta(self):
+        if not self.stored_out:
+            return None
+        out, self.stored_out = PoolWorkerMeta(self.stored_out), []
+        return out

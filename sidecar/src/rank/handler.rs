@@ -45,9 +45,15 @@ pub async fn handle(state: &Arc<AppState>, req: Request<Incoming>) -> Response<B
 /// Ranks a validated request.
 pub async fn rank(state: &Arc<AppState>, req: &Validated) -> Result<RankResponse, RankError> {
     let Prepared { kind, prompt } = prepare(state, req).await?;
-    let body = engine::scoring_body(req.model.as_deref(), &prompt, req.cache_salt.as_deref());
-    let answer = engine::post_json(state, "/v1/completions", &body).await?;
-    let scores = engine::read_scores(&answer, &prompt)?;
+    let dialect = state.config.engine;
+    let (path, body) = engine::scoring_request(
+        dialect,
+        req.model.as_deref(),
+        &prompt,
+        req.cache_salt.as_deref(),
+    );
+    let answer = engine::post_json(state, path, &body).await?;
+    let scores = engine::read_scores(dialect, &answer, &prompt)?;
     let m = &state.rank.metrics;
     m.prompt_tokens.inc_by(scores.prompt_tokens);
     m.cached_tokens.inc_by(scores.cached_tokens);

@@ -1,0 +1,113 @@
+//! SGLang's dialect: its native routes (`/generate`, `/flush_cache`), the metrics recache
+//! reads, and the scoring request on `/generate`. Its `/v1/*` OpenAI routes are the same
+//! shape as vLLM's and pass through the proxy unchanged.
+//!
+//! Checked against SGLang 0.5.23 (CPU engine) on the testbed in `examples/testbed`. KV events
+//! use vLLM's wire format (same decoder, [`crate::kv_events`]) at token granularity: SGLang's
+//! radix cache publishes one hash per token (`block_size` 1, coalesced into chained
+//! `BlockStored` runs), `BlockRemoved` per evicted radix node, and `AllBlocksCleared` on
+//! `/flush_cache`; the batch's third element is the data-parallel rank (each rank publishes
+//! on its own port, endpoint port + rank, so one subscriber follows one rank).
+
+use serde_json::{Value, json};
+
+use crate::scoring::{ScoreAnswer, ScoreError, ScoreRequest};
+
+/// Answers 200 once the engine is up (SGLang runs a one-token generation for it).
+pub const HEALTH_PATH: &str = "/health";
+
+/// The native generation route: `input_ids` or `text`, `sampling_params`, logprob options.
+pub const GENERATE_PATH: &str = "/generate";
+
+/// Empties the radix cache: 200 "Cache flushed." when done, 400 while requests are running.
+pub const FLUSH_CACHE_PATH: &str = "/flush_cache";
+
+/// Prompt tokens of finished requests (counter, tokens; labels `is_streaming`).
+pub const METRIC_PROMPT_TOKENS: &str = "sglang:prompt_tokens_total";
+
+/// Prompt tokens served from the cache (counter, tokens; labels `cache_source`).
+pub const METRIC_CACHED_TOKENS: &str = "sglang:cached_tokens_total";
+
+/// Tokens per KV-event block: the radix cache is token-granular (`--page-size` 1).
+pub const KV_EVENT_BLOCK_SIZE: usize = 1;
+
+/// The `/generate` body that scores every label: one greedy token with `return_logprob` and
+/// `token_ids_logprob` (SGLang returns the log-probability of each listed id at the generated
+/// position, over the whole vocabulary). `logprob_start_len: -1` asks for no prompt logprobs.
+pub fn score_body(req: &ScoreRequest<'_>) -> Value {
+    let mut body = json!({
+        "input_ids": req.tokens,
+        "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+        "return_logprob": true,
+        "logprob_start_len": -1,
+        "token_ids_logprob": req.labels,
+    });
+    if let Some(s) = req.cache_salt {
+        body["cache_salt"] = json!(s);
+    }
+    body
+}
+
+/// Reads `meta_info.output_token_ids_logprobs[0]` (`[[logprob, token_id, text], ...]`),
+/// `meta_info.prompt_tokens` and `meta_info.cached_tokens`.
+pub fn read_score(answer: &Value, labels: &[u32]) -> Result<ScoreAnswer, ScoreError> {
+    let meta = &answer["meta_info"];
+    let Some(entries) = meta["output_token_ids_logprobs"][0].as_array() else {
+        return Err(ScoreError::Shape(
+            "the engine's answer has no meta_info.output_token_ids_logprobs[0] (was it \
+             SGLang's /generate with token_ids_logprob?)"
+                .into(),
+        ));
+    };
+    let by_id: Vec<(u64, f64)> = entries
+        .iter()
+        .filter_map(|e| Some((e[1].as_u64()?, e[0].as_f64()?)))
+        .collect();
+    let logprobs = labels
+        .iter()
+        .map(|&l| {
+            by_id
+                .iter()
+                .find(|(id, _)| *id == u64::from(l))
+                .map(|(_, lp)| *lp)
+                .ok_or(ScoreError::MissingLabel(l))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ScoreAnswer {
+        logprobs,
+        prompt_tokens: meta["prompt_tokens"].as_u64().unwrap_or(0),
+        cached_tokens: meta["cached_tokens"].as_u64().unwrap_or(0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scores_from_a_real_generate_answer() {
+        // meta_info trimmed from SGLang 0.5.23's answer on the testbed.
+        let answer = json!({"text": " haso", "output_ids": [941], "meta_info": {
+            "prompt_tokens": 11, "completion_tokens": 1, "cached_tokens": 8,
+            "output_token_ids_logprobs": [[[-8.063722610473633, 300, null],
+                [-8.729738235473633, 301, null], [-8.067628860473633, 302, null]]]}});
+        let s = read_score(&answer, &[302, 300]).expect("scores");
+        assert_eq!(s.logprobs, vec![-8.067628860473633, -8.063722610473633]);
+        assert_eq!((s.prompt_tokens, s.cached_tokens), (11, 8));
+        assert_eq!(
+            read_score(&answer, &[303]),
+            Err(ScoreError::MissingLabel(303))
+        );
+        assert!(read_score(&json!({"meta_info": {}}), &[1]).is_err());
+        let req = ScoreRequest {
+            model: Some("m"),
+            tokens: &[1, 2],
+            labels: &[300],
+            cache_salt: Some("s"),
+        };
+        let body = score_body(&req);
+        assert_eq!(body["token_ids_logprob"], json!([300]));
+        assert_eq!(body["input_ids"], json!([1, 2]));
+        assert!(body.get("model").is_none());
+    }
+}

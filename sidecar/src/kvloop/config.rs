@@ -25,6 +25,11 @@ pub struct KvLoopArgs {
     /// Tokens per KV block [default: 32]
     #[arg(long, env = "RECACHE_KV_BLOCK_SIZE")]
     pub kv_block_size: Option<usize>,
+    /// SGLang eviction steering without a plugin: set `priority` in forwarded /generate and
+    /// /v1/(chat/)completions bodies from the active policy's view of the prompt (SGLang
+    /// runs with --radix-eviction-policy priority); needs --kv-events
+    #[arg(long, env = "RECACHE_SGLANG_PRIORITY", requires = "kv_events")]
+    pub sglang_priority: bool,
 }
 
 /// Resolved engine-loop settings; `None` in `Config` when `--kv-events` is absent.
@@ -37,6 +42,8 @@ pub struct KvLoopConfig {
     pub block_size: usize,
     /// Re-publish at least this often, so a live order never looks stale to the shim.
     pub refresh: Duration,
+    /// Rewrite forwarded bodies with SGLang `priority` (`--sglang-priority`).
+    pub sglang_priority: bool,
 }
 
 impl KvLoopArgs {
@@ -53,6 +60,7 @@ impl KvLoopArgs {
             engine_blocks: self.kv_engine_blocks.unwrap_or(1024).max(2),
             block_size: self.kv_block_size.unwrap_or(32).max(1),
             refresh: Duration::from_millis(250),
+            sglang_priority: self.sglang_priority,
         })
     }
 }

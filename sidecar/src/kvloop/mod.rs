@@ -10,6 +10,7 @@
 //! - [`shadow`]: the policy's cache over the request stream; its victims.
 //! - [`worker`]: the thread that ties them together; [`publish`]: the order file.
 //! - [`metrics`]: Prometheus counters and gauges.
+//! - [`priority`]: `--sglang-priority`, the policy's view as SGLang request priorities.
 //!
 //! Nothing here is on the request path: [`KvLoopHandle::observe`] only enqueues.
 
@@ -17,6 +18,7 @@ pub mod blocks;
 pub mod config;
 pub mod metrics;
 pub mod mirror;
+pub mod priority;
 pub mod publish;
 pub mod resident;
 pub mod shadow;
@@ -30,6 +32,7 @@ use recache_adapters::kv_subscriber::{self, SubscriberConfig};
 
 use self::config::KvLoopConfig;
 pub use self::metrics::LoopMetrics;
+use self::priority::PrioritySource;
 use self::resident::Resident;
 use self::worker::{Msg, Worker};
 
@@ -42,6 +45,8 @@ pub struct KvLoopHandle {
     pending: Arc<AtomicUsize>,
     metrics: LoopMetrics,
     resident: Arc<Resident>,
+    /// Set with `--sglang-priority`.
+    priority: Option<Arc<PrioritySource>>,
 }
 
 impl KvLoopHandle {
@@ -53,6 +58,9 @@ impl KvLoopHandle {
     ) -> Self {
         let (tx, rx) = channel();
         let pending = Arc::new(AtomicUsize::new(0));
+        let priority = cfg
+            .sglang_priority
+            .then(|| PrioritySource::new(cfg.block_size));
         let resident = Arc::new(Resident::new(cfg.block_size));
         let runtime = match tokio::runtime::Handle::try_current() {
             Ok(h) => h,
@@ -63,6 +71,7 @@ impl KvLoopHandle {
                     pending,
                     metrics,
                     resident,
+                    priority: None,
                 };
             }
         };
@@ -78,6 +87,7 @@ impl KvLoopHandle {
             pending_arrivals: pending.clone(),
             runtime,
             resident: resident.clone(),
+            priority: priority.clone(),
         };
         let spawned = std::thread::Builder::new()
             .name("recache-kvloop".into())
@@ -90,7 +100,14 @@ impl KvLoopHandle {
             pending,
             metrics,
             resident,
+            priority,
         }
+    }
+
+    /// With `--sglang-priority`: the body to forward instead of the client's, with `priority`
+    /// set from the policy's view (None: forward unchanged). One lock-free read, no waiting.
+    pub fn steer(&self, path: &str, body: &[u8]) -> Option<bytes::Bytes> {
+        self.priority.as_ref()?.steer(path, body)
     }
 
     /// What the engine caches now, for the request path (lock-free; None while the engine's
@@ -107,13 +124,16 @@ impl KvLoopHandle {
         rx.recv_timeout(std::time::Duration::from_secs(5)).ok()
     }
 
-    /// Hands a forwarded request's token-id prompt(s) to the loop; text prompts are skipped
-    /// (their token ids are the engine's business). Never blocks.
+    /// Hands a forwarded request's token-id prompt(s) to the loop (`prompt` on completions,
+    /// `input_ids` on SGLang's `/generate`); text prompts are skipped (their token ids are the
+    /// engine's business). Never blocks.
     pub fn observe(&self, path: &str, body: &[u8]) {
-        if path != recache_adapters::openai::COMPLETIONS {
-            return;
-        }
-        for tokens in token_prompts(body) {
+        let prompts = match path {
+            recache_adapters::openai::COMPLETIONS => token_prompts(body),
+            priority::GENERATE => generate_prompts(body),
+            _ => return,
+        };
+        for tokens in prompts {
             if self.pending.fetch_add(1, Ordering::Relaxed) >= MAX_PENDING_ARRIVALS {
                 self.pending.fetch_sub(1, Ordering::Relaxed);
                 self.metrics.arrivals_dropped.inc();
@@ -139,6 +159,20 @@ struct PromptOnly {
     prompt: PromptField,
 }
 
+#[derive(serde::Deserialize)]
+struct InputIdsOnly {
+    input_ids: PromptField,
+}
+
+/// The token-id prompts of an SGLang `/generate` body (none for text).
+pub fn generate_prompts(body: &[u8]) -> Vec<Vec<u32>> {
+    match serde_json::from_slice::<InputIdsOnly>(body).map(|p| p.input_ids) {
+        Ok(PromptField::One(t)) => vec![t],
+        Ok(PromptField::Many(ts)) => ts,
+        _ => Vec::new(),
+    }
+}
+
 /// The token-id prompts of a completions body (none for text prompts).
 pub fn token_prompts(body: &[u8]) -> Vec<Vec<u32>> {
     match serde_json::from_slice::<PromptOnly>(body).map(|p| p.prompt) {
@@ -159,5 +193,10 @@ mod tests {
         assert_eq!(super::token_prompts(br#"{"prompt":[[1],[2]]}"#).len(), 2);
         assert!(super::token_prompts(br#"{"prompt":"hi"}"#).is_empty());
         assert!(super::token_prompts(b"{").is_empty());
+        assert_eq!(
+            super::generate_prompts(br#"{"input_ids":[[1,2],[3]]}"#),
+            vec![vec![1, 2], vec![3]]
+        );
+        assert!(super::generate_prompts(br#"{"text":"hi"}"#).is_empty());
     }
 }

@@ -89,6 +89,11 @@ impl Shadow {
         Ok(out.hits)
     }
 
+    /// Content ids of every block the policy holds now (the `--sglang-priority` view).
+    pub fn kept(&self) -> std::collections::HashSet<u64> {
+        self.cache.index().blocks().collect()
+    }
+
     /// Engine blocks the policy would not keep, deepest first (children before parents, so
     /// the engine unwinds chains from their tips like its own LRU does).
     pub fn victims(&self, mirror: &Mirror) -> Vec<u64> {

@@ -14,6 +14,7 @@ use recache_adapters::kv_subscriber::Incoming;
 use super::config::KvLoopConfig;
 use super::metrics::LoopMetrics;
 use super::mirror::Mirror;
+use super::priority::{PrioritySource, View};
 use super::publish;
 use super::resident::Resident;
 use super::shadow::Shadow;
@@ -39,6 +40,8 @@ pub struct Worker {
     pub runtime: tokio::runtime::Handle,
     /// The request path's view of the mirror, republished after events change it.
     pub resident: Arc<Resident>,
+    /// `--sglang-priority`: the shadow's contents for the request path.
+    pub priority: Option<Arc<PrioritySource>>,
 }
 
 struct State {
@@ -51,6 +54,11 @@ struct State {
     dirty: bool,
     /// The mirror changed since the resident view was last published.
     mirror_changed: bool,
+    /// Blocks the shadow has admitted since start (never reset: the priority epoch must only
+    /// grow, as SGLang only ever raises a node's priority).
+    admitted: u64,
+    /// The shadow changed since the priority view was last published.
+    shadow_changed: bool,
 }
 
 impl Worker {
@@ -88,6 +96,8 @@ impl Worker {
             last_publish: Instant::now(),
             dirty: true,
             mirror_changed: true,
+            admitted: 0,
+            shadow_changed: true,
         };
         loop {
             match rx.recv_timeout(self.cfg.refresh) {
@@ -105,6 +115,13 @@ impl Worker {
                 st.mirror_changed = false;
                 self.resident.publish(st.mirror.content_ids());
             }
+            if let Some(p) = self.priority.as_ref().filter(|_| st.shadow_changed) {
+                st.shadow_changed = false;
+                p.publish(View {
+                    kept: st.shadow.kept(),
+                    epoch: st.admitted / capacity as u64,
+                });
+            }
             let Some(now) = (self.policy)() else { return };
             if now.generation != st.active.generation {
                 match st.shadow.rebuild(&now.config) {
@@ -115,6 +132,7 @@ impl Worker {
                 }
                 st.active = now;
                 st.dirty = true;
+                st.shadow_changed = true;
             }
             if st.dirty || st.last_publish.elapsed() >= self.cfg.refresh {
                 self.publish(&mut st);
@@ -129,11 +147,16 @@ impl Worker {
                 let ids = super::blocks::prompt_ids(&tokens, self.cfg.block_size);
                 self.metrics.arrivals.inc();
                 self.metrics.shadow_blocks.inc_by(ids.len() as u64);
+                let n = ids.len();
                 match st.shadow.request(ids) {
-                    Ok(hits) => self.metrics.shadow_hit_blocks.inc_by(hits as u64),
+                    Ok(hits) => {
+                        self.metrics.shadow_hit_blocks.inc_by(hits as u64);
+                        st.admitted += n.saturating_sub(hits) as u64;
+                    }
                     Err(e) => tracing::warn!(error = %e, "engine loop: shadow cache error"),
                 }
                 st.dirty = true;
+                st.shadow_changed = true;
             }
             Msg::Query(tokens, reply) => {
                 let ids = super::blocks::prompt_ids(&tokens, self.cfg.block_size);
@@ -203,6 +226,7 @@ impl Worker {
                     "engine loop: engine restarted; mirror and shadow reset"
                 );
                 st.mirror.clear();
+                st.shadow_changed = true;
                 if let Err(e) = st.shadow.reset(&st.active.config) {
                     tracing::error!(error = %e, "engine loop: shadow reset failed");
                 }
@@ -217,6 +241,7 @@ impl Worker {
         for ev in &b.events {
             if matches!(ev, KvEvent::AllBlocksCleared) {
                 let _ = st.shadow.reset(&st.active.config);
+                st.shadow_changed = true;
             }
             st.mirror.apply(ev);
         }

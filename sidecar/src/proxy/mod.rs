@@ -48,7 +48,13 @@ pub async fn forward(
     let result = match bytes {
         Ok(bytes) => match recache_adapters::validate_body(parts.uri.path(), &bytes) {
             Ok(_) => {
+                let mut bytes = bytes;
                 if let Some(kv) = &state.kvloop {
+                    // The priority is read before this request reaches the shadow: it says
+                    // how much of the prompt the policy kept from earlier requests.
+                    if let Some(steered) = kv.steer(parts.uri.path(), &bytes) {
+                        bytes = steered;
+                    }
                     kv.observe(parts.uri.path(), &bytes);
                 }
                 send(state, &parts, bytes, &mut record).await

@@ -80,6 +80,7 @@ class PoolMeta(KVConnectorMetadata):
     loads: list[LoadOp] = field(default_factory=list)
     stores: list[StoreOp] = field(default_factory=list)
     evict: list[str] = field(default_factory=list)
+    clear: bool = False  # drop every entry (vLLM's /reset_prefix_cache?reset_external=true)
 
 
 @dataclass
@@ -103,6 +104,7 @@ class SchedulerState:
         self.index: OrderedDict[str, tuple[tuple[int, ...], int]] = OrderedDict()
         self.bytes = 0
         self.to_evict: list[str] = []
+        self.clear = False
         self.stats = {"loaded_tokens": 0, "stores": 0, "evictions": 0, "lookups": 0}
 
     def evict(self, keys) -> None:
@@ -111,6 +113,12 @@ class SchedulerState:
                 self.bytes -= self.index.pop(k)[1]
                 self.stats["evictions"] += 1
             self.to_evict.append(k)
+
+    def reset(self) -> None:
+        self.index.clear()
+        self.bytes = 0
+        self.to_evict = []
+        self.clear = True
 
     def match(self, prompt: list[int], segments) -> tuple[int, list[tuple[str, int, int]]]:
         """Leading run of resident segments: (end token, [(key, start, len)])."""
@@ -200,8 +208,8 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         self.sched.stats["loaded_tokens"] += num_external_tokens
 
     def build_connector_meta(self, scheduler_output) -> KVConnectorMetadata:
-        meta = PoolMeta(evict=self.sched.to_evict)
-        self.sched.to_evict = []
+        meta = PoolMeta(evict=self.sched.to_evict, clear=self.sched.clear)
+        self.sched.to_evict, self.sched.clear = [], False
         done: dict[str, int] = {}
         for req in scheduler_output.scheduled_new_reqs:
             self.blocks[req.req_id] = list(req.block_ids[0])
@@ -252,6 +260,12 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
             **self.sched.stats,
         }
         return False, {PARAMS: out}
+
+    def reset_cache(self) -> bool:
+        # Fills still in flight are forgotten too: their commits no longer match a fill.
+        self.sched.reset()
+        self.fills.clear()
+        return True
 
     # ---------------- worker side ----------------
 
@@ -324,6 +338,8 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         meta = self._get_connector_metadata()
         if not isinstance(meta, PoolMeta):
             return
+        if meta.clear:
+            self.store.entries.clear()
         for key in meta.evict:
             self.store.drop(key)
         for op in meta.stores:

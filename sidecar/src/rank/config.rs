@@ -82,6 +82,14 @@ pub struct RankArgs {
     /// long-enough user goes user-first) [default: on]
     #[arg(long, env = "RECACHE_RANK_ADMISSION", value_enum)]
     pub rank_admission: Option<Admission>,
+    /// Item KV pool in the engine (vLLM with recache_shim.item_pool; testbed `up --item-pool`):
+    /// keep up to N items resident, each reused in every item-first prompt wherever it sits.
+    /// Needs LABEL_BASE + MAX_ITEMS + N <= the model's vocabulary [default: off]
+    #[arg(long, env = "RECACHE_RANK_ITEM_POOL")]
+    pub rank_item_pool: Option<usize>,
+    /// Concurrent background fills of the item pool [default: 2]
+    #[arg(long, env = "RECACHE_RANK_ITEM_POOL_FILLS")]
+    pub rank_item_pool_fills: Option<usize>,
 }
 
 /// Resolved ranking settings.
@@ -92,6 +100,7 @@ pub struct RankConfig {
     pub max_items: usize,
     pub item_reuse: ItemReuse,
     pub default_instruction: String,
+    pub item_pool: Option<super::pool::PoolConfig>,
 }
 
 impl Default for RankConfig {
@@ -120,6 +129,14 @@ impl RankArgs {
             max_items: self.rank_max_items.unwrap_or(DEFAULT_MAX_ITEMS).max(1),
             item_reuse: self.rank_item_reuse.unwrap_or_default(),
             default_instruction: DEFAULT_INSTRUCTION.to_string(),
+            item_pool: self.rank_item_pool.filter(|n| *n > 0).map(|items| {
+                super::pool::PoolConfig {
+                    items,
+                    fills: self.rank_item_pool_fills.unwrap_or(2).max(1),
+                    // Beyond this many fills in flight, wanted items wait for a later request.
+                    max_pending: 512,
+                }
+            }),
         }
     }
 }

@@ -57,6 +57,9 @@ pub async fn rewrite(
     let labels: Vec<u32> = prepared.prompt.labels.iter().map(|(l, _)| *l).collect();
     obj.insert("prompt".into(), json!(prepared.prompt.tokens));
     obj.entry("allowed_token_ids").or_insert(json!(labels));
+    if let Some(used) = &prepared.pool {
+        obj.insert("kv_transfer_params".into(), used.params.clone());
+    }
     let mut headers = HeaderMap::new();
     headers.insert(
         "x-recache-prefix",

@@ -44,15 +44,22 @@ pub async fn handle(state: &Arc<AppState>, req: Request<Incoming>) -> Response<B
 
 /// Ranks a validated request.
 pub async fn rank(state: &Arc<AppState>, req: &Validated) -> Result<RankResponse, RankError> {
-    let Prepared { kind, prompt } = prepare(state, req).await?;
+    let Prepared { kind, prompt, pool } = prepare(state, req).await?;
     let dialect = state.config.engine;
-    let (path, body) = engine::scoring_request(
+    let (path, mut body) = engine::scoring_request(
         dialect,
         req.model.as_deref(),
         &prompt,
         req.cache_salt.as_deref(),
     );
+    if let Some(used) = &pool {
+        // The item pool connector's segments (vLLM's `kv_transfer_params` request field).
+        body["kv_transfer_params"] = used.params.clone();
+    }
     let answer = engine::post_json(state, path, &body).await?;
+    if let (Some(p), Some(used)) = (&state.rank.pool, &pool) {
+        p.observe(used, &answer);
+    }
     let scores = engine::read_scores(dialect, &answer, &prompt)?;
     let m = &state.rank.metrics;
     m.prompt_tokens.inc_by(scores.prompt_tokens);

@@ -27,14 +27,27 @@ pub fn build(
     instruction: &[u32],
     label_base: u32,
 ) -> Prompt {
+    let labels: Vec<u32> = (0..order.len()).map(|k| label_base + k as u32).collect();
+    build_labeled(kind, user, items, order, instruction, &labels)
+}
+
+/// [`build`] with the label of each prompt position given (distinct ids): the item KV pool
+/// gives a pooled item the same label wherever it sits (`rank::pool`).
+pub fn build_labeled(
+    kind: PrefixKind,
+    user: &[u32],
+    items: &[&[u32]],
+    order: &[usize],
+    instruction: &[u32],
+    labels_at: &[u32],
+) -> Prompt {
     let item_len: usize = items.iter().map(|t| t.len() + 1).sum();
     let mut tokens = Vec::with_capacity(user.len() + item_len + instruction.len());
     let mut labels = Vec::with_capacity(order.len());
     if kind == PrefixKind::User {
         tokens.extend_from_slice(user);
     }
-    for (k, &i) in order.iter().enumerate() {
-        let label = label_base + k as u32;
+    for (&i, &label) in order.iter().zip(labels_at) {
         labels.push((label, i));
         tokens.push(label);
         tokens.extend_from_slice(items[i]);

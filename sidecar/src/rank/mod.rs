@@ -16,6 +16,7 @@
 //! - [`engine`]: upstream calls, the scoring request, reading scores and cached tokens.
 //! - [`handler`]: `/v1/rank`; [`extension`]: the completions extension.
 //! - [`metrics`]: decisions, latency, reused tokens.
+//! - [`pool`]: the item KV pool's residency, labels, admission and background fills.
 
 pub mod api;
 pub mod config;
@@ -26,6 +27,7 @@ pub mod item_prefix;
 pub mod layout;
 pub mod metrics;
 pub mod pipeline;
+pub mod pool;
 pub mod popularity;
 pub mod select;
 pub mod tokens;
@@ -44,6 +46,8 @@ pub struct RankState {
     pub item_prefixes: item_prefix::ItemPrefixModel,
     pub tokens: tokens::TokenCache,
     pub metrics: metrics::RankMetrics,
+    /// The item KV pool (`--rank-item-pool N`), if on.
+    pub pool: Option<std::sync::Arc<pool::ItemPool>>,
 }
 
 impl RankState {
@@ -51,7 +55,20 @@ impl RankState {
         config: config::RankConfig,
         registry: &crate::metrics::Metrics,
     ) -> Result<Self, prometheus::Error> {
+        let pool = match &config.item_pool {
+            Some(c) => {
+                let first_label = config.label_base + config.max_items as u32;
+                let m = pool::metrics::PoolMetrics::new(registry)?;
+                Some(std::sync::Arc::new(pool::ItemPool::new(
+                    c.clone(),
+                    first_label,
+                    m,
+                )))
+            }
+            None => None,
+        };
         Ok(Self {
+            pool,
             selector: select::build(&config.selector),
             config,
             popularity: Default::default(),

@@ -28,6 +28,8 @@ impl CacheProbe for Snapshot {
 pub struct Prepared {
     pub kind: PrefixKind,
     pub prompt: Prompt,
+    /// Item-first prompts with the item pool on: the connector's `kv_transfer_params`.
+    pub pool: Option<super::pool::PoolUse>,
 }
 
 /// Token ids of all items, tokenizing uncached texts concurrently.
@@ -68,6 +70,14 @@ pub async fn prepare(state: &Arc<AppState>, req: &Validated) -> Result<Prepared,
     let keys: Vec<&str> = req.items.iter().map(|i| i.key.as_str()).collect();
     let hot_first = rank.popularity.order(&keys);
     let hot_keys: Vec<&str> = hot_first.iter().map(|&i| keys[i]).collect();
+    let pool = rank.pool.as_ref();
+    let pool_keys: Vec<String> = match pool {
+        Some(_) => hot_keys
+            .iter()
+            .map(|k| super::pool::key(model, k))
+            .collect(),
+        None => Vec::new(),
+    };
     let (kind, rule) = match req.mode {
         Mode::Fixed(kind) => (kind, "request"),
         Mode::Auto => {
@@ -75,7 +85,16 @@ pub async fn prepare(state: &Arc<AppState>, req: &Validated) -> Result<Prepared,
             // The engine's cache from its KV events, when recache follows them.
             let snapshot = state.kvloop.as_ref().and_then(|l| l.resident());
             let reusable_item_tokens = match (rank.config.item_reuse, &snapshot) {
-                (ItemReuse::Pool, _) => item_tokens,
+                // The connector supplies the leading run of resident items.
+                (ItemReuse::Pool, _) => match pool {
+                    Some(p) => {
+                        let run = p.leading_resident(&pool_keys);
+                        let shared: Vec<&[u32]> =
+                            hot_first[..run].iter().map(|&i| item_refs[i]).collect();
+                        layout::item_tokens(&shared)
+                    }
+                    None => item_tokens,
+                },
                 (ItemReuse::Prefix, Some(snap)) => {
                     // The item-first prompt's leading cached run, items region only.
                     let base = rank.config.label_base;
@@ -102,7 +121,9 @@ pub async fn prepare(state: &Arc<AppState>, req: &Validated) -> Result<Prepared,
                 reusable_item_tokens,
                 engine,
             };
-            (rank.selector.choose(&input), rank.selector.name())
+            let kind = rank.selector.choose(&input);
+            tracing::debug!(?input, ?kind, "rank: prefix chosen");
+            (kind, rank.selector.name())
         }
     };
     rank.metrics
@@ -117,13 +138,34 @@ pub async fn prepare(state: &Arc<AppState>, req: &Validated) -> Result<Prepared,
         PrefixKind::User => (0..keys.len()).collect(),
     };
     rank.popularity.record(&keys);
-    let prompt = layout::build(
+    let mut labels: Vec<u32> = (0..order.len())
+        .map(|k| rank.config.label_base + k as u32)
+        .collect();
+    let mut pool_use = None;
+    if let (Some(p), PrefixKind::Item) = (pool, kind) {
+        // Pooled items keep their own label wherever they sit; the rest stay positional.
+        for (label, own) in labels.iter_mut().zip(p.labels(&pool_keys)) {
+            *label = own.unwrap_or(*label);
+        }
+        let lens: Vec<usize> = order.iter().map(|&i| item_refs[i].len() + 1).collect();
+        pool_use = Some(p.request(pool_keys, &lens));
+    }
+    let prompt = layout::build_labeled(kind, &user, &item_refs, &order, &instruction, &labels);
+    if let Some(p) = pool {
+        // Every request's candidates count, user-first ones too: they are the hotness signal.
+        let counts = rank.popularity.counts(&keys);
+        let wanted = (0..keys.len())
+            .map(|i| super::pool::Wanted {
+                key: super::pool::key(model, keys[i]),
+                count: counts[i],
+                tokens: items[i].clone(),
+            })
+            .collect();
+        p.want(state, model, wanted);
+    }
+    Ok(Prepared {
         kind,
-        &user,
-        &item_refs,
-        &order,
-        &instruction,
-        rank.config.label_base,
-    );
-    Ok(Prepared { kind, prompt })
+        prompt,
+        pool: pool_use,
+    })
 }

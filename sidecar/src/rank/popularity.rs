@@ -37,6 +37,14 @@ impl Popularity {
         idx
     }
 
+    /// How many requests each of `ids` appeared in so far.
+    pub fn counts(&self, ids: &[&str]) -> Vec<u64> {
+        let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        ids.iter()
+            .map(|id| counts.get(*id).copied().unwrap_or(0))
+            .collect()
+    }
+
     /// Counts one request's candidates.
     pub fn record(&self, ids: &[&str]) {
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());

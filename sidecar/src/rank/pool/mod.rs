@@ -1,0 +1,311 @@
+//! The item KV pool's meta service on recache's side: which items recache keeps resident in
+//! the engine's pool (vLLM connector `recache_shim.item_pool`), their label tokens, admission
+//! and eviction by item hotness, and what item-first prompts tell the connector.
+//!
+//! - Labels: a pooled item's KV includes its label token (the label introduces the item in the
+//!   prompt and is what gets scored), so a pooled item keeps **one label for as long as it is
+//!   resident**: slot s of the pool is token `label_base + max_items + s`. Items without a slot
+//!   use the positional labels `label_base + k` as before; the two ranges never overlap, so
+//!   every label of a prompt is distinct. Needs `label_base + max_items + items <= vocab`.
+//! - Admission (BAT §5.2's hotness, the same counts as the hot-first order): an item seen in a
+//!   request and not resident gets a slot if one is free, else if it has been requested more
+//!   often than the coldest resident item, which is evicted. Fills run in the background
+//!   ([`fill`]); a ranking request never waits for one.
+//! - Truth is the connector's: each answer lists which of the request's items the engine's
+//!   pool holds (`kv_transfer_params.recache_pool.present`); an item recache took as resident
+//!   but the pool lacks (its budget dropped it) is forgotten and refilled when next wanted.
+//! - Evictions travel in the next request's `kv_transfer_params` (`evict`).
+
+pub mod fill;
+pub mod metrics;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+/// `--rank-item-pool*` settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Items kept resident (label slots).
+    pub items: usize,
+    /// Concurrent fill requests.
+    pub fills: usize,
+    /// Fills waiting or running at most; more wanted items wait for a later request.
+    pub max_pending: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Residency {
+    /// A fill was sent (or is queued).
+    Pending,
+    /// The fill answered at this time.
+    Resident(Instant),
+}
+
+#[derive(Debug)]
+struct Entry {
+    label: u32,
+    state: Residency,
+    /// Requests the item appeared in, as of the last request that had it.
+    count: u64,
+}
+
+#[derive(Default)]
+struct State {
+    entries: HashMap<String, Entry>,
+    free: Vec<u32>,
+    evict: Vec<String>,
+    pending: usize,
+}
+
+/// What one item-first prompt sends to the connector.
+#[derive(Debug, Clone)]
+pub struct PoolUse {
+    /// Pool keys of the prompt's items, in prompt order.
+    pub keys: Vec<String>,
+    /// The request's `kv_transfer_params`.
+    pub params: Value,
+    pub sent: Instant,
+}
+
+/// An item a request would like resident: pool key, hotness, token ids.
+pub struct Wanted {
+    pub key: String,
+    pub count: u64,
+    pub tokens: Arc<Vec<u32>>,
+}
+
+pub struct ItemPool {
+    pub config: PoolConfig,
+    state: Mutex<State>,
+    filler: fill::Filler,
+    pub metrics: metrics::PoolMetrics,
+}
+
+/// The pool key of an item: model and the item's id as sent (JSON text).
+pub fn key(model: Option<&str>, item: &str) -> String {
+    format!("{}/{item}", model.unwrap_or(""))
+}
+
+impl ItemPool {
+    /// `first_label` = the rank label base + the most candidates per request.
+    pub fn new(config: PoolConfig, first_label: u32, metrics: metrics::PoolMetrics) -> Self {
+        let free = (0..config.items as u32)
+            .rev()
+            .map(|s| first_label + s)
+            .collect();
+        Self {
+            filler: fill::Filler::new(config.fills),
+            config,
+            state: Mutex::new(State {
+                free,
+                ..Default::default()
+            }),
+            metrics,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A poisoned lock means a panic mid-update; the map is still consistent per entry.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The pool label of each key that has a slot (resident or being filled).
+    pub fn labels(&self, keys: &[String]) -> Vec<Option<u32>> {
+        let st = self.lock();
+        keys.iter()
+            .map(|k| st.entries.get(k).map(|e| e.label))
+            .collect()
+    }
+
+    /// How many leading keys are resident (what the connector can supply: it stops at the
+    /// first item it lacks).
+    pub fn leading_resident(&self, keys: &[String]) -> usize {
+        let st = self.lock();
+        keys.iter()
+            .take_while(|k| {
+                matches!(
+                    st.entries.get(*k).map(|e| e.state),
+                    Some(Residency::Resident(_))
+                )
+            })
+            .count()
+    }
+
+    /// The `kv_transfer_params` of an item-first prompt whose item segments (label + item
+    /// tokens) start at token 0 with the given lengths, in prompt order.
+    pub fn request(&self, keys: Vec<String>, lens: &[usize]) -> PoolUse {
+        let mut start = 0;
+        let segments: Vec<Value> = keys
+            .iter()
+            .zip(lens)
+            .map(|(k, &n)| {
+                let s = json!([k, start, n]);
+                start += n;
+                s
+            })
+            .collect();
+        let evict = std::mem::take(&mut self.lock().evict);
+        PoolUse {
+            keys,
+            params: json!({"recache_pool": {"segments": segments, "evict": evict}}),
+            sent: Instant::now(),
+        }
+    }
+
+    /// Admits what it should of `wanted` (hottest first) and returns the fills to send:
+    /// (key, label, tokens).
+    pub fn admit(&self, mut wanted: Vec<Wanted>) -> Vec<(String, u32, Arc<Vec<u32>>)> {
+        wanted.sort_by(|a, b| b.count.cmp(&a.count));
+        let mut st = self.lock();
+        let mut fills = Vec::new();
+        let in_request: HashSet<String> = wanted.iter().map(|w| w.key.clone()).collect();
+        for w in wanted {
+            if let Some(e) = st.entries.get_mut(&w.key) {
+                e.count = w.count;
+                continue;
+            }
+            if st.pending >= self.config.max_pending {
+                break;
+            }
+            let label = match st.free.pop() {
+                Some(l) => l,
+                None => match self.coldest(&st, w.count, &in_request) {
+                    Some(victim) => {
+                        let Some(e) = st.entries.remove(&victim) else {
+                            break;
+                        };
+                        if e.state == Residency::Pending {
+                            st.pending -= 1;
+                        }
+                        st.evict.push(victim);
+                        self.metrics.evictions.with_label_values(&["hotness"]).inc();
+                        e.label
+                    }
+                    None => break, // nothing colder: the rest are colder still
+                },
+            };
+            st.entries.insert(
+                w.key.clone(),
+                Entry {
+                    label,
+                    state: Residency::Pending,
+                    count: w.count,
+                },
+            );
+            st.pending += 1;
+            fills.push((w.key, label, w.tokens));
+        }
+        self.gauges(&st);
+        fills
+    }
+
+    /// The least requested resident item colder than `count`, not one of this request's.
+    fn coldest(&self, st: &State, count: u64, keep: &HashSet<String>) -> Option<String> {
+        st.entries
+            .iter()
+            .filter(|(k, e)| matches!(e.state, Residency::Resident(_)) && !keep.contains(*k))
+            .filter(|(_, e)| e.count < count)
+            .min_by(|a, b| a.1.count.cmp(&b.1.count).then_with(|| a.0.cmp(b.0)))
+            .map(|(k, _)| k.clone())
+    }
+
+    /// Admits what it should of `wanted` and fills it in the background; returns at once.
+    pub fn want(
+        self: &Arc<Self>,
+        state: &Arc<crate::service::AppState>,
+        model: Option<&str>,
+        wanted: Vec<Wanted>,
+    ) {
+        let fills = self.admit(wanted);
+        if !fills.is_empty() {
+            self.filler
+                .spawn(state, self, model.map(str::to_string), fills);
+        }
+    }
+
+    pub fn requeue_evictions(&self, keys: Vec<String>) {
+        self.lock().evict.extend(keys);
+    }
+
+    /// Evictions not sent yet (they ride on the next request to the engine).
+    pub fn take_evictions(&self) -> Vec<String> {
+        std::mem::take(&mut self.lock().evict)
+    }
+
+    /// A fill answered: the item is resident (ok) or its slot is given back.
+    pub fn filled(&self, key: &str, label: u32, ok: bool) {
+        let mut st = self.lock();
+        let ours = st.entries.get(key).is_some_and(|e| e.label == label);
+        if ours
+            && st
+                .entries
+                .get(key)
+                .is_some_and(|e| e.state == Residency::Pending)
+        {
+            st.pending -= 1;
+        }
+        if ours && ok {
+            if let Some(e) = st.entries.get_mut(key) {
+                e.state = Residency::Resident(Instant::now());
+            }
+        } else if ours {
+            st.entries.remove(key);
+            st.free.push(label);
+        }
+        let result = if ok { "ok" } else { "error" };
+        self.metrics.fills.with_label_values(&[result]).inc();
+        self.gauges(&st);
+    }
+
+    /// Reads the connector's report in a scoring answer: items recache took as resident since
+    /// before the request was sent, but which the engine's pool does not hold, are forgotten.
+    pub fn observe(&self, used: &PoolUse, answer: &Value) {
+        let report = &answer["kv_transfer_params"]["recache_pool"];
+        let Some(present) = report["present"].as_array() else {
+            self.metrics.unreported.inc();
+            return;
+        };
+        let present: HashSet<&str> = present.iter().filter_map(Value::as_str).collect();
+        let m = &self.metrics;
+        m.loaded_tokens
+            .inc_by(report["loaded_tokens"].as_u64().unwrap_or(0));
+        m.engine_bytes.set(report["bytes"].as_i64().unwrap_or(0));
+        m.engine_items.set(report["entries"].as_i64().unwrap_or(0));
+        let mut st = self.lock();
+        let mut hits = 0;
+        for k in &used.keys {
+            if present.contains(k.as_str()) {
+                hits += 1;
+                continue;
+            }
+            let stale = matches!(
+                st.entries.get(k).map(|e| e.state),
+                Some(Residency::Resident(at)) if at < used.sent
+            );
+            if let Some(e) = stale.then(|| st.entries.remove(k)).flatten() {
+                st.free.push(e.label);
+                m.evictions.with_label_values(&["engine"]).inc();
+            }
+        }
+        m.present_items.inc_by(hits);
+        m.requested_items.inc_by(used.keys.len() as u64);
+        self.gauges(&st);
+    }
+
+    fn gauges(&self, st: &State) {
+        let resident = st.entries.len() - st.pending;
+        let m = &self.metrics;
+        m.items
+            .with_label_values(&["resident"])
+            .set(resident as i64);
+        m.items
+            .with_label_values(&["pending"])
+            .set(st.pending as i64);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -49,9 +49,10 @@ pub enum ItemReuse {
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Admission {
     /// BAT §5.3: a cold user goes item-first unless it is hotter than a cached one.
-    #[default]
     On,
-    /// Every user whose profile is the longer side goes user-first.
+    /// Every user whose profile is the longer side goes user-first: on a prefix cache that
+    /// stores item-first prompts too (vLLM's), declining admission spares nothing.
+    #[default]
     Off,
 }
 
@@ -79,7 +80,7 @@ pub struct RankArgs {
     #[arg(long, env = "RECACHE_RANK_ITEM_REUSE", value_enum)]
     pub rank_item_reuse: Option<ItemReuse>,
     /// bat's admission test for users whose prefix is not cached: on (BAT §5.3) or off (every
-    /// long-enough user goes user-first) [default: on]
+    /// long-enough user goes user-first) [default: off]
     #[arg(long, env = "RECACHE_RANK_ADMISSION", value_enum)]
     pub rank_admission: Option<Admission>,
     /// Item KV pool in the engine (vLLM with recache_shim.item_pool; testbed `up --item-pool`):

@@ -96,7 +96,7 @@ def sglang_command(a, port, kv_port):
            "--max-total-tokens", str(a.kv_blocks * 32), "--mem-fraction-static", "0.1",
            "--enable-cache-report",  # usage.prompt_tokens_details.cached_tokens on /v1/*
            "--enable-metrics",  # sglang:cache_hit_rate, prompt/cached token counters
-           "--random-seed", "0", "--skip-server-warmup",
+           "--random-seed", "0",
            "--kv-events-config", json.dumps(kv_cfg)]
     cmd += a.extra  # the item pool connector is vLLM's (`up` refuses --item-pool here)
     stub = os.path.join(HERE, "sgl_kernel_stub")

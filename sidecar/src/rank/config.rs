@@ -88,7 +88,8 @@ pub struct RankArgs {
     /// Needs LABEL_BASE + MAX_ITEMS + N <= the model's vocabulary [default: off]
     #[arg(long, env = "RECACHE_RANK_ITEM_POOL")]
     pub rank_item_pool: Option<usize>,
-    /// Concurrent background fills of the item pool [default: 2]
+    /// Concurrent background fills of the item pool (each is one short prompt; the engine
+    /// batches them) [default: 32]
     #[arg(long, env = "RECACHE_RANK_ITEM_POOL_FILLS")]
     pub rank_item_pool_fills: Option<usize>,
 }
@@ -133,7 +134,7 @@ impl RankArgs {
             item_pool: self.rank_item_pool.filter(|n| *n > 0).map(|items| {
                 super::pool::PoolConfig {
                     items,
-                    fills: self.rank_item_pool_fills.unwrap_or(2).max(1),
+                    fills: self.rank_item_pool_fills.unwrap_or(32).max(1),
                     // Beyond this many fills in flight, wanted items wait for a later request.
                     max_pending: 512,
                 }

@@ -226,6 +226,12 @@ impl ItemPool {
         }
     }
 
+    /// (resident, pending) items.
+    pub fn counts(&self) -> (usize, usize) {
+        let st = self.lock();
+        (st.entries.len() - st.pending, st.pending)
+    }
+
     pub fn requeue_evictions(&self, keys: Vec<String>) {
         self.lock().evict.extend(keys);
     }

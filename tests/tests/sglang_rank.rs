@@ -1,0 +1,151 @@
+//! `/v1/rank` and the `recache_rank` completions extension against the real SGLang testbed
+//! (`recache serve --engine sglang`: scoring through `/generate` with `token_ids_logprob`):
+//! every candidate scored with its id mapped back, the UP/IP layout reported, the whole prompt
+//! but its last token cached on a repeated request (same scores), and 400s for invalid
+//! requests.
+
+use std::collections::BTreeSet;
+
+use recache::config::ServeArgs;
+use recache_integration::{Proxy, Testbed, engine_tests_enabled};
+use serde_json::{Value, json};
+
+async fn post(url: String, body: &Value) -> (u16, Value, reqwest::header::HeaderMap) {
+    let resp = reqwest::Client::new()
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .expect("send");
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    (status, resp.json().await.expect("json body"), headers)
+}
+
+fn request(model: &str, n: usize, mode: &str) -> Value {
+    let profile = (0..200)
+        .map(|i| format!("bought item {i} lipstick shade {}", i % 7))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // Mixed id types and both text and token items.
+    let items: Vec<Value> = (0..n)
+        .map(|i| match i % 3 {
+            0 => json!({"id": i, "text": format!("Product {i}: a moisturising cream, 50 ml")}),
+            1 => json!({"id": format!("sku-{i}"), "text": format!("Nail polish number {i}")}),
+            _ => json!({"id": format!("t{i}"), "tokens": [300 + i as u32, 301, 302]}),
+        })
+        .collect();
+    json!({"model": model, "user": {"id": "user-1", "text": profile}, "items": items, "mode": mode})
+}
+
+fn ids(v: &Value) -> BTreeSet<String> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|x| x["id"].to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rank_scores_every_candidate_on_a_real_sglang() {
+    if !engine_tests_enabled("rank_scores_every_candidate_on_a_real_sglang") {
+        return;
+    }
+    let tb = Testbed::up("it-sgl-rank", &["--engine", "sglang"]);
+    let args = ServeArgs {
+        upstream: vec![tb.upstream.clone()],
+        engine: "sglang".parse().ok(),
+        ..Default::default()
+    };
+    let proxy = Proxy::start_with(&args).await;
+    let url = proxy.url("/v1/rank");
+    for (mode, prefix) in [("user_prefix", "user"), ("item_prefix", "item")] {
+        let req = request(&tb.model, 60, mode);
+        let (status, v, _) = post(url.clone(), &req).await;
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["prefix"], prefix);
+        let ranking = v["ranking"].as_array().expect("ranking");
+        assert_eq!(ranking.len(), 60);
+        assert_eq!(
+            ids(&v["ranking"]),
+            ids(&req["items"]),
+            "ids map back exactly"
+        );
+        let scores: Vec<f64> = ranking
+            .iter()
+            .map(|r| r["score"].as_f64().expect("score"))
+            .collect();
+        assert!(
+            scores.iter().all(|s| s.is_finite() && *s <= 0.0),
+            "{scores:?}"
+        );
+        assert!(scores.windows(2).all(|w| w[0] >= w[1]), "sorted best first");
+        assert!(v["usage"]["prompt_tokens"].as_u64().expect("prompt_tokens") > 1000);
+    }
+    // The same UP request again: the prompt is served from SGLang's radix cache (all but the
+    // last token), and the scores are the same.
+    let (status, first, _) = post(url.clone(), &request(&tb.model, 60, "user_prefix")).await;
+    assert_eq!(status, 200, "{first}");
+    let (status, v, _) = post(url.clone(), &request(&tb.model, 60, "user_prefix")).await;
+    assert_eq!(status, 200, "{v}");
+    let prompt_tokens = v["usage"]["prompt_tokens"].as_u64().expect("prompt_tokens");
+    assert_eq!(
+        v["usage"]["cached_tokens"].as_u64(),
+        Some(prompt_tokens - 1),
+        "{v}"
+    );
+    assert_eq!(v["ranking"], first["ranking"]);
+
+    let mut top = request(&tb.model, 10, "auto");
+    top["top_k"] = json!(3);
+    let (status, v, _) = post(url.clone(), &top).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["ranking"].as_array().map(Vec::len), Some(3));
+
+    // Invalid requests: a 400 in OpenAI's shape naming the problem.
+    let user = json!({"id": "u", "text": "hello"});
+    let item = |id: &str| json!({"id": id, "text": "x y z"});
+    let many: Vec<Value> = (0..129).map(|i| item(&i.to_string())).collect();
+    let cases = [
+        (
+            json!({"model": tb.model, "user": user, "items": []}),
+            "at least one candidate",
+        ),
+        (
+            json!({"model": tb.model, "user": user, "items": [item("a"), item("a")]}),
+            "duplicate id",
+        ),
+        (
+            json!({"model": tb.model, "user": {"id": "u", "text": ""}, "items": [item("a")]}),
+            "non-empty",
+        ),
+        (
+            json!({"model": tb.model, "user": user, "items": [item("a")], "mode": "x"}),
+            "'mode'",
+        ),
+        (
+            json!({"model": tb.model, "user": user, "items": many}),
+            "129 candidates",
+        ),
+    ];
+    for (body, needle) in cases {
+        let (status, v, _) = post(url.clone(), &body).await;
+        assert_eq!(status, 400, "{v}");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        let msg = v["error"]["message"].as_str().expect("message");
+        assert!(msg.contains(needle), "{msg} should mention {needle}");
+    }
+
+    // The completions extension: recache rewrites the prompt, the engine's completion returns.
+    let spec = request(&tb.model, 20, "item_prefix");
+    let body = json!({"model": tb.model, "max_tokens": 1, "temperature": 0,
+        "recache_rank": {"user": spec["user"], "items": spec["items"], "mode": "item_prefix"}});
+    let (status, v, headers) = post(proxy.url("/v1/completions"), &body).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(headers["x-recache-prefix"], "item");
+    let labels: Value =
+        serde_json::from_str(headers["x-recache-labels"].to_str().expect("ascii")).expect("json");
+    assert_eq!(labels.as_array().map(Vec::len), Some(20));
+    assert!(v["usage"]["prompt_tokens"].as_u64().expect("usage") > 1000);
+    tb.down();
+}

@@ -1,0 +1,123 @@
+//! BAT's prefix selection reading the real vLLM's cache through its KV events (`--kv-events`):
+//! a cold user is refused while the engine holds another user's prefix and the cache is full,
+//! and admitted once the engine has dropped it — what the selector's own model could not know.
+
+use std::time::Duration;
+
+use recache::config::ServeArgs;
+use recache::kvloop::config::KvLoopArgs;
+use recache::rank::config::{Admission, RankArgs, SelectorKind};
+use recache_integration::{Proxy, Testbed, engine_tests_enabled};
+use serde_json::{Value, json};
+
+/// Profile length in tokens; the bat budget holds one such profile and no more.
+const PROFILE: usize = 1000;
+
+fn request(model: &str, user: &str, first_token: u32) -> Value {
+    let profile: Vec<u32> = (0..PROFILE as u32).map(|i| first_token + i % 97).collect();
+    let items: Vec<Value> = (0..20u32)
+        .map(|i| json!({"id": i, "tokens": [2000 + i, 2100 + i, 2200 + i]}))
+        .collect();
+    json!({"model": model, "user": {"id": user, "tokens": profile}, "items": items})
+}
+
+async fn rank(proxy: &Proxy, body: &Value) -> Value {
+    let resp = reqwest::Client::new()
+        .post(proxy.url("/v1/rank"))
+        .json(body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(resp.status(), 200);
+    resp.json().await.expect("json")
+}
+
+/// Polls the engine-cache snapshot until `ok` holds for its size in blocks.
+async fn wait_snapshot(proxy: &Proxy, ok: impl Fn(usize) -> bool, what: &str) {
+    let kvloop = proxy.state.kvloop.as_ref().expect("engine loop on");
+    for _ in 0..250 {
+        if kvloop.resident().is_some_and(|s| ok(s.len())) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("engine-cache snapshot never {what}");
+}
+
+/// Empties vLLM's prefix cache, retrying while the last request still holds blocks.
+async fn reset(tb: &Testbed) {
+    for _ in 0..40 {
+        let resp = reqwest::Client::new()
+            .post(format!("{}/reset_prefix_cache", tb.upstream))
+            .send()
+            .await
+            .expect("reset");
+        assert!(resp.status().is_success());
+        let v: Value = resp.json().await.unwrap_or(Value::Null);
+        if v["success"] != Value::Bool(false) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("/reset_prefix_cache kept answering success=false");
+}
+
+/// vLLM publishes `AllBlocksCleared` with the events of its next scheduler step, not at the
+/// reset: one short request straight to the engine makes it go out.
+async fn flush_events(tb: &Testbed) {
+    let body = json!({"model": tb.model, "prompt": [5, 6, 7], "max_tokens": 1});
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/completions", tb.upstream))
+        .json(&body)
+        .send()
+        .await
+        .expect("flush request");
+    assert!(resp.status().is_success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bat_admission_follows_the_engines_cache() {
+    if !engine_tests_enabled("bat_admission_follows_the_engines_cache") {
+        return;
+    }
+    let tb = Testbed::up("it-bat", &[]);
+    let args = ServeArgs {
+        upstream: vec![tb.upstream.clone()],
+        kvloop: KvLoopArgs {
+            kv_events: Some(tb.kv_events.clone()),
+            ..Default::default()
+        },
+        rank: RankArgs {
+            rank_selector: Some(SelectorKind::Bat),
+            rank_admission: Some(Admission::On),
+            rank_user_cache_tokens: Some(PROFILE as u64 + 100),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let proxy = Proxy::start_with(&args).await;
+    wait_snapshot(&proxy, |_| true, "became live").await;
+    reset(&tb).await;
+    wait_snapshot(&proxy, |n| n == 0, "emptied after the reset").await;
+
+    // Room in the engine: the first user goes first and its prefix is cached.
+    let a = rank(&proxy, &request(&tb.model, "a", 300)).await;
+    assert_eq!(a["prefix"], "user", "{a}");
+    let blocks = PROFILE / 32;
+    wait_snapshot(&proxy, |n| n >= blocks, "held a's prefix").await;
+    // The engine holds a (as frequent as b) and has no room for b: refused, item-first.
+    let b = rank(&proxy, &request(&tb.model, "b", 600)).await;
+    assert_eq!(b["prefix"], "item", "{b}");
+    // a returns: its prefix is in the engine, reused.
+    let a2 = rank(&proxy, &request(&tb.model, "a", 300)).await;
+    assert_eq!(a2["prefix"], "user", "{a2}");
+    assert!(a2["usage"]["cached_tokens"].as_u64().unwrap_or(0) >= (blocks * 32) as u64);
+
+    // The engine drops everything: c is admitted although the selector saw a before it.
+    reset(&tb).await;
+    flush_events(&tb).await;
+    wait_snapshot(&proxy, |n| n < blocks, "dropped a after the second reset").await;
+    let c = rank(&proxy, &request(&tb.model, "c", 900)).await;
+    assert_eq!(c["prefix"], "user", "{c}");
+    tb.down();
+}

@@ -71,13 +71,24 @@ pub async fn prepare(state: &Arc<AppState>, req: &Validated) -> Result<Prepared,
     let hot_first = rank.popularity.order(&keys);
     let hot_keys: Vec<&str> = hot_first.iter().map(|&i| keys[i]).collect();
     let pool = rank.pool.as_ref();
-    let pool_keys: Vec<String> = match pool {
-        Some(_) => hot_keys
+    // Item-first order. With the item pool, resident items go first: the connector supplies a
+    // leading run, and their order does not matter (each was computed alone from the same
+    // start position); the rest follow hot-first.
+    let mut ip_order = hot_first.clone();
+    let mut pool_keys: Vec<String> = Vec::new();
+    let mut resident_items = 0;
+    if let Some(p) = pool {
+        let hot_pool: Vec<String> = hot_keys
             .iter()
             .map(|k| super::pool::key(model, k))
-            .collect(),
-        None => Vec::new(),
-    };
+            .collect();
+        let res = p.resident(&hot_pool);
+        resident_items = res.iter().filter(|r| **r).count();
+        let (first, rest): (Vec<usize>, Vec<usize>) = (0..res.len()).partition(|&j| res[j]);
+        let perm: Vec<usize> = first.into_iter().chain(rest).collect();
+        ip_order = perm.iter().map(|&j| hot_first[j]).collect();
+        pool_keys = perm.iter().map(|&j| hot_pool[j].clone()).collect();
+    }
     let (kind, rule) = match req.mode {
         Mode::Fixed(kind) => (kind, "request"),
         Mode::Auto => {
@@ -85,13 +96,14 @@ pub async fn prepare(state: &Arc<AppState>, req: &Validated) -> Result<Prepared,
             // The engine's cache from its KV events, when recache follows them.
             let snapshot = state.kvloop.as_ref().and_then(|l| l.resident());
             let reusable_item_tokens = match (rank.config.item_reuse, &snapshot) {
-                // The connector supplies the leading run of resident items.
+                // The connector supplies every resident item (they lead the prompt).
                 (ItemReuse::Pool, _) => match pool {
-                    Some(p) => {
-                        let run = p.leading_resident(&pool_keys);
-                        let shared: Vec<&[u32]> =
-                            hot_first[..run].iter().map(|&i| item_refs[i]).collect();
-                        layout::item_tokens(&shared)
+                    Some(_) => {
+                        let pooled: Vec<&[u32]> = ip_order[..resident_items]
+                            .iter()
+                            .map(|&i| item_refs[i])
+                            .collect();
+                        layout::item_tokens(&pooled)
                     }
                     None => item_tokens,
                 },
@@ -133,7 +145,7 @@ pub async fn prepare(state: &Arc<AppState>, req: &Validated) -> Result<Prepared,
     let order = match kind {
         PrefixKind::Item => {
             rank.item_prefixes.record(&hot_keys);
-            hot_first
+            ip_order
         }
         PrefixKind::User => (0..keys.len()).collect(),
     };

@@ -120,18 +120,17 @@ impl ItemPool {
             .collect()
     }
 
-    /// How many leading keys are resident (what the connector can supply: it stops at the
-    /// first item it lacks).
-    pub fn leading_resident(&self, keys: &[String]) -> usize {
+    /// Which keys are resident (filled and not known to be gone).
+    pub fn resident(&self, keys: &[String]) -> Vec<bool> {
         let st = self.lock();
         keys.iter()
-            .take_while(|k| {
+            .map(|k| {
                 matches!(
-                    st.entries.get(*k).map(|e| e.state),
+                    st.entries.get(k).map(|e| e.state),
                     Some(Residency::Resident(_))
                 )
             })
-            .count()
+            .collect()
     }
 
     /// The `kv_transfer_params` of an item-first prompt whose item segments (label + item

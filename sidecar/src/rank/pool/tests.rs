@@ -84,12 +84,15 @@ fn segments_tile_the_item_region_and_carry_evictions() {
 }
 
 #[test]
-fn leading_run_and_forgetting_what_the_engine_lacks() {
+fn residency_and_forgetting_what_the_engine_lacks() {
     let p = pool(3);
     for f in p.admit(vec![want("a", 3), want("b", 2), want("c", 1)]) {
         p.filled(&f.0, f.1, true);
     }
-    assert_eq!(p.leading_resident(&keys(&["a", "b", "x", "c"])), 2);
+    assert_eq!(
+        p.resident(&keys(&["a", "b", "x", "c"])),
+        [true, true, false, true]
+    );
     let used = p.request(keys(&["a", "b", "c"]), &[2, 2, 2]);
     let answer = json!({"kv_transfer_params": {"recache_pool": {
         "present": ["a", "c"], "loaded_tokens": 2, "entries": 2, "bytes": 64}}});
@@ -103,5 +106,5 @@ fn leading_run_and_forgetting_what_the_engine_lacks() {
     // No report at all (engine without the connector) changes nothing.
     p.observe(&used, &json!({}));
     assert_eq!(p.metrics.unreported.get(), 1);
-    assert_eq!(p.leading_resident(&keys(&["a"])), 1);
+    assert_eq!(p.resident(&keys(&["a"])), [true]);
 }

@@ -63,10 +63,10 @@ impl Engine {
         }
     }
 
-    /// POST here (body `{}`) empties the engine's prefix cache.
+    /// POST here (body `{}`) empties the engine's prefix cache (vLLM: and its KV connector's).
     pub fn reset_cache_path(self) -> &'static str {
         match self {
-            Engine::Vllm => vllm::RESET_PREFIX_CACHE_PATH,
+            Engine::Vllm => vllm::RESET_PREFIX_AND_EXTERNAL_PATH,
             Engine::Sglang => sglang::FLUSH_CACHE_PATH,
         }
     }
@@ -206,6 +206,7 @@ mod tests {
             ResetOutcome::Busy
         );
         assert_eq!(s.reset_cache_path(), "/flush_cache");
+        assert!(v.reset_cache_path().starts_with("/reset_prefix_cache"));
         assert_eq!(s.kv_event_block_size(), Some(1));
         assert_eq!(v.kv_event_block_size(), None);
     }

@@ -19,6 +19,9 @@ pub const HEALTH_PATH: &str = "/health";
 /// The native generation route: `input_ids` or `text`, `sampling_params`, logprob options.
 pub const GENERATE_PATH: &str = "/generate";
 
+/// SGLang-only route (model path, generation or not); answering it tells SGLang from vLLM.
+pub const MODEL_INFO_PATH: &str = "/model_info";
+
 /// Empties the radix cache: 200 "Cache flushed." when done, 400 while requests are running.
 pub const FLUSH_CACHE_PATH: &str = "/flush_cache";
 

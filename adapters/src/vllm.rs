@@ -19,6 +19,10 @@ pub const METRIC_PREFIX_CACHE_HITS: &str = "vllm:prefix_cache_hits_total";
 /// Empties the prefix cache; served only when vLLM runs with `VLLM_SERVER_DEV_MODE=1`.
 pub const RESET_PREFIX_CACHE_PATH: &str = "/reset_prefix_cache";
 
+/// The same, also resetting the KV connector's cache (`reset_external`: recache's item pool;
+/// a no-op without a connector).
+pub const RESET_PREFIX_AND_EXTERNAL_PATH: &str = "/reset_prefix_cache?reset_external=true";
+
 /// Where scoring requests go.
 pub const COMPLETIONS_PATH: &str = "/v1/completions";
 

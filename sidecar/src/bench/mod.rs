@@ -1,6 +1,7 @@
 //! Benchmark commands (`recache bench ...`). Each prints its results as JSON on stdout and
 //! progress on stderr; none of them is a timed test.
 
+pub mod engine_ops;
 pub mod gr;
 pub mod loadgen;
 pub mod overhead;

@@ -1,14 +1,19 @@
-//! `recache bench replay`: a Mooncake block-hash trace replayed against a real vLLM through
-//! an in-process recache, once per eviction policy, comparing the engine's own prefix-cache
-//! hit rate with the eviction simulator's on the same request stream and capacity.
+//! `recache bench replay`: a Mooncake block-hash trace replayed against a real engine (vLLM or
+//! SGLang) through an in-process recache, once per eviction policy, comparing the engine's own
+//! prefix-cache hit rate with the eviction simulator's on the same request stream and capacity.
 //!
 //! Each hash id becomes a fixed 32-token block (seeded from the id, so shared prefixes stay
 //! shared), plus one trailing token per request so vLLM can hit every full block (it never
 //! serves a block-aligned prompt's last token from cache). Requests go one at a time, in
 //! trace order, so the engine sees the stream the simulator sees. Policies: `native` (recache
-//! publishes no order: vLLM's own LRU), else any servable policy steered through the shim.
-//! Between policies the engine's prefix cache is emptied with `POST /reset_prefix_cache`
-//! (vLLM needs `VLLM_SERVER_DEV_MODE=1`), so each starts cold.
+//! publishes no order: the engine's own LRU), else any servable policy steered through the
+//! shim (vLLM) or through request priorities (SGLang, `--sglang-priority`; SGLang must run
+//! with `--radix-eviction-policy priority`). Between policies the engine's prefix cache is
+//! emptied (vLLM `POST /reset_prefix_cache`, needs `VLLM_SERVER_DEV_MODE=1`; SGLang
+//! `/flush_cache`), so each starts cold. The hit rate comes from the engine's counters (vLLM
+//! `vllm:prefix_cache_*`, SGLang `sglang:prompt_tokens_total` / `sglang:cached_tokens_total`).
+//! SGLang's cache is token-granular: `--kv-blocks N` means `N * 32` tokens, and its simulated
+//! capacity is N blocks (no null block, no uncached tail block).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,11 +22,12 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::BenchError;
+use super::engine_ops;
 use super::gr::http::{self, counter};
 use crate::config::ServeArgs;
 use crate::kvloop::config::KvLoopArgs;
 use crate::service::AppState;
-use recache_adapters::vllm::{METRIC_PREFIX_CACHE_HITS, METRIC_PREFIX_CACHE_QUERIES};
+use recache_adapters::Engine;
 use recache_eviction::{Cache, PolicyConfig};
 
 const BLOCK: usize = 32;
@@ -31,9 +37,12 @@ pub struct ReplayArgs {
     /// Mooncake-format trace (JSONL with hash_ids)
     #[arg(long)]
     pub trace: PathBuf,
-    /// The engine (vLLM), e.g. http://127.0.0.1:8000
+    /// The engine, e.g. http://127.0.0.1:8000
     #[arg(long)]
     pub upstream: String,
+    /// The engine's dialect: vllm or sglang [default: detected]
+    #[arg(long)]
+    pub engine: Option<Engine>,
     /// The engine's KV-event publisher, e.g. tcp://127.0.0.1:5557
     #[arg(long)]
     pub kv_events: String,
@@ -43,7 +52,7 @@ pub struct ReplayArgs {
     /// Requests replayed from the start of the trace
     #[arg(long, default_value_t = 1500)]
     pub requests: usize,
-    /// The engine's KV cache in blocks (testbed --kv-blocks)
+    /// The engine's KV cache in 32-token blocks (testbed --kv-blocks; SGLang: tokens / 32)
     #[arg(long, default_value_t = 1024)]
     pub kv_blocks: usize,
     /// The engine's max model length; longer prompts are truncated to whole blocks
@@ -121,16 +130,28 @@ struct Local {
 
 async fn start(
     args: &ReplayArgs,
+    engine: Engine,
     policy: &str,
-    publish: Option<PathBuf>,
+    steer: Steer,
 ) -> Result<Local, BenchError> {
+    // A token-granular engine's capacity is counted in its own blocks (tokens).
+    let engine_blocks = engine
+        .kv_event_block_size()
+        .map_or(args.kv_blocks, |bs| args.kv_blocks * BLOCK / bs);
+    let (publish, sglang_priority) = match steer {
+        Steer::Native => (None, false),
+        Steer::Publish(p) => (Some(p.display().to_string()), false),
+        Steer::Priority => (None, true),
+    };
     let serve = ServeArgs {
         upstream: vec![args.upstream.clone()],
+        engine: Some(engine),
         eviction_policy: Some(policy.to_string()),
         kvloop: KvLoopArgs {
             kv_events: Some(args.kv_events.clone()),
-            publish: publish.map(|p| p.display().to_string()),
-            kv_engine_blocks: Some(args.kv_blocks),
+            publish,
+            kv_engine_blocks: Some(engine_blocks),
+            sglang_priority,
             ..Default::default()
         },
         ..Default::default()
@@ -150,8 +171,19 @@ fn pct(sorted: &[f64], q: f64) -> f64 {
     sorted.get(i).copied().unwrap_or(0.0)
 }
 
+/// How a policy reaches the engine.
+enum Steer {
+    /// Not at all: the engine's own eviction.
+    Native,
+    /// The eviction order file the vLLM shim reads.
+    Publish(PathBuf),
+    /// SGLang request priorities (`--sglang-priority`).
+    Priority,
+}
+
 async fn one(
     args: &ReplayArgs,
+    engine: Engine,
     reqs: &[Vec<u64>],
     name: &str,
 ) -> Result<serde_json::Value, BenchError> {
@@ -159,10 +191,13 @@ async fn one(
     let native = name == "native";
     let cfg = PolicyConfig::from_spec(if native { "lru" } else { name })
         .map_err(|e| BenchError::Setup(e.to_string()))?;
-    let publish = if native {
-        None
+    let steer = if native {
+        Steer::Native
+    } else if engine.kv_event_block_size().is_some() {
+        // SGLang: no shim; the policy's view travels as request priorities.
+        Steer::Priority
     } else {
-        Some(args.publish.clone().ok_or_else(|| {
+        Steer::Publish(args.publish.clone().ok_or_else(|| {
             BenchError::Setup(format!(
                 "policy {name} needs --publish FILE (the shim's order file)"
             ))
@@ -171,10 +206,10 @@ async fn one(
     if let Some(p) = &args.publish {
         let _ = std::fs::remove_file(p); // no order from an earlier run: native until published
     }
-    http::reset_prefix_cache(&client, &args.upstream)
+    engine_ops::reset_cache(&client, engine, &args.upstream)
         .await
         .map_err(BenchError::Setup)?;
-    let local = start(args, cfg.name(), publish).await?;
+    let local = start(args, engine, cfg.name(), steer).await?;
     tokio::time::sleep(Duration::from_millis(1500)).await; // ZMQ subscribe + first publish
     let model = http::first_model(&client, &args.upstream).await?;
     let metrics = |c: &crate::service::HttpClient| {
@@ -201,10 +236,19 @@ async fn one(
         }
     }
     let wall = t0.elapsed().as_secs_f64();
+    // The engine updates its counters as outputs are processed; give the last ones a moment.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let after = metrics(&client).await?;
-    let d = |m: &str| counter(&after, m) - counter(&before, m);
-    let hit_rate = d(METRIC_PREFIX_CACHE_HITS) / d(METRIC_PREFIX_CACHE_QUERIES).max(1.0);
-    let capacity = args.kv_blocks.saturating_sub(2).max(1);
+    let (queries, hits) = engine_ops::cache_deltas(engine, &before, &after);
+    let hit_rate = hits / queries.max(1.0);
+    // vLLM keeps a null block and never caches a request's partial tail block; SGLang's
+    // token pool has neither.
+    let reserved = if engine.kv_event_block_size().is_some() {
+        0
+    } else {
+        2
+    };
+    let capacity = args.kv_blocks.saturating_sub(reserved).max(1);
     let sim_hit_rate = simulate(reqs, &cfg, capacity)?;
     lat.sort_by(f64::total_cmp);
     let shadow = String::from_utf8_lossy(&local.state.metrics.render()).into_owned();
@@ -220,9 +264,10 @@ async fn one(
 
 pub async fn run(args: ReplayArgs) -> Result<(), BenchError> {
     let reqs = load(&args)?;
+    let engine = engine_ops::resolve(&http::client(), &args.upstream, args.engine).await;
     let mut rows = Vec::new();
     for p in &args.policies {
-        let row = one(&args, &reqs, p.trim()).await?;
+        let row = one(&args, engine, &reqs, p.trim()).await?;
         if args.json {
             println!("{row}");
         } else {

@@ -146,6 +146,9 @@ async fn start(
     let serve = ServeArgs {
         upstream: vec![args.upstream.clone()],
         engine: Some(engine),
+        // One request at a time on a busy CPU engine: SGLang's HTTP loop can stall for
+        // seconds during a long prefill, and a missed 2 s probe would take the only replica out.
+        health_interval: Some(Duration::from_secs(10)),
         eviction_policy: Some(policy.to_string()),
         kvloop: KvLoopArgs {
             kv_events: Some(args.kv_events.clone()),

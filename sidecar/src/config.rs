@@ -181,7 +181,9 @@ impl ServeArgs {
             k.block_size = bs;
         }
         Ok(Config {
-            rank: self.rank.resolve(),
+            rank: self
+                .rank
+                .resolve_for(kvloop.as_ref().is_some_and(|k| k.publish.is_some())),
             kvloop,
             listen: self.listen.or(file.listen).unwrap_or(default_listen),
             upstreams,

@@ -134,14 +134,21 @@ impl KvLoopHandle {
             _ => return,
         };
         for tokens in prompts {
-            if self.pending.fetch_add(1, Ordering::Relaxed) >= MAX_PENDING_ARRIVALS {
-                self.pending.fetch_sub(1, Ordering::Relaxed);
-                self.metrics.arrivals_dropped.inc();
-                continue;
-            }
-            if self.tx.send(Msg::Arrival(tokens)).is_err() {
-                self.pending.fetch_sub(1, Ordering::Relaxed);
-            }
+            self.observe_tokens(tokens);
+        }
+    }
+
+    /// Hands one prompt to the loop as the shadow cache should see it: the whole prompt, or
+    /// only the part recache wants kept (a GR request's admitted part). What the shadow never
+    /// sees is what the engine is told to evict first. Never blocks.
+    pub fn observe_tokens(&self, tokens: Vec<u32>) {
+        if self.pending.fetch_add(1, Ordering::Relaxed) >= MAX_PENDING_ARRIVALS {
+            self.pending.fetch_sub(1, Ordering::Relaxed);
+            self.metrics.arrivals_dropped.inc();
+            return;
+        }
+        if self.tx.send(Msg::Arrival(tokens)).is_err() {
+            self.pending.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }

@@ -48,12 +48,25 @@ pub enum ItemReuse {
 /// Whether the bat rule applies BAT's admission test (f_u > min f_p) to users not cached.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Admission {
+    /// On when the engine's eviction follows recache (`--publish` to the vLLM shim), else off.
+    #[default]
+    Auto,
     /// BAT §5.3: a cold user goes item-first unless it is hotter than a cached one.
     On,
     /// Every user whose profile is the longer side goes user-first: on a prefix cache that
-    /// stores item-first prompts too (vLLM's), declining admission spares nothing.
-    #[default]
+    /// stores item-first prompts too (an unsteered vLLM), refusing admission spares nothing.
     Off,
+}
+
+impl Admission {
+    /// Whether the test applies, given whether the engine evicts what recache says first.
+    pub fn applies(self, eviction_steered: bool) -> bool {
+        match self {
+            Admission::Auto => eviction_steered,
+            Admission::On => true,
+            Admission::Off => false,
+        }
+    }
 }
 
 /// Flags of the ranking API (flattened into `recache serve`).
@@ -80,7 +93,8 @@ pub struct RankArgs {
     #[arg(long, env = "RECACHE_RANK_ITEM_REUSE", value_enum)]
     pub rank_item_reuse: Option<ItemReuse>,
     /// bat's admission test for users whose prefix is not cached: on (BAT §5.3) or off (every
-    /// long-enough user goes user-first) [default: off]
+    /// long-enough user goes user-first); auto = on when eviction is steered (--publish)
+    /// [default: auto]
     #[arg(long, env = "RECACHE_RANK_ADMISSION", value_enum)]
     pub rank_admission: Option<Admission>,
     /// Item KV pool in the engine (vLLM with recache_shim.item_pool; testbed `up --item-pool`):
@@ -112,14 +126,24 @@ impl Default for RankConfig {
 }
 
 impl RankArgs {
+    /// Resolves for an engine whose eviction recache does not steer.
     pub fn resolve(&self) -> RankConfig {
+        self.resolve_for(false)
+    }
+
+    /// Resolves; `eviction_steered`: the engine evicts first what recache's shadow cache does
+    /// not keep (`--publish` with the vLLM shim), so a refused admission really spares the cache.
+    pub fn resolve_for(&self, eviction_steered: bool) -> RankConfig {
         let selector = match self.rank_selector.unwrap_or_default() {
             SelectorKind::Bat => SelectorConfig::Bat {
                 window: self.rank_window.unwrap_or(DEFAULT_WINDOW).max(1),
                 user_cache_tokens: self
                     .rank_user_cache_tokens
                     .unwrap_or(DEFAULT_USER_CACHE_TOKENS),
-                admission: self.rank_admission.unwrap_or_default() == Admission::On,
+                admission: self
+                    .rank_admission
+                    .unwrap_or_default()
+                    .applies(eviction_steered),
             },
             SelectorKind::Agnostic => SelectorConfig::Agnostic,
             SelectorKind::UserPrefix => SelectorConfig::UserPrefix,

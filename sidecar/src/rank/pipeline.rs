@@ -163,6 +163,20 @@ pub async fn prepare(state: &Arc<AppState>, req: &Validated) -> Result<Prepared,
         pool_use = Some(p.request(pool_keys, &lens));
     }
     let prompt = layout::build_labeled(kind, &user, &item_refs, &order, &instruction, &labels);
+    if let Some(kvloop) = &state.kvloop {
+        // The engine loop's shadow cache sees what recache wants kept: a user-first prompt
+        // whole, an item-first one only up to its items (the user part after them is reusable
+        // by nobody else). With eviction steering the rest goes first, which is what makes a
+        // refused admission keep the cache for the admitted users.
+        let keep = match kind {
+            PrefixKind::User => prompt.tokens.clone(),
+            PrefixKind::Item => {
+                let items_end = layout::item_tokens(&item_refs).min(prompt.tokens.len());
+                prompt.tokens[..items_end].to_vec()
+            }
+        };
+        kvloop.observe_tokens(keep);
+    }
     if let Some(p) = pool {
         // Every request's candidates count, user-first ones too: they are the hotness signal.
         let counts = rank.popularity.counts(&keys);

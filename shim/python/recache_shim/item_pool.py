@@ -19,7 +19,8 @@ are resident **with the same token ids** (labels included), so a stale or missin
 never claimed — those tokens are computed by the engine. recache's ``evict`` lists are applied
 on arrival; if stores exceed ``pool_bytes`` the least recently used entries go (a safety net;
 recache's own admission should keep it under). Every finished request gets back
-``kv_transfer_params.recache_pool = {present: [KEY..], loaded_tokens, entries, bytes}``.
+``kv_transfer_params.recache_pool = {present: [KEY..], loaded_tokens (this request), entries,
+bytes, total_loaded_tokens, stores, evictions}``.
 
 Worker side (model process): the tensors (``item_pool_store``). Per step, in this order: loads
 (``start_load_kv``), captures of finished fills (``save_kv_layer``, per layer), evictions and
@@ -105,7 +106,7 @@ class SchedulerState:
         self.bytes = 0
         self.to_evict: list[str] = []
         self.clear = False
-        self.stats = {"loaded_tokens": 0, "stores": 0, "evictions": 0, "lookups": 0}
+        self.stats = {"total_loaded_tokens": 0, "stores": 0, "evictions": 0}
 
     def evict(self, keys) -> None:
         for k in keys:
@@ -205,7 +206,7 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         self.plans[rid] = [parts, first, end]
         self.sched.touch(k for k, _, _ in run)
         self.loaded[rid] = num_external_tokens
-        self.sched.stats["loaded_tokens"] += num_external_tokens
+        self.sched.stats["total_loaded_tokens"] += num_external_tokens
 
     def build_connector_meta(self, scheduler_output) -> KVConnectorMetadata:
         meta = PoolMeta(evict=self.sched.to_evict, clear=self.sched.clear)

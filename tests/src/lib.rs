@@ -45,10 +45,16 @@ pub struct Testbed {
 impl Testbed {
     /// Starts instance `name` (stopping a leftover one first) and waits until it is ready.
     pub fn up(name: &str, extra: &[&str]) -> Testbed {
+        Testbed::up_with_env(name, extra, &[])
+    }
+
+    /// As [`Testbed::up`], with extra environment for `up` (which passes it to the engine).
+    pub fn up_with_env(name: &str, extra: &[&str], env: &[(&str, &str)]) -> Testbed {
         down(name);
         let out = Command::new(repo_root().join("examples/testbed/up"))
             .args(["--name", name])
             .args(extra)
+            .envs(env.iter().copied())
             .output()
             .expect("running examples/testbed/up");
         let stdout = String::from_utf8_lossy(&out.stdout);

@@ -1,12 +1,16 @@
-//! Eviction steering of a real SGLang through request priorities (`recache serve
-//! --sglang-priority`, SGLang with `--radix-eviction-policy priority`), no engine patch.
+//! Eviction steering of a real SGLang, both ways: request priorities (`recache serve
+//! --sglang-priority`, SGLang with `--radix-eviction-policy priority`, no engine patch) and the
+//! recache plugin (`sglang.srt.plugins` entry point reading the order `--publish` writes).
 //!
 //! recache runs LFU: prefix A is asked three times, then prefix B once, then a larger prompt C
-//! that does not fit beside both. SGLang's LRU (every request at the same priority) evicts A,
-//! the least recent; with recache setting priorities A's repeats carry a high one (LFU kept A)
-//! and B a low one, so SGLang evicts B and keeps A. Evidence: `meta_info.cached_tokens` of
-//! `/generate` when A and B are asked again. One SGLang instance, flushed between the runs.
+//! that does not fit beside both. SGLang's LRU evicts A, the least recent; steered, SGLang
+//! evicts B and keeps A (priorities: A's repeats carry a high one because LFU kept A, B a low
+//! one; plugin: B's pages are in recache's order). Evidence: `meta_info.cached_tokens` of
+//! `/generate` when A and B are asked again. One SGLang instance per test, flushed between the
+//! native and the steered run.
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use recache::config::ServeArgs;
@@ -50,8 +54,9 @@ async fn generate(base: &str, ids: &[u32]) -> u64 {
         .unwrap_or_else(|| panic!("no meta_info.cached_tokens: {v}"))
 }
 
-/// Runs A x3, B, C through `proxy`, then asks A and B again: (A cached, B cached).
-async fn scenario(proxy: &Proxy, tb: &Testbed) -> (u64, u64) {
+/// Runs A x3, B, C through `proxy`, then asks B and A again at `probe` (the engine or recache):
+/// (A cached, B cached).
+async fn scenario(proxy: &Proxy, tb: &Testbed, probe: &str) -> (u64, u64) {
     let (a, b, c) = (prompt(1, A), prompt(2, B), prompt(3, C));
     // SGLang refuses to flush (400) while a request runs, and its /health (recache's probe)
     // is a one-token generation: retry.
@@ -80,8 +85,9 @@ async fn scenario(proxy: &Proxy, tb: &Testbed) -> (u64, u64) {
     // B first: whichever of A and B is gone comes back at the cost of the other's room, so
     // the survivor must be probed first. Evicting for B when B is gone (steered) takes C (the
     // lowest priority) before A; when B is there (native) asking it evicts nothing.
-    let got_b = generate(&tb.upstream, &b).await;
-    let got_a = generate(&tb.upstream, &a).await;
+    let got_b = generate(probe, &b).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let got_a = generate(probe, &a).await;
     (got_a, got_b)
 }
 
@@ -123,10 +129,10 @@ async fn sglang_evicts_what_recache_ranks_low_when_priorities_are_steered() {
     };
 
     let native = Proxy::start_with(&args(false)).await;
-    let (na, nb) = scenario(&native, &tb).await;
+    let (na, nb) = scenario(&native, &tb, &tb.upstream).await;
     drop(native);
     let steered = Proxy::start_with(&args(true)).await;
-    let (sa, sb) = scenario(&steered, &tb).await;
+    let (sa, sb) = scenario(&steered, &tb, &tb.upstream).await;
     eprintln!("cached tokens (A, B): native LRU ({na}, {nb}), steered by recache LFU ({sa}, {sb})");
     tb.down();
 
@@ -136,4 +142,108 @@ async fn sglang_evicts_what_recache_ranks_low_when_priorities_are_steered() {
     // Steered: recache's LFU keeps A, so SGLang evicts B instead.
     assert!(sa + 1 >= A as u64, "steered SGLang lost A: {sa}");
     assert!(sb < B as u64 / 2, "steered SGLang kept B: {sb}");
+}
+
+/// `shim/python` installed into a fresh directory for SGLang's PYTHONPATH (its entry point is
+/// found there; the testbed venv stays untouched), built from a copy so the repo stays clean.
+fn plugin_site(dir: &Path) -> PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let home = std::env::var("RECACHE_TESTBED_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/recache-testbed")
+        });
+    let src = dir.join("src");
+    let site = dir.join("site");
+    let ok = Command::new("cp")
+        .arg("-r")
+        .arg(repo.join("shim/python"))
+        .arg(&src)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "copying shim/python");
+    let ok = Command::new(home.join("venv-sglang/bin/python"))
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+        ])
+        .arg(&site)
+        .arg(&src)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "pip install shim/python into {}", site.display());
+    site
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sglang_evicts_what_recache_orders_first_through_the_plugin() {
+    if !engine_tests_enabled("sglang_evicts_what_recache_orders_first_through_the_plugin") {
+        return;
+    }
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/librecache_shim.so");
+    assert!(
+        lib.is_file(),
+        "{} missing: cargo build --release -p recache-shim (tests/run does)",
+        lib.display()
+    );
+    let dir = std::env::temp_dir().join(format!("recache-sglsteer-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let site = plugin_site(&dir);
+    let order = dir.join("order.bin");
+    let kv_blocks = (KV_TOKENS / 32).to_string();
+    let tb = Testbed::up_with_env(
+        "it-sglsteer-plugin",
+        &[
+            "--engine",
+            "sglang",
+            "--kv-blocks",
+            &kv_blocks,
+            "--max-model-len",
+            "1024",
+        ],
+        &[
+            ("PYTHONPATH", &site.display().to_string()),
+            ("SGLANG_PLUGINS", "recache"),
+            ("RECACHE_SHIM_ORDER", &order.display().to_string()),
+            ("RECACHE_SHIM_LIB", &lib.display().to_string()),
+        ],
+    );
+    let args = |publish: Option<String>| ServeArgs {
+        upstream: vec![tb.upstream.clone()],
+        engine: "sglang".parse().ok(),
+        health_interval: Some(Duration::from_secs(10)),
+        eviction_policy: Some("lfu".into()),
+        kvloop: KvLoopArgs {
+            kv_events: Some(tb.kv_events.clone()),
+            kv_engine_blocks: Some(KV_TOKENS),
+            publish,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+
+    // No order file yet: the plugin leaves SGLang's LRU.
+    let native = Proxy::start_with(&args(None)).await;
+    let (na, nb) = scenario(&native, &tb, &native.base).await;
+    drop(native);
+    let steered = Proxy::start_with(&args(Some(order.display().to_string()))).await;
+    // Probes go through recache: re-admitting B must evict by recache's order (C), not
+    // SGLang's LRU (A).
+    let (sa, sb) = scenario(&steered, &tb, &steered.base).await;
+    eprintln!(
+        "cached tokens (A, B): native LRU ({na}, {nb}), plugin with recache LFU ({sa}, {sb})"
+    );
+    tb.down();
+    let _ = std::fs::remove_dir_all(&dir);
+
+    assert!(na < A as u64 / 2, "native LRU kept A: {na}");
+    assert!(nb + 1 >= B as u64, "native LRU lost B: {nb}");
+    assert!(sa + 1 >= A as u64, "plugin-steered SGLang lost A: {sa}");
+    assert!(sb < B as u64 / 2, "plugin-steered SGLang kept B: {sb}");
 }

@@ -30,6 +30,8 @@ at most every 5 ms, one file read when it changed, both in the Rust reader.
 import ctypes
 import logging
 import os
+import shutil
+import sys
 import time
 
 # Under "sglang." so SGLang's log configuration shows these lines in the server log.
@@ -154,6 +156,16 @@ def _wrap_init(cls) -> None:
     cls._recache_steered = True
 
 
+def _find_ninja() -> None:
+    """The Python tree core hashes pages with a C++ extension torch builds on first use, and
+    torch looks for ``ninja`` on PATH; SGLang depends on the ``ninja`` wheel, whose binary sits
+    next to the engine's Python, which an unactivated venv does not have on PATH."""
+    bindir = os.path.dirname(sys.executable)
+    if shutil.which("ninja") is None and os.path.exists(os.path.join(bindir, "ninja")):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+        logger.info("recache eviction steering: %s put on PATH for SGLang's ninja", bindir)
+
+
 def install() -> bool:
     """Wraps the Python radix caches' eviction strategy if configured; True when on."""
     path = os.environ.get(ORDER_ENV)
@@ -189,6 +201,7 @@ def install() -> bool:
     if core != "python":
         logger.error("recache eviction steering needs SGLang's Python tree core, but %s=%s; "
                      "that tree core evicts natively", TREE_CORE_ENV, core)
+    _find_ninja()
     _wrap_init(radix_cache.RadixCache)
     _wrap_init(unified_tree_core.UnifiedTreeCore)
     logger.info("recache eviction steering on: SGLang %s follows %s (stale after %d ms)",

@@ -124,9 +124,16 @@ pub struct LocalProxy {
 }
 
 impl LocalProxy {
-    pub async fn start(upstream: &str, rank: RankArgs) -> Result<Self, BenchError> {
+    pub async fn start(
+        upstream: &str,
+        engine: recache_adapters::Engine,
+        rank: RankArgs,
+    ) -> Result<Self, BenchError> {
         let args = ServeArgs {
             upstream: vec![upstream.to_string()],
+            engine: Some(engine),
+            // The stream keeps a CPU engine busy; a 2 s probe limit would eject it.
+            health_interval: Some(std::time::Duration::from_secs(10)),
             rank,
             ..Default::default()
         };

@@ -91,6 +91,9 @@ pub struct GrArgs {
     /// Served model name [default: the engine's first model]
     #[arg(long)]
     pub model: Option<String>,
+    /// The engine's dialect: vllm or sglang [default: detected]
+    #[arg(long)]
+    pub engine: Option<recache_adapters::Engine>,
 }
 
 /// Token ids of every title the stream uses, fitted to `n` tokens.
@@ -150,6 +153,7 @@ pub async fn run(args: GrArgs) -> Result<(), BenchError> {
         ..args
     };
     let client = http::client();
+    let engine = super::engine_ops::resolve(&client, &args.upstream, args.engine).await;
     let model = match &args.model {
         Some(m) => m.clone(),
         None => http::first_model(&client, &args.upstream).await?,
@@ -204,7 +208,7 @@ pub async fn run(args: GrArgs) -> Result<(), BenchError> {
         .map(|d| d.as_nanos())
         .unwrap_or_default();
     // Warm-up (first-request compilation, connection set-up), uncounted, never cached.
-    let warm = LocalProxyRun::new(&args.upstream, Mode::Re, &args, user_cache).await?;
+    let warm = LocalProxyRun::new(&args.upstream, engine, Mode::Re, &args, user_cache).await?;
     let few = run::Stream {
         bodies: &bodies[..bodies.len().min(4)],
         arrivals_s: &[0.0; 4],
@@ -222,13 +226,13 @@ pub async fn run(args: GrArgs) -> Result<(), BenchError> {
     .await?;
     let mut rows = Vec::new();
     for mode in &args.modes {
-        if let Err(why) = http::reset_prefix_cache(&client, &args.upstream).await {
+        if let Err(why) = super::engine_ops::reset_cache(&client, engine, &args.upstream).await {
             eprintln!("bench gr: warning: {why}; modes are kept apart by cache_salt only");
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
         let metrics_url = format!("{}/metrics", args.upstream);
         let before = http::get_text(&client, &metrics_url).await?;
-        let proxy = LocalProxyRun::new(&args.upstream, *mode, &args, user_cache).await?;
+        let proxy = LocalProxyRun::new(&args.upstream, engine, *mode, &args, user_cache).await?;
         let bar = ProgressBar::new(bodies.len() as u64).with_message(mode.name());
         bar.set_style(
             ProgressStyle::with_template("{msg:>9} [{bar:40}] {pos}/{len} {elapsed}")
@@ -257,8 +261,9 @@ pub async fn run(args: GrArgs) -> Result<(), BenchError> {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let after = http::get_text(&client, &metrics_url).await?;
         let delta = |name: &str| http::counter(&after, name) - http::counter(&before, name);
-        let queries = delta(recache_adapters::vllm::METRIC_PREFIX_CACHE_QUERIES);
-        let hits = delta(recache_adapters::vllm::METRIC_PREFIX_CACHE_HITS);
+        let counters = engine.cache_counters();
+        let queries = delta(counters.queries);
+        let hits = delta(counters.hits);
         if let Some(e) = &out.first_error {
             eprintln!("bench gr: {name}: {} errors, first: {e}", out.errors);
         }
@@ -308,12 +313,13 @@ struct LocalProxyRun {
 impl LocalProxyRun {
     async fn new(
         upstream: &str,
+        engine: recache_adapters::Engine,
         mode: Mode,
         args: &GrArgs,
         user_cache: u64,
     ) -> Result<Self, BenchError> {
         let setup = mode.setup(args.window, user_cache);
-        let proxy = http::LocalProxy::start(upstream, setup.rank).await?;
+        let proxy = http::LocalProxy::start(upstream, engine, setup.rank).await?;
         Ok(Self {
             url: format!("{}/v1/rank", proxy.base),
             _proxy: proxy,

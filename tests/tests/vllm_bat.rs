@@ -121,3 +121,87 @@ async fn bat_admission_follows_the_engines_cache() {
     assert_eq!(c["prefix"], "user", "{c}");
     tb.down();
 }
+
+/// Ranks user `a`, then five others (each refused: a holds the one-profile budget), and asks how
+/// many of `a`'s tokens the engine still had when `a` came back.
+/// `steered`: every one of them must be refused (with native eviction the engine may drop a
+/// early, and then the next user is admitted, rightly).
+async fn a_survives(tb: &Testbed, proxy: &Proxy, steered: bool) -> u64 {
+    let a = rank(proxy, &request(&tb.model, "a", 300)).await;
+    assert_eq!(a["prefix"], "user", "{a}");
+    wait_snapshot(proxy, |n| n >= PROFILE / 32, "held a's prefix").await;
+    for (user, first) in [
+        ("b", 600),
+        ("c", 900),
+        ("d", 1200),
+        ("e", 1500),
+        ("f", 1800),
+    ] {
+        let v = rank(proxy, &request(&tb.model, user, first)).await;
+        if steered {
+            assert_eq!(v["prefix"], "item", "{user}: {v}");
+        }
+    }
+    let again = rank(proxy, &request(&tb.model, "a", 300)).await;
+    assert_eq!(again["prefix"], "user", "{again}");
+    again["usage"]["cached_tokens"].as_u64().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_users_are_evicted_first_when_recache_steers_vllm() {
+    if !engine_tests_enabled("refused_users_are_evicted_first_when_recache_steers_vllm") {
+        return;
+    }
+    // 128 blocks of 32 tokens, ~35 per request: the six requests need about twice that.
+    let order = std::env::temp_dir().join(format!("recache-it-batsteer-{}", std::process::id()));
+    let order_s = order.to_string_lossy().to_string();
+    let tb = Testbed::up(
+        "it-batsteer",
+        &[
+            "--shim",
+            &order_s,
+            "--kv-blocks",
+            "128",
+            "--max-model-len",
+            "2048",
+        ],
+    );
+    let args = |publish: bool| ServeArgs {
+        upstream: vec![tb.upstream.clone()],
+        kvloop: KvLoopArgs {
+            kv_events: Some(tb.kv_events.clone()),
+            kv_engine_blocks: Some(128),
+            publish: publish.then(|| order_s.clone()),
+            ..Default::default()
+        },
+        rank: RankArgs {
+            rank_selector: Some(SelectorKind::Bat),
+            rank_admission: Some(Admission::On),
+            rank_user_cache_tokens: Some(PROFILE as u64 + 100),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    // Native LRU (no order published): a is the oldest and goes first.
+    let native = Proxy::start_with(&args(false)).await;
+    wait_snapshot(&native, |_| true, "became live").await;
+    reset(&tb).await;
+    let native_cached = a_survives(&tb, &native, false).await;
+    drop(native);
+    // Steered: the refused users' prompts (beyond their items) are the first victims.
+    let steered = Proxy::start_with(&args(true)).await;
+    wait_snapshot(&steered, |_| true, "became live").await;
+    reset(&tb).await;
+    flush_events(&tb).await;
+    let steered_cached = a_survives(&tb, &steered, true).await;
+    tb.down();
+    let _ = std::fs::remove_file(&order);
+    assert!(
+        native_cached < (PROFILE / 2) as u64,
+        "native LRU kept {native_cached} of a's tokens"
+    );
+    assert!(
+        steered_cached >= (PROFILE / 32 * 32) as u64,
+        "steered vLLM kept only {steered_cached} of a's tokens"
+    );
+}

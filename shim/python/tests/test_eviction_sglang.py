@@ -3,8 +3,8 @@ cache with the Python tree core (what a server with the plugin runs) and the leg
 RadixCache. With a fresh order the leaf holding a listed page is evicted instead of SGLang's
 LRU leaf; with a stale or missing order SGLang's own choice stands. The listed ids are taken
 from the caches' own BlockStored KV events, the ids recache's mirror sees. Run with the
-SGLang venv's Python, RECACHE_SHIM_LIB pointing at librecache_shim.so, and `ninja` on PATH
-(SGLang builds its page-hash extension with it on first use):
+SGLang venv's Python and RECACHE_SHIM_LIB pointing at librecache_shim.so (the plugin finds
+the venv's `ninja`, which SGLang's page-hash extension is built with on first use):
 
     RECACHE_SHIM_LIB=target/release/librecache_shim.so \
       ~/.cache/recache-testbed/venv-sglang/bin/python shim/python/tests/test_eviction_sglang.py

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use recache::kvloop::LoopMetrics;
 use recache::kvloop::config::KvLoopArgs;
+use recache::kvloop::resident::Resident;
 use recache::kvloop::worker::{Msg, Worker};
 use recache::metrics::Metrics;
 use recache::policy_slot::ActivePolicy;
@@ -57,11 +58,13 @@ fn worker_follows_events_resyncs_and_publishes() {
         since: 0,
     });
     let worker = Worker {
+        resident: Arc::new(Resident::new(cfg.block_size)),
         cfg,
         metrics: lm.clone(),
         policy: Box::new(move || Some(active.clone())),
         pending_arrivals: Arc::new(AtomicUsize::new(0)),
         runtime: rt.handle().clone(),
+        priority: None,
     };
     let (tx, rx) = channel();
     let thread = std::thread::spawn(move || worker.run(rx));

@@ -23,6 +23,8 @@ const KV_TOKENS: usize = 40 * 32;
 const A: usize = 400;
 const B: usize = 400;
 const C: usize = 600;
+// C fits beside A or B, not beside both.
+const _: () = assert!(A + B + C > KV_TOKENS && A + C < KV_TOKENS && B + C < KV_TOKENS);
 
 /// Distinct, deterministic token ids (clear of the tokenizer's special ids).
 fn prompt(seed: u64, len: usize) -> Vec<u32> {
@@ -111,7 +113,6 @@ async fn sglang_evicts_what_recache_ranks_low_when_priorities_are_steered() {
             "priority",
         ],
     );
-    assert!(A + B + C > KV_TOKENS && A + C < KV_TOKENS && B + C < KV_TOKENS);
     let args = |steer: bool| ServeArgs {
         upstream: vec![tb.upstream.clone()],
         engine: "sglang".parse().ok(),

@@ -150,7 +150,7 @@ mod tests {
     fn priority_counts_the_kept_leading_blocks() {
         let hot: Vec<u32> = (0..12).collect();
         let s = source_keeping(&hot, 2);
-        assert_eq!(s.priority(&[hot.clone()]), 2 * 16 + 2); // 3 kept blocks: level 2
+        assert_eq!(s.priority(std::slice::from_ref(&hot)), 2 * 16 + 2); // 3 kept blocks: level 2
         let mut other = hot.clone();
         other[5] = 999; // second block differs: only the first is kept
         assert_eq!(s.priority(&[other.clone()]), 2 * 16 + 1);

@@ -6,10 +6,13 @@ use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use std::time::Duration;
+
 use serde_json::{Value, json};
 
 use crate::bench::BenchError;
 use crate::config::ServeArgs;
+use crate::kvloop::config::KvLoopArgs;
 use crate::rank::config::RankArgs;
 use crate::service::HttpClient;
 
@@ -95,10 +98,11 @@ pub async fn tokenize(
 }
 
 /// Empties the engine's prefix cache (vLLM: `POST /reset_prefix_cache`, served only with
-/// `VLLM_SERVER_DEV_MODE=1`). Returns why not when it could not.
+/// `VLLM_SERVER_DEV_MODE=1`) and its KV connector's cache (`reset_external=true`: the item
+/// pool; a no-op without a connector). Returns why not when it could not.
 pub async fn reset_prefix_cache(client: &HttpClient, upstream: &str) -> Result<(), String> {
     let url = format!(
-        "{upstream}{}",
+        "{upstream}{}?reset_external=true",
         recache_adapters::vllm::RESET_PREFIX_CACHE_PATH
     );
     for _ in 0..20 {
@@ -120,7 +124,7 @@ pub async fn reset_prefix_cache(client: &HttpClient, upstream: &str) -> Result<(
 /// recache serving in this process on loopback, stopped on drop.
 pub struct LocalProxy {
     pub base: String,
-    _server: crate::local::LocalServer,
+    pub server: crate::local::LocalServer,
 }
 
 impl LocalProxy {
@@ -128,13 +132,15 @@ impl LocalProxy {
         upstream: &str,
         engine: recache_adapters::Engine,
         rank: RankArgs,
+        kvloop: KvLoopArgs,
     ) -> Result<Self, BenchError> {
         let args = ServeArgs {
             upstream: vec![upstream.to_string()],
             engine: Some(engine),
             // The stream keeps a CPU engine busy; a 2 s probe limit would eject it.
-            health_interval: Some(std::time::Duration::from_secs(10)),
+            health_interval: Some(Duration::from_secs(10)),
             rank,
+            kvloop,
             ..Default::default()
         };
         let server = crate::local::LocalServer::start(&args)
@@ -142,7 +148,23 @@ impl LocalProxy {
             .map_err(|e| BenchError::Setup(e.to_string()))?;
         Ok(Self {
             base: server.base(),
-            _server: server,
+            server,
         })
+    }
+
+    /// Waits (up to `limit`) until the engine loop receives the engine's KV events; false if it
+    /// does not follow them or they never came.
+    pub async fn wait_for_kv_events(&self, limit: Duration) -> bool {
+        let Some(kvloop) = &self.server.state.kvloop else {
+            return false;
+        };
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < limit {
+            if kvloop.resident().is_some() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
     }
 }

@@ -9,6 +9,7 @@
 
 pub mod http;
 pub mod modes;
+pub mod pool;
 pub mod report;
 pub mod rng;
 pub mod run;
@@ -91,9 +92,27 @@ pub struct GrArgs {
     /// Served model name [default: the engine's first model]
     #[arg(long)]
     pub model: Option<String>,
+    /// The engine's KV-event publisher (the testbed's KV_EVENTS=): recache follows the
+    /// engine's cache for the bat modes, as `recache serve --kv-events` does; without it bat
+    /// uses its own model of the cache
+    #[arg(long)]
+    pub kv_events: Option<String>,
     /// The engine's dialect: vllm or sglang [default: detected]
     #[arg(long)]
     pub engine: Option<recache_adapters::Engine>,
+    /// With --kv-events: publish the eviction order to this file for the bat modes, as
+    /// `recache serve --publish` does (the testbed started with `--shim` the same path steers
+    /// vLLM's eviction); bat's admission test is then on (`--rank-admission auto`)
+    #[arg(long, requires = "kv_events")]
+    pub publish: Option<String>,
+    /// Items recache keeps resident in the engine's item KV pool (ip-pool, bat-pool modes;
+    /// needs LABEL_BASE + 128 + N <= the model's vocabulary: 3584 fits the testbed's 4096)
+    #[arg(long, default_value_t = 3584)]
+    pub pool_items: usize,
+    /// Pool modes: fill the N most popular catalog items (by interaction count in --data)
+    /// before the timed stream, as a deployment fills its pool ahead of time [default: 0, cold]
+    #[arg(long, default_value_t = 0)]
+    pub pool_warm: usize,
 }
 
 /// Token ids of every title the stream uses, fitted to `n` tokens.
@@ -121,6 +140,18 @@ async fn title_tokens(
     Ok(out)
 }
 
+/// Item `i`'s text tokens as every request sends them (its title fitted to `n` tokens).
+fn item_tokens(
+    data: &workload::Data,
+    tok: &HashMap<usize, Vec<u32>>,
+    n: usize,
+    i: u64,
+) -> Vec<u32> {
+    tok.get(&data.title_of(i))
+        .map(|t| workload::fit(t, n))
+        .unwrap_or_default()
+}
+
 fn body(
     p: &workload::Planned,
     data: &workload::Data,
@@ -128,11 +159,7 @@ fn body(
     n: usize,
     model: &str,
 ) -> Value {
-    let item = |i: u64| {
-        tok.get(&data.title_of(i))
-            .map(|t| workload::fit(t, n))
-            .unwrap_or_default()
-    };
+    let item = |i: u64| item_tokens(data, tok, n, i);
     let history: Vec<u32> = p.history.iter().flat_map(|&i| item(i)).collect();
     let items: Vec<Value> = p
         .items
@@ -177,9 +204,11 @@ pub async fn run(args: GrArgs) -> Result<(), BenchError> {
         rate: args.rate,
     };
     let plan = workload::plan(&data, &shape, args.seed)?;
+    let warm_items: Vec<u64> = data.items.iter().take(args.pool_warm).copied().collect();
     let used: BTreeSet<usize> = plan
         .iter()
         .flat_map(|p| p.items.iter().chain(&p.history).map(|&i| data.title_of(i)))
+        .chain(warm_items.iter().map(|&i| data.title_of(i)))
         .collect();
     eprintln!(
         "bench gr: tokenizing {} item titles on the engine ...",
@@ -226,13 +255,33 @@ pub async fn run(args: GrArgs) -> Result<(), BenchError> {
     .await?;
     let mut rows = Vec::new();
     for mode in &args.modes {
+        // recache first, so that a recache following the engine's KV events sees the reset.
+        let proxy = LocalProxyRun::new(&args.upstream, engine, *mode, &args, user_cache).await?;
+        if proxy.follows_engine && !proxy.proxy.wait_for_kv_events(Duration::from_secs(5)).await {
+            eprintln!(
+                "bench gr: warning: no KV events from {:?} within 5 s; bat uses its own model",
+                args.kv_events
+            );
+        }
         if let Err(why) = super::engine_ops::reset_cache(&client, engine, &args.upstream).await {
             eprintln!("bench gr: warning: {why}; modes are kept apart by cache_salt only");
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
+        if mode.uses_pool() && !warm_items.is_empty() {
+            let items = warm_items
+                .iter()
+                .map(|&i| (i, item_tokens(&data, &tok, args.item_tokens, i)))
+                .collect();
+            let state = &proxy.proxy.server.state;
+            let limit = Duration::from_secs(600);
+            let (resident, secs) = pool::warm(state, &model, items, limit).await?;
+            eprintln!(
+                "bench gr: {}: pool warm: {resident} items in {secs:.1}s",
+                mode.name()
+            );
+        }
         let metrics_url = format!("{}/metrics", args.upstream);
         let before = http::get_text(&client, &metrics_url).await?;
-        let proxy = LocalProxyRun::new(&args.upstream, engine, *mode, &args, user_cache).await?;
         let bar = ProgressBar::new(bodies.len() as u64).with_message(mode.name());
         bar.set_style(
             ProgressStyle::with_template("{msg:>9} [{bar:40}] {pos}/{len} {elapsed}")
@@ -263,7 +312,9 @@ pub async fn run(args: GrArgs) -> Result<(), BenchError> {
         let delta = |name: &str| http::counter(&after, name) - http::counter(&before, name);
         let counters = engine.cache_counters();
         let queries = delta(counters.queries);
-        let hits = delta(counters.hits);
+        // Local prefix-cache hits plus tokens the item pool's connector supplied.
+        let external = delta(modes::EXTERNAL_HITS);
+        let hits = delta(counters.hits) + external;
         if let Some(e) = &out.first_error {
             eprintln!("bench gr: {name}: {} errors, first: {e}", out.errors);
         }
@@ -276,6 +327,7 @@ pub async fn run(args: GrArgs) -> Result<(), BenchError> {
             p99_ms: report::quantile(&out.latencies_ms, 0.99),
             hit_rate: if queries > 0.0 { hits / queries } else { 0.0 },
             computed_tokens: (queries - hits).max(0.0) as u64,
+            pool_hit_tokens: external.max(0.0) as u64,
             errors: out.errors,
             user_prefix: out.user_prefix,
             prompt_tokens: out.prompt_tokens,
@@ -304,7 +356,9 @@ pub async fn run(args: GrArgs) -> Result<(), BenchError> {
 
 /// One mode's recache and how its requests are sent.
 struct LocalProxyRun {
-    _proxy: http::LocalProxy,
+    proxy: http::LocalProxy,
+    /// This mode's recache follows the engine's KV events.
+    follows_engine: bool,
     url: String,
     request_mode: &'static str,
     salt_per_request: bool,
@@ -318,11 +372,31 @@ impl LocalProxyRun {
         args: &GrArgs,
         user_cache: u64,
     ) -> Result<Self, BenchError> {
-        let setup = mode.setup(args.window, user_cache);
-        let proxy = http::LocalProxy::start(upstream, engine, setup.rank).await?;
+        let setup = mode.setup(args.window, user_cache, args.pool_items);
+        // Only the cache-aware rule reads the engine's cache; the others never subscribe.
+        let follows_engine = mode.reads_engine_cache() && args.kv_events.is_some();
+        let kvloop = crate::kvloop::config::KvLoopArgs {
+            kv_events: args.kv_events.clone().filter(|_| follows_engine),
+            publish: args.publish.clone().filter(|_| follows_engine),
+            // A token-granular engine (SGLang) counts its capacity and events in tokens.
+            kv_engine_blocks: args.kv_blocks.map(|b| {
+                let per = engine
+                    .kv_event_block_size()
+                    .unwrap_or(args.block_size as usize);
+                b as usize * args.block_size as usize / per
+            }),
+            kv_block_size: Some(
+                engine
+                    .kv_event_block_size()
+                    .unwrap_or(args.block_size as usize),
+            ),
+            ..Default::default()
+        };
+        let proxy = http::LocalProxy::start(upstream, engine, setup.rank, kvloop).await?;
         Ok(Self {
             url: format!("{}/v1/rank", proxy.base),
-            _proxy: proxy,
+            proxy,
+            follows_engine,
             request_mode: setup.request_mode,
             salt_per_request: setup.salt_per_request,
         })

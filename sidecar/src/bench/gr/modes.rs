@@ -1,7 +1,7 @@
 //! The compared modes: how each one configures recache and salts requests. New modes (e.g. an
 //! item-KV pool) add a variant here; the runner and report do not change.
 
-use crate::rank::config::{RankArgs, SelectorKind};
+use crate::rank::config::{Admission, ItemReuse, RankArgs, SelectorKind};
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -13,9 +13,21 @@ pub enum Mode {
     Ip,
     /// Cache-agnostic: the longer side first.
     Agnostic,
-    /// Hotness-aware selection (BAT §5.3).
+    /// Hotness-aware selection (BAT §5.3) with recache's default admission setting.
     Bat,
+    /// Hotness-aware selection with BAT's admission test on (`--rank-admission on`).
+    BatAdmit,
+    /// Always item-as-prefix, items reused from the engine's item KV pool wherever they sit
+    /// (`--rank-item-pool`; the engine needs the connector: testbed `up --item-pool`).
+    IpPool,
+    /// BAT: hotness-aware selection with its admission test and the item KV pool (τ_i counts
+    /// the resident items).
+    BatPool,
 }
+
+/// vLLM counts prompt tokens its KV connector supplied (the item pool's hits) here; the local
+/// prefix cache's hits are `vllm:prefix_cache_hits_total`.
+pub const EXTERNAL_HITS: &str = "vllm:external_prefix_cache_hits_total";
 
 /// What one mode sends.
 pub struct Setup {
@@ -34,10 +46,24 @@ impl Mode {
             Mode::Ip => "ip",
             Mode::Agnostic => "agnostic",
             Mode::Bat => "bat",
+            Mode::BatAdmit => "bat-admit",
+            Mode::IpPool => "ip-pool",
+            Mode::BatPool => "bat-pool",
         }
     }
 
-    pub fn setup(self, window: usize, user_cache_tokens: u64) -> Setup {
+    /// Whether the mode's rule reads the engine's cache (when recache follows its KV events).
+    pub fn reads_engine_cache(self) -> bool {
+        matches!(self, Mode::Bat | Mode::BatAdmit | Mode::BatPool)
+    }
+
+    /// Whether the mode uses the engine's item KV pool.
+    pub fn uses_pool(self) -> bool {
+        matches!(self, Mode::IpPool | Mode::BatPool)
+    }
+
+    /// `pool_items`: items recache keeps resident in the pool modes.
+    pub fn setup(self, window: usize, user_cache_tokens: u64, pool_items: usize) -> Setup {
         let selector = |kind| RankArgs {
             rank_selector: Some(kind),
             rank_window: Some(window),
@@ -46,12 +72,20 @@ impl Mode {
         };
         let (kind, request_mode) = match self {
             Mode::Re | Mode::Up => (SelectorKind::UserPrefix, "user_prefix"),
-            Mode::Ip => (SelectorKind::ItemPrefix, "item_prefix"),
+            Mode::Ip | Mode::IpPool => (SelectorKind::ItemPrefix, "item_prefix"),
             Mode::Agnostic => (SelectorKind::Agnostic, "auto"),
-            Mode::Bat => (SelectorKind::Bat, "auto"),
+            Mode::Bat | Mode::BatAdmit | Mode::BatPool => (SelectorKind::Bat, "auto"),
         };
+        // bat-pool is BAT as published: its admission test sends cold users item-first, where
+        // the pool now gives their items back.
+        let admission = matches!(self, Mode::BatAdmit | Mode::BatPool).then_some(Admission::On);
         Setup {
-            rank: selector(kind),
+            rank: RankArgs {
+                rank_admission: admission,
+                rank_item_pool: self.uses_pool().then_some(pool_items),
+                rank_item_reuse: (self == Mode::BatPool).then_some(ItemReuse::Pool),
+                ..selector(kind)
+            },
             request_mode,
             salt_per_request: self == Mode::Re,
         }

@@ -30,7 +30,9 @@ pub async fn warm(
             .iter()
             .map(|(id, tokens)| Wanted {
                 key: pool::key(Some(model), &id.to_string()),
-                count: 0,
+                // Known-hot items count as requested once: an item must be requested twice
+                // before it displaces one of them.
+                count: 1,
                 tokens: Arc::new(tokens.clone()),
             })
             .collect();

@@ -20,6 +20,8 @@ pub struct ModeResult {
     pub hit_rate: f64,
     /// Prompt tokens the engine had to compute (queries - hits).
     pub computed_tokens: u64,
+    /// Of the hits, prompt tokens the item pool's connector supplied.
+    pub pool_hit_tokens: u64,
     pub errors: usize,
     /// Requests laid out user-as-prefix (the rest item-as-prefix).
     pub user_prefix: usize,

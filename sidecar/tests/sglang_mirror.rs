@@ -2,8 +2,9 @@
 //! `adapters/tests/sglang_events.rs`): token-granular stores give a token-granular mirror
 //! whose leading-token answer matches what SGLang reported (`cached_tokens` 4 for
 //! [5, 6, 7, 8, 11, 12, 13] after [5..=10]), a radix split chains under the branching token,
-//! eviction removes them token by token, and `AllBlocksCleared` empties the mirror. The other batches of the capture (seq 8..=15) are not in
-//! the file, so the evicting batch meets hashes the mirror never saw: counted, not fatal.
+//! eviction removes them token by token, and `AllBlocksCleared` empties the mirror. The
+//! capture's other batches (seq 8..=15) are not in the file, so the evicting batch meets
+//! hashes the mirror never saw: counted, not fatal.
 
 use recache::kvloop::blocks::prompt_ids;
 use recache::kvloop::mirror::Mirror;

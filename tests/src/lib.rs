@@ -18,6 +18,11 @@ use recache::config::ServeArgs;
 use recache::local::LocalServer;
 use recache::service::AppState;
 
+/// Health-probe interval (and probe limit) for recache in front of the SGLang testbed: its
+/// HTTP loop stalls for seconds during prefills on a busy 2-core CI machine, and at the default
+/// 2 s two missed probes take the only replica out mid-test (seen: a 503 on a probe request).
+pub const SGLANG_HEALTH_INTERVAL: Duration = Duration::from_secs(10);
+
 /// True when engine tests should run; prints why not otherwise.
 pub fn engine_tests_enabled(test: &str) -> bool {
     let on = std::env::var("RECACHE_ENGINE_TESTS").is_ok_and(|v| v == "1");

@@ -60,6 +60,7 @@ async fn sglang_kv_events_keep_the_mirror_equal_to_the_radix_cache() {
     let args = ServeArgs {
         upstream: vec![tb.upstream.clone()],
         engine: "sglang".parse().ok(),
+        health_interval: Some(recache_integration::SGLANG_HEALTH_INTERVAL),
         kvloop: KvLoopArgs {
             kv_events: Some(tb.kv_events.clone()),
             // Token-granular: the engine's capacity in tokens (block size 1 comes with

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use recache::config::ServeArgs;
-use recache_integration::{Proxy, Testbed, engine_tests_enabled};
+use recache_integration::{Proxy, SGLANG_HEALTH_INTERVAL, Testbed, engine_tests_enabled};
 use serde_json::{Value, json};
 
 async fn post(url: String, body: Value) -> (u16, Value) {
@@ -57,9 +57,7 @@ async fn openai_and_native_routes_pass_through_a_real_sglang() {
     let args = ServeArgs {
         upstream: vec![tb.upstream.clone()],
         engine: "sglang".parse().ok(),
-        // The default 2 s (probe limit 2 s, out after two misses): SGLang's HTTP loop can
-        // stall for a second or more on this busy 2-core machine, and a shorter limit ejects
-        // a live engine.
+        health_interval: Some(SGLANG_HEALTH_INTERVAL),
         ..Default::default()
     };
     let proxy = Proxy::start_with(&args).await;
@@ -208,7 +206,7 @@ async fn openai_and_native_routes_pass_through_a_real_sglang() {
         "cut={cut}: {}",
         text.chars().rev().take(400).collect::<String>()
     );
-    // Health probes take the dead engine out (two missed probes): recache answers 503 itself.
+    // The dead engine refuses connections: recache takes it out and answers 503 itself.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (status, err) = post(
         proxy.url("/generate"),

@@ -55,6 +55,7 @@ async fn rank_scores_every_candidate_on_a_real_sglang() {
     let args = ServeArgs {
         upstream: vec![tb.upstream.clone()],
         engine: "sglang".parse().ok(),
+        health_interval: Some(recache_integration::SGLANG_HEALTH_INTERVAL),
         ..Default::default()
     };
     let proxy = Proxy::start_with(&args).await;

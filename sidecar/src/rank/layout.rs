@@ -89,6 +89,14 @@ mod tests {
     }
 
     #[test]
+    fn given_labels_follow_prompt_positions() {
+        // The item pool's case: a pooled item keeps its own label wherever it sits.
+        let p = build_labeled(PrefixKind::Item, U, &[A, B], &[1, 0], INSTR, &[500, 101]);
+        assert_eq!(p.tokens, vec![500, 20, 101, 10, 11, 1, 2, 3, 9]);
+        assert_eq!(p.labels, vec![(500, 1), (101, 0)]);
+    }
+
+    #[test]
     fn same_leading_items_share_a_token_prefix() {
         let c: &[u32] = &[30, 31];
         let p1 = build(PrefixKind::Item, U, &[A, B], &[0, 1], INSTR, 100);

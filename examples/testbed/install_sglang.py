@@ -15,29 +15,14 @@ the recipe over it is idempotent and, when everything is already there, takes se
 (`uv pip install` on a satisfied venv), so a pre-installed venv is adopted cheaply.
 Progress: one line per step on stderr; installer output goes to the install log.
 """
-import argparse, os, subprocess, sys, time
+import argparse, os, sys, time
+
+# The vLLM installer beside this file owns the step/log helpers both installers use.
+from install import run, step
 
 SGLANG_VERSION = "0.5.23"
 TORCH_VERSION = "2.14.1"
 RECIPE = f"sglang=={SGLANG_VERSION} torch=={TORCH_VERSION} no-sglang-kernel uv recipe=1"
-
-
-def step(msg):
-    print(f"[testbed] {msg}", file=sys.stderr, flush=True)
-
-
-def run(cmd, log):
-    """Run a command with its output appended to the log; on failure show the tail."""
-    with open(log, "a") as f:
-        f.write(f"\n$ {' '.join(cmd)}\n")
-        f.flush()
-        rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    if rc != 0:
-        with open(log) as f:
-            tail = f.readlines()[-30:]
-        sys.stderr.write("".join(tail))
-        sys.exit(f"[testbed] install step failed (rc={rc}): {' '.join(cmd)}\n"
-                 f"[testbed] full log: {log}")
 
 
 def install(home):

@@ -160,6 +160,18 @@ impl Proxy {
         format!("{}{path}", self.base)
     }
 
+    /// POSTs a ranking request to `/v1/rank`, expects 200 and returns the answer.
+    pub async fn rank(&self, body: &serde_json::Value) -> serde_json::Value {
+        let resp = reqwest::Client::new()
+            .post(self.url("/v1/rank"))
+            .json(body)
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(resp.status(), 200);
+        resp.json().await.expect("json")
+    }
+
     /// Waits until `/ready` is 200.
     pub async fn wait_ready(&self, limit: Duration) {
         let deadline = tokio::time::Instant::now() + limit;

@@ -21,15 +21,20 @@ fn request(model: &str, user: &str, first_token: u32) -> Value {
     json!({"model": model, "user": {"id": user, "tokens": profile}, "items": items})
 }
 
-async fn rank(proxy: &Proxy, body: &Value) -> Value {
-    let resp = reqwest::Client::new()
-        .post(proxy.url("/v1/rank"))
-        .json(body)
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(resp.status(), 200);
-    resp.json().await.expect("json")
+/// recache in front of `tb` with the bat rule, BAT's admission test on and a budget of one
+/// profile, following the engine as `kvloop` says.
+fn bat_args(tb: &Testbed, kvloop: KvLoopArgs) -> ServeArgs {
+    ServeArgs {
+        upstream: vec![tb.upstream.clone()],
+        kvloop,
+        rank: RankArgs {
+            rank_selector: Some(SelectorKind::Bat),
+            rank_admission: Some(Admission::On),
+            rank_user_cache_tokens: Some(PROFILE as u64 + 100),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
 }
 
 /// Polls the engine-cache snapshot until `ok` holds for its size in blocks.
@@ -81,35 +86,28 @@ async fn bat_admission_follows_the_engines_cache() {
         return;
     }
     let tb = Testbed::up("it-bat", &[]);
-    let args = ServeArgs {
-        upstream: vec![tb.upstream.clone()],
-        kvloop: KvLoopArgs {
+    let args = bat_args(
+        &tb,
+        KvLoopArgs {
             kv_events: Some(tb.kv_events.clone()),
             ..Default::default()
         },
-        rank: RankArgs {
-            rank_selector: Some(SelectorKind::Bat),
-            rank_admission: Some(Admission::On),
-            rank_user_cache_tokens: Some(PROFILE as u64 + 100),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    );
     let proxy = Proxy::start_with(&args).await;
     wait_snapshot(&proxy, |_| true, "became live").await;
     reset(&tb).await;
     wait_snapshot(&proxy, |n| n == 0, "emptied after the reset").await;
 
     // Room in the engine: the first user goes first and its prefix is cached.
-    let a = rank(&proxy, &request(&tb.model, "a", 300)).await;
+    let a = proxy.rank(&request(&tb.model, "a", 300)).await;
     assert_eq!(a["prefix"], "user", "{a}");
     let blocks = PROFILE / 32;
     wait_snapshot(&proxy, |n| n >= blocks, "held a's prefix").await;
     // The engine holds a (as frequent as b) and has no room for b: refused, item-first.
-    let b = rank(&proxy, &request(&tb.model, "b", 600)).await;
+    let b = proxy.rank(&request(&tb.model, "b", 600)).await;
     assert_eq!(b["prefix"], "item", "{b}");
     // a returns: its prefix is in the engine, reused.
-    let a2 = rank(&proxy, &request(&tb.model, "a", 300)).await;
+    let a2 = proxy.rank(&request(&tb.model, "a", 300)).await;
     assert_eq!(a2["prefix"], "user", "{a2}");
     assert!(a2["usage"]["cached_tokens"].as_u64().unwrap_or(0) >= (blocks * 32) as u64);
 
@@ -117,7 +115,7 @@ async fn bat_admission_follows_the_engines_cache() {
     reset(&tb).await;
     flush_events(&tb).await;
     wait_snapshot(&proxy, |n| n < blocks, "dropped a after the second reset").await;
-    let c = rank(&proxy, &request(&tb.model, "c", 900)).await;
+    let c = proxy.rank(&request(&tb.model, "c", 900)).await;
     assert_eq!(c["prefix"], "user", "{c}");
     tb.down();
 }
@@ -127,7 +125,7 @@ async fn bat_admission_follows_the_engines_cache() {
 /// `steered`: every one of them must be refused (with native eviction the engine may drop a
 /// early, and then the next user is admitted, rightly).
 async fn a_survives(tb: &Testbed, proxy: &Proxy, steered: bool) -> u64 {
-    let a = rank(proxy, &request(&tb.model, "a", 300)).await;
+    let a = proxy.rank(&request(&tb.model, "a", 300)).await;
     assert_eq!(a["prefix"], "user", "{a}");
     wait_snapshot(proxy, |n| n >= PROFILE / 32, "held a's prefix").await;
     for (user, first) in [
@@ -137,12 +135,12 @@ async fn a_survives(tb: &Testbed, proxy: &Proxy, steered: bool) -> u64 {
         ("e", 1500),
         ("f", 1800),
     ] {
-        let v = rank(proxy, &request(&tb.model, user, first)).await;
+        let v = proxy.rank(&request(&tb.model, user, first)).await;
         if steered {
             assert_eq!(v["prefix"], "item", "{user}: {v}");
         }
     }
-    let again = rank(proxy, &request(&tb.model, "a", 300)).await;
+    let again = proxy.rank(&request(&tb.model, "a", 300)).await;
     assert_eq!(again["prefix"], "user", "{again}");
     again["usage"]["cached_tokens"].as_u64().unwrap_or(0)
 }
@@ -166,21 +164,14 @@ async fn refused_users_are_evicted_first_when_recache_steers_vllm() {
             "2048",
         ],
     );
-    let args = |publish: bool| ServeArgs {
-        upstream: vec![tb.upstream.clone()],
-        kvloop: KvLoopArgs {
+    let args = |publish: bool| {
+        let kvloop = KvLoopArgs {
             kv_events: Some(tb.kv_events.clone()),
             kv_engine_blocks: Some(128),
             publish: publish.then(|| order_s.clone()),
             ..Default::default()
-        },
-        rank: RankArgs {
-            rank_selector: Some(SelectorKind::Bat),
-            rank_admission: Some(Admission::On),
-            rank_user_cache_tokens: Some(PROFILE as u64 + 100),
-            ..Default::default()
-        },
-        ..Default::default()
+        };
+        bat_args(&tb, kvloop)
     };
     // Native LRU (no order published): a is the oldest and goes first.
     let native = Proxy::start_with(&args(false)).await;

@@ -46,17 +46,6 @@ fn request(model: &str, user: &str, salt: &str) -> Value {
            "mode": "item_prefix", "cache_salt": salt})
 }
 
-async fn rank(proxy: &Proxy, body: &Value) -> Value {
-    let resp = reqwest::Client::new()
-        .post(proxy.url("/v1/rank"))
-        .json(body)
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(resp.status(), 200);
-    resp.json().await.expect("json")
-}
-
 fn scores(v: &Value) -> Vec<(String, f64)> {
     let mut s: Vec<(String, f64)> = v["ranking"]
         .as_array()
@@ -106,7 +95,7 @@ async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
     };
     let proxy = Proxy::start_with(&args).await;
     let pool = proxy.state.rank.pool.clone().expect("item pool on");
-    let first = rank(&proxy, &request(&tb.model, "u-a", "s1")).await;
+    let first = proxy.rank(&request(&tb.model, "u-a", "s1")).await;
     assert_eq!(first["ranking"].as_array().map(Vec::len), Some(ITEMS));
     // Fills run in the background; the request above did not wait for them.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
@@ -119,7 +108,7 @@ async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let ext0 = tb.metric("vllm:external_prefix_cache_hits_total").await;
-    let second = rank(&proxy, &request(&tb.model, "u-b", "s2")).await;
+    let second = proxy.rank(&request(&tb.model, "u-b", "s2")).await;
     // vLLM updates its counters as it processes outputs; give the last ones a moment.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let ext1 = tb.metric("vllm:external_prefix_cache_hits_total").await;
@@ -127,7 +116,7 @@ async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
     assert_eq!(ext1 - ext0, region, "every item token came from the pool");
     assert_eq!(pool.metrics.loaded_tokens.get() as f64, region);
     assert_eq!(second["ranking"].as_array().map(Vec::len), Some(ITEMS));
-    let again = rank(&proxy, &request(&tb.model, "u-b", "s3")).await;
+    let again = proxy.rank(&request(&tb.model, "u-b", "s3")).await;
     assert_eq!(
         scores(&second),
         scores(&again),

@@ -71,6 +71,16 @@ impl Engine {
         }
     }
 
+    /// POST here (body `{}`) empties the engine's prefix cache but keeps what its KV connector
+    /// holds (recache's item pool, computed ahead of time); same answers as
+    /// [`Engine::reset_cache_path`].
+    pub fn reset_prefix_only_path(self) -> &'static str {
+        match self {
+            Engine::Vllm => vllm::RESET_PREFIX_CACHE_PATH,
+            Engine::Sglang => sglang::FLUSH_CACHE_PATH,
+        }
+    }
+
     /// Reads the answer to [`Engine::reset_cache_path`].
     pub fn reset_outcome(self, status: u16, body: &Value) -> ResetOutcome {
         let path = self.reset_cache_path();
@@ -98,6 +108,24 @@ impl Engine {
                 queries: sglang::METRIC_PROMPT_TOKENS,
                 hits: sglang::METRIC_CACHED_TOKENS,
             },
+        }
+    }
+
+    /// The engine's counters of summed request phases, seconds: (prefill, queueing); None
+    /// when the engine has none (SGLang 0.5.23's CPU engine exports no such sums).
+    pub fn phase_counters(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Engine::Vllm => Some((vllm::METRIC_PREFILL_SECONDS, vllm::METRIC_QUEUE_SECONDS)),
+            Engine::Sglang => None,
+        }
+    }
+
+    /// The counter of prompt tokens a KV connector supplied (vLLM: recache's item pool);
+    /// None when the engine has no connectors.
+    pub fn external_hits_counter(self) -> Option<&'static str> {
+        match self {
+            Engine::Vllm => Some(vllm::METRIC_EXTERNAL_HITS),
+            Engine::Sglang => None,
         }
     }
 

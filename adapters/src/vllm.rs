@@ -16,6 +16,13 @@ pub const METRIC_PREFIX_CACHE_QUERIES: &str = "vllm:prefix_cache_queries_total";
 /// Prompt tokens found in the prefix cache (counter, tokens).
 pub const METRIC_PREFIX_CACHE_HITS: &str = "vllm:prefix_cache_hits_total";
 
+/// Prompt tokens a KV connector supplied (counter, tokens): recache's item pool.
+pub const METRIC_EXTERNAL_HITS: &str = "vllm:external_prefix_cache_hits_total";
+
+/// Seconds requests spent in prefill, and waiting in the queue (histogram sums).
+pub const METRIC_PREFILL_SECONDS: &str = "vllm:request_prefill_time_seconds_sum";
+pub const METRIC_QUEUE_SECONDS: &str = "vllm:request_queue_time_seconds_sum";
+
 /// Empties the prefix cache; served only when vLLM runs with `VLLM_SERVER_DEV_MODE=1`.
 pub const RESET_PREFIX_CACHE_PATH: &str = "/reset_prefix_cache";
 

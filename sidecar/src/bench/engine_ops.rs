@@ -31,14 +31,21 @@ pub async fn resolve(client: &HttpClient, upstream: &str, given: Option<Engine>)
     engine
 }
 
-/// Empties the engine's prefix cache, waiting while running requests hold it (up to 5 s).
-/// Returns why not when it could not.
+/// Empties the engine's prefix cache (and its KV connector's, unless `keep_external`: an item
+/// pool computed ahead of time), waiting while running requests hold it (up to 5 s). Returns
+/// why not when it could not.
 pub async fn reset_cache(
     client: &HttpClient,
     engine: Engine,
     upstream: &str,
+    keep_external: bool,
 ) -> Result<(), String> {
-    let url = format!("{upstream}{}", engine.reset_cache_path());
+    let path = if keep_external {
+        engine.reset_prefix_only_path()
+    } else {
+        engine.reset_cache_path()
+    };
+    let url = format!("{upstream}{path}");
     for _ in 0..20 {
         let (status, body) = http::post(client, &url, &json!({}))
             .await

@@ -209,7 +209,7 @@ async fn one(
     if let Some(p) = &args.publish {
         let _ = std::fs::remove_file(p); // no order from an earlier run: native until published
     }
-    engine_ops::reset_cache(&client, engine, &args.upstream)
+    engine_ops::reset_cache(&client, engine, &args.upstream, false)
         .await
         .map_err(BenchError::Setup)?;
     let local = start(args, engine, cfg.name(), steer).await?;

@@ -102,7 +102,7 @@ pub fn parse(body: &[u8], max_items: usize) -> Result<Validated, ApiError> {
     validate(req, max_items)
 }
 
-fn check(e: Entity, param: &str) -> Result<Checked, ApiError> {
+pub(crate) fn check(e: Entity, param: &str) -> Result<Checked, ApiError> {
     let key = match &e.id {
         Value::String(s) if !s.is_empty() => s.clone(),
         Value::Number(n) if n.is_u64() || n.is_i64() => n.to_string(),

@@ -16,6 +16,9 @@ pub const DEFAULT_WINDOW: usize = 1000;
 /// Prompt tokens of user prefixes the BAT selector assumes the engine keeps cached: the
 /// testbed's default KV cache (1024 blocks × 32 tokens). Set it to your engine's KV size.
 pub const DEFAULT_USER_CACHE_TOKENS: u64 = 32 * 1024;
+/// Item pool fills per second while serving: on the 2-core CPU testbed one fill (~19 tokens)
+/// costs ~13 ms of engine time, so 4/s bounds refresh work to ~5% of the engine.
+pub const DEFAULT_POOL_REFRESH_PER_S: f64 = 4.0;
 /// Used when a request gives no instruction: the discriminant position follows it.
 pub const DEFAULT_INSTRUCTION: &str =
     "Rank the candidate items for this user. The label of the best item is:";
@@ -106,6 +109,14 @@ pub struct RankArgs {
     /// batches them) [default: 32]
     #[arg(long, env = "RECACHE_RANK_ITEM_POOL_FILLS")]
     pub rank_item_pool_fills: Option<usize>,
+    /// Item pool fills per second at most while serving (items that became hot; each fill
+    /// computes one item), 0 = unbounded; the catalog precompute is not bounded [default: 4]
+    #[arg(long, env = "RECACHE_RANK_ITEM_POOL_REFRESH")]
+    pub rank_item_pool_refresh: Option<f64>,
+    /// Item catalog to precompute into the pool at start-up, hottest first (JSON lines
+    /// `{"id": .., "text" | "tokens": .., "count"?: n}`); needs --rank-item-pool
+    #[arg(long, env = "RECACHE_RANK_ITEM_CATALOG", requires = "rank_item_pool")]
+    pub rank_item_catalog: Option<std::path::PathBuf>,
 }
 
 /// Resolved ranking settings.
@@ -117,6 +128,8 @@ pub struct RankConfig {
     pub item_reuse: ItemReuse,
     pub default_instruction: String,
     pub item_pool: Option<super::pool::PoolConfig>,
+    /// `--rank-item-catalog`: precomputed into the pool at start-up.
+    pub item_catalog: Option<std::path::PathBuf>,
 }
 
 impl Default for RankConfig {
@@ -161,8 +174,12 @@ impl RankArgs {
                     fills: self.rank_item_pool_fills.unwrap_or(32).max(1),
                     // Beyond this many fills in flight, wanted items wait for a later request.
                     max_pending: 512,
+                    refresh_per_s: self
+                        .rank_item_pool_refresh
+                        .unwrap_or(DEFAULT_POOL_REFRESH_PER_S),
                 }
             }),
+            item_catalog: self.rank_item_catalog.clone(),
         }
     }
 }

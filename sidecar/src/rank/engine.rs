@@ -27,7 +27,20 @@ pub async fn post_json(
     path: &str,
     body: &Value,
 ) -> Result<Value, RankError> {
-    let bytes = Bytes::from(body.to_string());
+    send_json(state, Method::POST, path, Bytes::from(body.to_string())).await
+}
+
+/// GETs `path` on a healthy replica, as [`post_json`].
+pub async fn get_json(state: &Arc<AppState>, path: &str) -> Result<Value, RankError> {
+    send_json(state, Method::GET, path, Bytes::new()).await
+}
+
+async fn send_json(
+    state: &Arc<AppState>,
+    method: Method,
+    path: &str,
+    bytes: Bytes,
+) -> Result<Value, RankError> {
     let mut tried = Vec::new();
     let mut last = RankError::NoUpstream;
     while let Some(index) = state.upstreams.pick(&tried) {
@@ -39,7 +52,7 @@ pub async fn post_json(
             .uri_for(pq.as_ref())
             .map_err(|e| RankError::Internal(format!("cannot build upstream URL: {e}")))?;
         let req = Request::builder()
-            .method(Method::POST)
+            .method(method.clone())
             .uri(uri)
             .header(header::CONTENT_TYPE, "application/json")
             .body(Full::new(bytes.clone()))

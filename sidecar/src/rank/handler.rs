@@ -31,11 +31,9 @@ pub async fn handle(state: &Arc<AppState>, req: Request<Incoming>) -> Response<B
         serde_json::to_value(&r).map_err(|e| RankError::Internal(format!("encoding: {e}")))
     }) {
         Ok(value) => {
-            state
-                .rank
-                .metrics
-                .latency
-                .observe(started.elapsed().as_secs_f64());
+            let m = &state.rank.metrics;
+            m.latency.observe(started.elapsed().as_secs_f64());
+            m.total_seconds.inc_by(started.elapsed().as_secs_f64());
             json_response(StatusCode::OK, &value)
         }
         Err(e) => e.into_response(),
@@ -45,6 +43,7 @@ pub async fn handle(state: &Arc<AppState>, req: Request<Incoming>) -> Response<B
 /// Ranks a validated request.
 pub async fn rank(state: &Arc<AppState>, req: &Validated) -> Result<RankResponse, RankError> {
     let Prepared { kind, prompt, pool } = prepare(state, req).await?;
+    let engine_started = Instant::now();
     let dialect = state.config.engine;
     let (path, mut body) = engine::scoring_request(
         dialect,
@@ -57,11 +56,13 @@ pub async fn rank(state: &Arc<AppState>, req: &Validated) -> Result<RankResponse
         body["kv_transfer_params"] = used.params.clone();
     }
     let answer = engine::post_json(state, path, &body).await?;
+    let m = &state.rank.metrics;
+    m.engine_seconds
+        .inc_by(engine_started.elapsed().as_secs_f64());
     if let (Some(p), Some(used)) = (&state.rank.pool, &pool) {
         p.observe(used, &answer);
     }
     let scores = engine::read_scores(dialect, &answer, &prompt)?;
-    let m = &state.rank.metrics;
     m.prompt_tokens.inc_by(scores.prompt_tokens);
     m.cached_tokens.inc_by(scores.cached_tokens);
     m.reused_tokens.observe(scores.cached_tokens as f64);

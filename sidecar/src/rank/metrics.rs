@@ -1,7 +1,7 @@
 //! Ranking metrics, registered into recache's `/metrics`: prefix decisions by kind and rule,
 //! `/v1/rank` latency, and prompt tokens the engine reused from its cache per request.
 
-use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, Opts};
+use prometheus::{Counter, Histogram, HistogramOpts, IntCounter, IntCounterVec, Opts};
 
 use crate::metrics::Metrics;
 
@@ -11,6 +11,10 @@ pub struct RankMetrics {
     pub reused_tokens: Histogram,
     pub prompt_tokens: IntCounter,
     pub cached_tokens: IntCounter,
+    /// Seconds answered `/v1/rank` requests took in all, and of that, waiting for the
+    /// engine's scoring answer: the difference is recache's own time.
+    pub total_seconds: Counter,
+    pub engine_seconds: Counter,
 }
 
 impl RankMetrics {
@@ -46,6 +50,16 @@ impl RankMetrics {
             "rank_cached_tokens_total",
             "Prompt tokens of ranking requests the engine reported as cached",
         )?;
+        let total_seconds = Counter::new(
+            "rank_seconds_total",
+            "Seconds answered /v1/rank requests took, arrival to answer",
+        )?;
+        let engine_seconds = Counter::new(
+            "rank_engine_seconds_total",
+            "Of rank_seconds_total, seconds waiting for the engine's scoring answer (the rest is recache's own work)",
+        )?;
+        registry.register(Box::new(total_seconds.clone()))?;
+        registry.register(Box::new(engine_seconds.clone()))?;
         registry.register(Box::new(decisions.clone()))?;
         registry.register(Box::new(latency.clone()))?;
         registry.register(Box::new(reused_tokens.clone()))?;
@@ -57,6 +71,8 @@ impl RankMetrics {
             reused_tokens,
             prompt_tokens,
             cached_tokens,
+            total_seconds,
+            engine_seconds,
         })
     }
 }

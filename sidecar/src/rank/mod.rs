@@ -17,6 +17,8 @@
 //! - [`handler`]: `/v1/rank`; [`extension`]: the completions extension.
 //! - [`metrics`]: decisions, latency, reused tokens.
 //! - [`pool`]: the item KV pool's residency, labels, admission and background fills.
+//! - [`startup`]: label check, pool adoption and catalog precompute once a replica is healthy.
+//! - [`vocab`]: whether the served model has every label token recache may send.
 
 pub mod api;
 pub mod config;
@@ -30,7 +32,9 @@ pub mod pipeline;
 pub mod pool;
 pub mod popularity;
 pub mod select;
+pub mod startup;
 pub mod tokens;
+pub mod vocab;
 
 use http::{Response, StatusCode};
 use serde_json::Value;
@@ -48,6 +52,8 @@ pub struct RankState {
     pub metrics: metrics::RankMetrics,
     /// The item KV pool (`--rank-item-pool N`), if on.
     pub pool: Option<std::sync::Arc<pool::ItemPool>>,
+    /// The engine's verdict on the label range.
+    pub vocab: vocab::VocabCheck,
 }
 
 impl RankState {
@@ -69,6 +75,7 @@ impl RankState {
         };
         Ok(Self {
             pool,
+            vocab: vocab::VocabCheck::new(&config),
             selector: select::build(&config.selector),
             config,
             popularity: Default::default(),
@@ -95,6 +102,9 @@ pub enum RankError {
     BadEngineAnswer(String),
     #[error("internal error: {0}")]
     Internal(String),
+    /// recache's ranking settings do not fit the served model (a server-side problem).
+    #[error("{0}")]
+    Config(String),
 }
 
 impl RankError {
@@ -109,6 +119,10 @@ impl RankError {
             RankError::Upstream(m) | RankError::BadEngineAnswer(m) => gateway(&m),
             RankError::Engine { status, body } => json_response(status, &body),
             RankError::Internal(m) => ApiError::Internal(m).into_response(),
+            RankError::Config(m) => {
+                let body = error_json(&m, "server_error", "invalid_configuration", None);
+                json_response(StatusCode::INTERNAL_SERVER_ERROR, &body)
+            }
         }
     }
 }

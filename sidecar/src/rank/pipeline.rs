@@ -59,6 +59,9 @@ async fn item_tokens(
 /// Tokenizes, chooses the layout, orders the items and builds the prompt.
 pub async fn prepare(state: &Arc<AppState>, req: &Validated) -> Result<Prepared, RankError> {
     let rank = &state.rank;
+    if let Some(refused) = rank.vocab.refusal() {
+        return Err(refused);
+    }
     let model = req.model.as_deref();
     let user = tokens::resolve(state, model, "user", &req.user.key, &req.user.content).await?;
     let items = item_tokens(state, req).await?;

@@ -97,30 +97,6 @@ pub async fn tokenize(
         .ok_or_else(|| BenchError::Setup(format!("{upstream}/tokenize answered {status}: {v}")))
 }
 
-/// Empties the engine's prefix cache (vLLM: `POST /reset_prefix_cache`, served only with
-/// `VLLM_SERVER_DEV_MODE=1`) and its KV connector's cache (`reset_external=true`: the item
-/// pool; a no-op without a connector). Returns why not when it could not.
-pub async fn reset_prefix_cache(client: &HttpClient, upstream: &str) -> Result<(), String> {
-    let url = format!(
-        "{upstream}{}?reset_external=true",
-        recache_adapters::vllm::RESET_PREFIX_CACHE_PATH
-    );
-    for _ in 0..20 {
-        match post(client, &url, &json!({})).await {
-            Ok((200, v)) if v["success"] != Value::Bool(false) => return Ok(()),
-            Ok((200, _)) => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
-            Ok((404, _)) => {
-                return Err("the engine has no /reset_prefix_cache; start vLLM with \
-                            VLLM_SERVER_DEV_MODE=1"
-                    .into());
-            }
-            Ok((s, v)) => return Err(format!("/reset_prefix_cache answered {s}: {v}")),
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-    Err("/reset_prefix_cache kept answering success=false (blocks still in use)".into())
-}
-
 /// recache serving in this process on loopback, stopped on drop.
 pub struct LocalProxy {
     pub base: String,

@@ -25,10 +25,6 @@ pub enum Mode {
     BatPool,
 }
 
-/// vLLM counts prompt tokens its KV connector supplied (the item pool's hits) here; the local
-/// prefix cache's hits are `vllm:prefix_cache_hits_total`.
-pub const EXTERNAL_HITS: &str = "vllm:external_prefix_cache_hits_total";
-
 /// What one mode sends.
 pub struct Setup {
     pub rank: RankArgs,

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::bench::BenchError;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct ModeResult {
     pub mode: String,
     pub requests: usize,
@@ -29,6 +29,39 @@ pub struct ModeResult {
     /// Sum of `usage.cached_tokens` recache reported.
     pub cached_tokens: u64,
     pub wall_s: f64,
+    /// The request stream: `default` (`--users` active users) or `bat` (BAT §6.1: every user
+    /// of `--data`, drawn with replacement by activity).
+    pub workload: String,
+    /// Distinct users in the stream, and the share of requests from a user seen before in it.
+    pub distinct_users: usize,
+    pub returning_share: f64,
+    /// Total KV bytes of the mode: engine KV cache + item pool (equal across modes with
+    /// `--kv-bytes`); 0 when the bench does not know the engine's cache size.
+    pub kv_bytes: u64,
+    pub engine_kv_bytes: u64,
+    pub pool_bytes: u64,
+    /// Items the pool may hold (0 for modes without it).
+    pub pool_items: usize,
+    /// Offered load in requests/s (0: closed loop, all requests queued at once).
+    pub offered_rps: f64,
+    pub concurrency: usize,
+    /// Which repetition of this (mode, offered load) the row is (0-based).
+    pub repeat: usize,
+    /// Where the time goes. Tokens the pool's background fills computed during the timed
+    /// stream (part of `computed_tokens`).
+    pub fill_tokens: u64,
+    /// The catalog's item KV computed before the timed stream (untimed, not in
+    /// `computed_tokens`; 0 when the pool already held it).
+    pub precompute_tokens: u64,
+    pub precompute_s: f64,
+    /// Engine-side seconds summed over requests: prefill and queueing (vLLM histograms).
+    pub engine_prefill_s: f64,
+    pub engine_queue_s: f64,
+    /// Connector seconds over the stream: loading pooled K/V into requests, capturing fills.
+    pub connector_load_s: f64,
+    pub connector_fill_s: f64,
+    /// recache's own time per ranking request (rewrite, selection, pool bookkeeping), ms.
+    pub recache_ms_per_request: f64,
 }
 
 pub fn quantile(sorted: &[f64], q: f64) -> f64 {

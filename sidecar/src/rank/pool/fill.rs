@@ -57,12 +57,16 @@ impl Filler {
                     body["model"] = json!(m);
                 }
                 let result = engine::post_json(&state, "/v1/completions", &body).await;
+                if let Ok(answer) = &result {
+                    pool.metrics
+                        .observe_report(&answer["kv_transfer_params"]["recache_pool"]);
+                }
                 if let Err(e) = &result {
                     tracing::warn!(item = %key, error = %e, "item pool fill failed");
                     // The engine may not have seen them: send them again with a later request.
                     pool.requeue_evictions(evict);
                 }
-                pool.filled(&key, label, result.is_ok());
+                pool.filled(&key, label, result.is_ok(), prompt.len());
             });
         }
     }

@@ -2,7 +2,8 @@
 //! residency (items by state), fills and evictions, and what the engine's connector reports
 //! (its entries and bytes, tokens it loaded, items of requests it held).
 
-use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
+use prometheus::{Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
+use serde_json::Value;
 
 use crate::metrics::Metrics;
 
@@ -16,6 +17,13 @@ pub struct PoolMetrics {
     pub requested_items: IntCounter,
     pub present_items: IntCounter,
     pub unreported: IntCounter,
+    /// Tokens the fills computed (label + item each).
+    pub fill_tokens: IntCounter,
+    /// Refresh fills not started because the refresh rate's budget was spent.
+    pub refills_deferred: IntCounter,
+    /// The connector's cumulative seconds loading pooled K/V and capturing fills.
+    pub engine_load_seconds: Gauge,
+    pub engine_fill_seconds: Gauge,
 }
 
 impl PoolMetrics {
@@ -66,6 +74,22 @@ impl PoolMetrics {
                 "rank_pool_unreported_total",
                 "Scoring answers without the connector's report (engine started without the connector?)",
             )?,
+            fill_tokens: IntCounter::new(
+                "rank_pool_fill_tokens_total",
+                "Prompt tokens the engine computed for pool fills (label + item each)",
+            )?,
+            refills_deferred: IntCounter::new(
+                "rank_pool_refills_deferred_total",
+                "Times wanted items were not filled because --rank-item-pool-refresh was spent",
+            )?,
+            engine_load_seconds: Gauge::new(
+                "rank_pool_engine_load_seconds",
+                "Seconds the engine's connector spent loading pooled K/V into requests (cumulative, as last reported)",
+            )?,
+            engine_fill_seconds: Gauge::new(
+                "rank_pool_engine_fill_seconds",
+                "Seconds the engine's connector spent capturing fills (cumulative, as last reported)",
+            )?,
         };
         registry.register(Box::new(m.items.clone()))?;
         registry.register(Box::new(m.fills.clone()))?;
@@ -76,6 +100,30 @@ impl PoolMetrics {
         registry.register(Box::new(m.requested_items.clone()))?;
         registry.register(Box::new(m.present_items.clone()))?;
         registry.register(Box::new(m.unreported.clone()))?;
+        registry.register(Box::new(m.fill_tokens.clone()))?;
+        registry.register(Box::new(m.refills_deferred.clone()))?;
+        registry.register(Box::new(m.engine_load_seconds.clone()))?;
+        registry.register(Box::new(m.engine_fill_seconds.clone()))?;
         Ok(m)
+    }
+
+    /// Takes in the connector's report of one finished request.
+    pub fn observe_report(&self, report: &Value) {
+        self.loaded_tokens
+            .inc_by(report["loaded_tokens"].as_u64().unwrap_or(0));
+        self.engine_bytes.set(report["bytes"].as_i64().unwrap_or(0));
+        self.engine_items
+            .set(report["entries"].as_i64().unwrap_or(0));
+        // Cumulative and reported by requests finishing in any order: keep the largest.
+        for (gauge, field) in [
+            (&self.engine_load_seconds, "total_load_s"),
+            (&self.engine_fill_seconds, "total_fill_s"),
+        ] {
+            if let Some(v) = report[field].as_f64() {
+                if v > gauge.get() {
+                    gauge.set(v);
+                }
+            }
+        }
     }
 }

@@ -15,9 +15,19 @@
 //!   pool holds (`kv_transfer_params.recache_pool.present`); an item recache took as resident
 //!   but the pool lacks (its budget dropped it) is forgotten and refilled when next wanted.
 //! - Evictions travel in the next request's `kv_transfer_params` (`evict`).
+//! - Fills while serving are bounded by `refresh_per_s` (a token bucket): an item that misses
+//!   is computed inside its prompt anyway, so each fill is extra engine work, paid once more
+//!   only for items hot enough to be admitted, and at a rate the operator chose. Filling the
+//!   catalog ahead of time ([`precompute`]) is not bounded: it is what the pool is for.
+//! - What the engine's pool already holds when recache starts (it outlives recache) is adopted
+//!   from the connector's `list` ([`sync`]), labels and all.
 
+pub mod budget;
+pub mod catalog;
 pub mod fill;
 pub mod metrics;
+pub mod precompute;
+pub mod sync;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -26,7 +36,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 /// `--rank-item-pool*` settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PoolConfig {
     /// Items kept resident (label slots).
     pub items: usize,
@@ -34,6 +44,8 @@ pub struct PoolConfig {
     pub fills: usize,
     /// Fills waiting or running at most; more wanted items wait for a later request.
     pub max_pending: usize,
+    /// Fills per second at most while serving (0: unbounded); precomputing ignores it.
+    pub refresh_per_s: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +70,28 @@ struct State {
     free: Vec<u32>,
     evict: Vec<String>,
     pending: usize,
+    /// Refresh fills that may start now, and when it was last topped up.
+    bucket: f64,
+    topped: Option<Instant>,
+}
+
+impl State {
+    /// Takes up to `want` refresh fills from the bucket (`rate` per second, one second of
+    /// burst); `rate <= 0` is unbounded.
+    fn take_refills(&mut self, rate: f64, want: usize) -> usize {
+        if !(rate > 0.0) {
+            return want; // 0 (or a NaN that slipped through) = unbounded, never stuck
+        }
+        let now = Instant::now();
+        let elapsed = self
+            .topped
+            .map_or(1.0, |t| now.duration_since(t).as_secs_f64());
+        self.topped = Some(now);
+        self.bucket = (self.bucket + elapsed * rate).min(rate.max(1.0));
+        let n = (self.bucket.floor() as usize).min(want);
+        self.bucket -= n as f64;
+        n
+    }
 }
 
 /// What one item-first prompt sends to the connector.
@@ -154,21 +188,43 @@ impl ItemPool {
         }
     }
 
-    /// Admits what it should of `wanted` (hottest first) and returns the fills to send:
-    /// (key, label, tokens).
-    pub fn admit(&self, mut wanted: Vec<Wanted>) -> Vec<(String, u32, Arc<Vec<u32>>)> {
+    /// Admits what it should of `wanted` (hottest first) within the refresh rate and returns
+    /// the fills to send: (key, label, tokens).
+    pub fn admit(&self, wanted: Vec<Wanted>) -> Vec<(String, u32, Arc<Vec<u32>>)> {
+        self.admit_within(wanted, true)
+    }
+
+    /// [`admit`](Self::admit); `bounded: false` ignores the refresh rate (precomputing).
+    fn admit_within(
+        &self,
+        mut wanted: Vec<Wanted>,
+        bounded: bool,
+    ) -> Vec<(String, u32, Arc<Vec<u32>>)> {
         wanted.sort_by(|a, b| b.count.cmp(&a.count));
         let mut st = self.lock();
         let mut fills = Vec::new();
         let in_request: HashSet<String> = wanted.iter().map(|w| w.key.clone()).collect();
+        let missing = wanted
+            .iter()
+            .filter(|w| !st.entries.contains_key(&w.key))
+            .count();
+        let mut budget = if bounded {
+            st.take_refills(self.config.refresh_per_s, missing)
+        } else {
+            missing
+        };
         for w in wanted {
             if let Some(e) = st.entries.get_mut(&w.key) {
                 e.count = w.count;
                 continue;
             }
-            if st.pending >= self.config.max_pending {
+            if st.pending >= self.config.max_pending || budget == 0 {
+                if budget == 0 && missing > 0 {
+                    self.metrics.refills_deferred.inc();
+                }
                 break;
             }
+            budget -= 1;
             let label = match st.free.pop() {
                 Some(l) => l,
                 None => match self.coldest(&st, w.count, &in_request) {
@@ -240,8 +296,9 @@ impl ItemPool {
         std::mem::take(&mut self.lock().evict)
     }
 
-    /// A fill answered: the item is resident (ok) or its slot is given back.
-    pub fn filled(&self, key: &str, label: u32, ok: bool) {
+    /// A fill answered: the item is resident (ok) or its slot is given back. `tokens`: what
+    /// the fill computed (label + item).
+    pub fn filled(&self, key: &str, label: u32, ok: bool, tokens: usize) {
         let mut st = self.lock();
         let ours = st.entries.get(key).is_some_and(|e| e.label == label);
         if ours
@@ -262,6 +319,9 @@ impl ItemPool {
         }
         let result = if ok { "ok" } else { "error" };
         self.metrics.fills.with_label_values(&[result]).inc();
+        if ok {
+            self.metrics.fill_tokens.inc_by(tokens as u64);
+        }
         self.gauges(&st);
     }
 
@@ -275,10 +335,7 @@ impl ItemPool {
         };
         let present: HashSet<&str> = present.iter().filter_map(Value::as_str).collect();
         let m = &self.metrics;
-        m.loaded_tokens
-            .inc_by(report["loaded_tokens"].as_u64().unwrap_or(0));
-        m.engine_bytes.set(report["bytes"].as_i64().unwrap_or(0));
-        m.engine_items.set(report["entries"].as_i64().unwrap_or(0));
+        m.observe_report(report);
         let mut st = self.lock();
         let mut hits = 0;
         for k in &used.keys {

@@ -7,13 +7,14 @@ use serde_json::json;
 
 use super::*;
 
-fn pool(items: usize) -> ItemPool {
+pub(super) fn pool(items: usize) -> ItemPool {
     let registry = crate::metrics::Metrics::new().expect("registry");
     let m = metrics::PoolMetrics::new(&registry).expect("metrics");
     let config = PoolConfig {
         items,
         fills: 1,
         max_pending: 8,
+        refresh_per_s: 0.0,
     };
     ItemPool::new(config, 1000, m)
 }
@@ -46,8 +47,8 @@ fn admits_hottest_first_with_own_labels_then_evicts_only_colder() {
     );
     // Pending items are never evicted; once resident, a hotter item displaces the coldest.
     assert!(p.admit(vec![want("d", 9)]).is_empty());
-    p.filled("b", 1000, true);
-    p.filled("c", 1001, true);
+    p.filled("b", 1000, true, 3);
+    p.filled("c", 1001, true, 3);
     assert!(
         p.admit(vec![want("e", 2)]).is_empty(),
         "not hotter than c (3)"
@@ -66,7 +67,7 @@ fn admits_hottest_first_with_own_labels_then_evicts_only_colder() {
 fn a_failed_fill_gives_its_slot_back() {
     let p = pool(1);
     let f = p.admit(vec![want("a", 1)]);
-    p.filled("a", f[0].1, false);
+    p.filled("a", f[0].1, false, 3);
     assert_eq!(p.labels(&keys(&["a"])), [None]);
     assert_eq!(p.admit(vec![want("b", 1)])[0].1, 1000);
 }
@@ -87,7 +88,7 @@ fn segments_tile_the_item_region_and_carry_evictions() {
 fn residency_and_forgetting_what_the_engine_lacks() {
     let p = pool(3);
     for f in p.admit(vec![want("a", 3), want("b", 2), want("c", 1)]) {
-        p.filled(&f.0, f.1, true);
+        p.filled(&f.0, f.1, true, 3);
     }
     assert_eq!(
         p.resident(&keys(&["a", "b", "x", "c"])),

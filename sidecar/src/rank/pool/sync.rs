@@ -1,0 +1,146 @@
+//! Adopting what the engine's pool already holds. The pool lives inside the engine and outlives
+//! recache (a restart, a new deployment, a benchmark's next mode): its connector answers a
+//! `{"recache_pool": {"list": true}}` request with every entry as `[key, first token, tokens]`,
+//! and a pooled entry's first token is the label recache gave it. An entry whose label is one of
+//! this pool's free label slots becomes resident again, without computing anything; any other
+//! entry (a label outside this pool's range, or one already taken) is evicted from the engine
+//! with the next request, since recache could never place it in a prompt.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::{Entry, ItemPool, Residency};
+use crate::rank::{RankError, engine};
+use crate::service::AppState;
+
+/// One entry of the connector's list: key, label (first token), tokens.
+pub type Listed = (String, u32, usize);
+
+/// Reads the connector's `list` out of an answer; None when the answer has no list (an engine
+/// without the connector).
+pub fn read_list(answer: &Value) -> Option<Vec<Listed>> {
+    let list = answer["kv_transfer_params"]["recache_pool"]["list"].as_array()?;
+    Some(
+        list.iter()
+            .filter_map(|e| {
+                let key = e.get(0)?.as_str()?.to_string();
+                let label = u32::try_from(e.get(1)?.as_u64()?).ok()?;
+                let n = usize::try_from(e.get(2)?.as_u64()?).ok()?;
+                Some((key, label, n))
+            })
+            .collect(),
+    )
+}
+
+impl ItemPool {
+    /// Takes `listed` as resident where its label is a free slot of this pool; returns
+    /// (adopted, evicted).
+    pub fn adopt(&self, listed: &[Listed]) -> (usize, usize) {
+        let mut st = self.lock();
+        let mut free: HashSet<u32> = st.free.iter().copied().collect();
+        let (mut adopted, mut evicted) = (0, 0);
+        for (key, label, _) in listed {
+            if st.entries.contains_key(key) || !free.remove(label) {
+                st.evict.push(key.clone());
+                evicted += 1;
+                continue;
+            }
+            st.entries.insert(
+                key.clone(),
+                Entry {
+                    label: *label,
+                    state: Residency::Resident(Instant::now()),
+                    // As a precomputed item: requested once, so an item must be requested
+                    // more often while serving before it displaces one of these.
+                    count: 1,
+                },
+            );
+            adopted += 1;
+        }
+        st.free.retain(|l| free.contains(l));
+        self.gauges(&st);
+        (adopted, evicted)
+    }
+
+    /// Evicts every resident entry whose key is not in `keep` (a benchmark resetting the pool
+    /// to exactly its precomputed set); returns how many.
+    pub fn retain_only(&self, keep: &HashSet<String>) -> usize {
+        let mut st = self.lock();
+        let gone: Vec<String> = st
+            .entries
+            .iter()
+            .filter(|(k, e)| matches!(e.state, Residency::Resident(_)) && !keep.contains(*k))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &gone {
+            if let Some(e) = st.entries.remove(k) {
+                st.free.push(e.label);
+            }
+        }
+        st.evict.extend(gone.iter().cloned());
+        self.gauges(&st);
+        gone.len()
+    }
+
+    /// Asks the engine's connector what it holds and adopts it; returns (adopted, evicted).
+    pub async fn sync(
+        &self,
+        state: &Arc<AppState>,
+        model: Option<&str>,
+    ) -> Result<(usize, usize), RankError> {
+        let mut body = json!({
+            "prompt": [0],
+            "max_tokens": 1,
+            "temperature": 0,
+            "kv_transfer_params": {"recache_pool": {"list": true}},
+        });
+        if let Some(m) = model {
+            body["model"] = json!(m);
+        }
+        let answer = engine::post_json(state, "/v1/completions", &body).await?;
+        let report = &answer["kv_transfer_params"]["recache_pool"];
+        self.metrics.observe_report(report);
+        let listed = read_list(&answer).ok_or_else(|| {
+            RankError::BadEngineAnswer(
+                "the engine's answer has no item pool list: is it running recache's connector \
+                 (testbed `up --item-pool`)?"
+                    .into(),
+            )
+        })?;
+        Ok(self.adopt(&listed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adopts_free_labels_and_evicts_the_rest() {
+        let p = super::super::tests::pool(3); // labels 1000..1003
+        let answer = json!({"kv_transfer_params": {"recache_pool": {"list": [
+            ["a", 1001, 19], ["b", 5, 19], ["c", 1001, 19], ["d", 1000, 7], "junk"]}}});
+        let listed = read_list(&answer).expect("list");
+        assert_eq!(listed.len(), 4, "malformed entries are skipped");
+        assert_eq!(p.adopt(&listed), (2, 2));
+        let keys: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(p.resident(&keys), [true, false, false, true]);
+        assert_eq!(p.labels(&keys), [Some(1001), None, None, Some(1000)]);
+        assert_eq!(p.take_evictions(), ["b", "c"]);
+        // One slot is left, and it is 1002.
+        let fills = p.admit(vec![super::super::Wanted {
+            key: "e".into(),
+            count: 1,
+            tokens: Arc::new(vec![1]),
+        }]);
+        assert_eq!(fills[0].1, 1002);
+        assert!(read_list(&json!({"choices": []})).is_none());
+        let keep: HashSet<String> = ["a".to_string()].into();
+        assert_eq!(p.retain_only(&keep), 1, "d goes, a stays, e is pending");
+        assert_eq!(p.take_evictions(), ["d"]);
+        assert_eq!(p.resident(&keys), [true, false, false, false]);
+    }
+}

@@ -157,6 +157,8 @@ impl RankArgs {
                     .rank_admission
                     .unwrap_or_default()
                     .applies(eviction_steered),
+                repay: self.rank_item_reuse == Some(ItemReuse::Pool)
+                    && self.rank_item_pool.is_some_and(|n| n > 0),
             },
             SelectorKind::Agnostic => SelectorConfig::Agnostic,
             SelectorKind::UserPrefix => SelectorConfig::UserPrefix,

@@ -14,6 +14,10 @@
 //! prefixes admitted into a `user_cache_tokens` budget, the coldest (lowest f, ties by id) with
 //! f_p < f_u dropped to make room.
 //!
+//! `repay: true` (with an item KV pool) adds a test before admission: going user-first gives up
+//! the pooled item tokens now, so an uncached user goes user-first only when its expected
+//! later visits repay them ([`super::returns`]: return shares learnt from the window).
+//!
 //! `admission: false` skips the f_u test (every long-enough user goes user-first). That is the
 //! right setting when going item-first does not keep a cold user's tokens out of the cache: a
 //! plain prefix cache (vLLM's) stores the item-first prompt just the same, so declining
@@ -28,6 +32,7 @@ pub struct Hotness {
     window: usize,
     capacity: u64,
     admission: bool,
+    repay: bool,
     state: Mutex<State>,
 }
 
@@ -40,6 +45,7 @@ struct State {
     used: u64,
     /// Users sent user-first, by the content id of their prompt's first block (engine view).
     sent: HashMap<String, u64>,
+    returns: super::returns::Returns,
 }
 
 impl State {
@@ -56,7 +62,9 @@ impl State {
                 }
             }
         }
-        self.freq.get(user).copied().unwrap_or(0)
+        let f = self.freq.get(user).copied().unwrap_or(0);
+        self.returns.visit(f);
+        f
     }
 
     fn f(&self, user: &str) -> u64 {
@@ -109,8 +117,22 @@ impl Hotness {
             window: window.max(1),
             capacity: user_cache_tokens,
             admission,
+            repay: false,
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// With `repay`, an uncached user goes user-first only when its expected later visits
+    /// repay the reusable item tokens it gives up now (an item KV pool).
+    pub fn with_repay(self, repay: bool) -> Self {
+        Self { repay, ..self }
+    }
+
+    fn repaid(&self, state: &State, input: &SelectInput<'_>, f_u: u64) -> bool {
+        !self.repay
+            || state
+                .returns
+                .repays(f_u, input.user_tokens, input.reusable_item_tokens)
     }
 
     /// The rule against the engine's own cache.
@@ -140,6 +162,9 @@ impl Hotness {
         }
         if !self.admission {
             return user_first(state);
+        }
+        if !self.repaid(state, input, f_u) {
+            return PrefixKind::Item;
         }
         // Users whose prefix the engine still holds; forget the others.
         state.sent.retain(|_, b| engine.cache.holds(*b));
@@ -176,6 +201,9 @@ impl PrefixSelector for Hotness {
         }
         if !self.admission {
             return PrefixKind::User;
+        }
+        if !self.repaid(&state, input, f_u) {
+            return PrefixKind::Item;
         }
         if state.admit(input.user, input.user_tokens as u64, f_u, self.capacity) {
             PrefixKind::User
@@ -220,6 +248,36 @@ mod tests {
         assert_eq!(ask(&s, "b", 200), PrefixKind::Item); // b: f=2, not > min (a 2, c 2)
         assert_eq!(ask(&s, "a", 200), PrefixKind::User); // still cached
         assert_eq!(ask(&s, "huge", 500), PrefixKind::Item); // can never fit
+    }
+
+    #[test]
+    fn with_repay_user_first_waits_for_users_that_come_back() {
+        let s = Hotness::new(1000, 10_000_000, true).with_repay(true);
+        // One-time users: nobody comes back, the pooled items win every time.
+        for u in 0..20 {
+            assert_eq!(ask_with(&s, &format!("once-{u}")), PrefixKind::Item);
+        }
+        // Regulars: ten users visit three times each; once returns are the rule, a new long
+        // user is expected back and goes user-first.
+        for _ in 0..3 {
+            for u in 0..10 {
+                ask_with(&s, &format!("regular-{u}"));
+            }
+        }
+        assert_eq!(ask_with(&s, "newcomer"), PrefixKind::User);
+        // Without repay a first visit goes user-first at once (room in the cache).
+        let plain = Hotness::new(1000, 10_000_000, true);
+        assert_eq!(ask_with(&plain, "z"), PrefixKind::User);
+    }
+
+    fn ask_with(s: &Hotness, user: &str) -> PrefixKind {
+        s.choose(&SelectInput {
+            user,
+            user_tokens: 1000,
+            item_tokens: 200,
+            reusable_item_tokens: 200,
+            engine: None,
+        })
     }
 
     #[test]

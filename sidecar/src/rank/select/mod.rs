@@ -14,6 +14,7 @@ pub mod agnostic;
 pub mod fixed_item;
 pub mod fixed_user;
 pub mod hotness;
+pub mod returns;
 
 use serde::{Deserialize, Serialize};
 
@@ -103,6 +104,10 @@ pub enum SelectorConfig {
         user_cache_tokens: u64,
         #[serde(default = "admission_default")]
         admission: bool,
+        /// With an item KV pool: an uncached user goes user-first only when its expected
+        /// later visits repay the pooled items it gives up (`returns`).
+        #[serde(default)]
+        repay: bool,
     },
     Agnostic,
     UserPrefix,
@@ -120,11 +125,10 @@ pub fn build(config: &SelectorConfig) -> Box<dyn PrefixSelector> {
             window,
             user_cache_tokens,
             admission,
-        } => Box::new(hotness::Hotness::new(
-            *window,
-            *user_cache_tokens,
-            *admission,
-        )),
+            repay,
+        } => Box::new(
+            hotness::Hotness::new(*window, *user_cache_tokens, *admission).with_repay(*repay),
+        ),
         SelectorConfig::Agnostic => Box::new(agnostic::Agnostic),
         SelectorConfig::UserPrefix => Box::new(fixed_user::FixedUser),
         SelectorConfig::ItemPrefix => Box::new(fixed_item::FixedItem),
@@ -142,6 +146,7 @@ mod tests {
                 window: 10,
                 user_cache_tokens: 100,
                 admission: true,
+                repay: false,
             },
             SelectorConfig::Agnostic,
             SelectorConfig::UserPrefix,
@@ -152,7 +157,7 @@ mod tests {
         let json = serde_json::to_string(&configs[0]).expect("json");
         assert_eq!(
             json,
-            r#"{"kind":"bat","window":10,"user_cache_tokens":100,"admission":true}"#
+            r#"{"kind":"bat","window":10,"user_cache_tokens":100,"admission":true,"repay":false}"#
         );
         let old: SelectorConfig =
             serde_json::from_str(r#"{"kind":"bat","window":10,"user_cache_tokens":100}"#)

@@ -9,7 +9,11 @@
 //! 2. through recache (`--rank-item-pool`): an item-first request fills the pool in the
 //!    background; the next one with the same items (another user, another salt) gets every
 //!    item from the pool (vLLM's external hits), answers every candidate, and a repeat scores
-//!    identically.
+//!    identically;
+//! 3. ahead of time and across restarts: a recache precomputes a catalog into the pool
+//!    (`rank::startup::prepare`), a second recache adopts it from the connector's list without
+//!    computing anything and serves every item from it; a recache whose labels exceed the
+//!    model's vocabulary is told so by the engine and answers 500 naming the flag.
 
 use std::process::Command;
 use std::time::Duration;
@@ -89,6 +93,8 @@ async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
         upstream: vec![tb.upstream.clone()],
         rank: RankArgs {
             rank_item_pool: Some(256),
+            // The test waits for every fill of one request: no refresh rate bound.
+            rank_item_pool_refresh: Some(0.0),
             ..Default::default()
         },
         ..Default::default()
@@ -122,5 +128,92 @@ async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
         scores(&again),
         "pool loads are deterministic"
     );
+    tb.down();
+}
+
+fn pool_args(upstream: &str, items: usize) -> ServeArgs {
+    ServeArgs {
+        upstream: vec![upstream.to_string()],
+        rank: RankArgs {
+            rank_item_pool: Some(items),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked() {
+    if !engine_tests_enabled(
+        "item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked",
+    ) {
+        return;
+    }
+    let tb = Testbed::up("it-pool-sync", &["--item-pool"]);
+    let body = request(&tb.model, "u-a", "s1");
+    let catalog: Vec<(String, std::sync::Arc<Vec<u32>>)> = body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| {
+            let tokens: Vec<u32> = serde_json::from_value(i["tokens"].clone()).expect("tokens");
+            (i["id"].to_string(), std::sync::Arc::new(tokens))
+        })
+        .collect();
+    {
+        let first = Proxy::start_with(&pool_args(&tb.upstream, 64)).await;
+        let none = |_: usize, _: usize| {};
+        let done = recache::rank::startup::prepare(&first.state, Some(&tb.model), catalog, &none)
+            .await
+            .expect("precompute");
+        let pre = done.precomputed.expect("a catalog was given");
+        assert_eq!((pre.filled, pre.resident), (ITEMS, ITEMS));
+        assert_eq!(pre.tokens as usize, ITEMS * (ITEM_TOKENS + 1));
+    }
+    // A new recache: nothing resident until it reads the engine's pool.
+    let second = Proxy::start_with(&pool_args(&tb.upstream, 64)).await;
+    let pool = second.state.rank.pool.clone().expect("pool");
+    assert_eq!(pool.counts(), (0, 0));
+    let none = |_: usize, _: usize| {};
+    let done = recache::rank::startup::prepare(&second.state, Some(&tb.model), vec![], &none)
+        .await
+        .expect("adopt");
+    assert_eq!((done.adopted, done.evicted), (ITEMS, 0));
+    let ext0 = tb.metric("vllm:external_prefix_cache_hits_total").await;
+    let answer = second.rank(&body).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ext1 = tb.metric("vllm:external_prefix_cache_hits_total").await;
+    assert_eq!(answer["ranking"].as_array().map(Vec::len), Some(ITEMS));
+    assert_eq!(
+        ext1 - ext0,
+        (ITEMS * (ITEM_TOKENS + 1)) as f64,
+        "every item from the adopted pool"
+    );
+    assert_eq!(
+        pool.metrics.fills.with_label_values(&["ok"]).get(),
+        0,
+        "nothing recomputed"
+    );
+
+    // Labels beyond the model's vocabulary: the engine refuses the highest, recache says which
+    // flag to change and refuses ranking requests instead of scoring the wrong tokens.
+    let huge = Proxy::start_with(&pool_args(&tb.upstream, 1 << 20)).await;
+    let verdict = recache::rank::startup::check_labels(&huge.state).await;
+    let recache::rank::vocab::Verdict::TooSmall(msg) = verdict else {
+        panic!(
+            "the engine accepted label {}: {verdict:?}",
+            huge.state.rank.vocab.highest
+        );
+    };
+    assert!(msg.contains("--rank-item-pool"), "{msg}");
+    let resp = reqwest::Client::new()
+        .post(huge.url("/v1/rank"))
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(resp.status(), 500);
+    let err: Value = resp.json().await.expect("json");
+    assert_eq!(err["error"]["code"], "invalid_configuration");
     tb.down();
 }

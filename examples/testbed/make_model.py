@@ -3,8 +3,11 @@
 
 Run with the testbed venv's Python (needs torch, transformers, tokenizers).
 No model hub is reachable, so everything is made here, deterministically:
-- a byte-level BPE tokenizer (vocab 4096) trained on text generated from a seeded RNG
-  (not on files of this machine, whose contents vary between Python builds);
+- a byte-level BPE tokenizer trained on text generated from a seeded RNG (4096 learnt
+  tokens; not on files of this machine, whose contents vary between Python builds), padded
+  to 65536 ids with filler tokens no text encodes to, so recache's item pool can give each
+  item of a whole catalog (Amazon Beauty: 12,101) its own label token and every id the
+  model may emit still decodes;
 - ChatML special tokens and chat template, so /v1/chat/completions works;
 - Qwen2ForCausalLM: 4 layers, hidden 256, 4 heads, 2 KV heads, bf16, seeded init,
   16384 positions so 8k+ token prompts fit.
@@ -13,7 +16,8 @@ half-made checkpoint that later runs would trust.
 """
 import argparse, json, os, random, shutil, sys
 
-RECIPE = "tiny-qwen2 recipe=3 vocab=4096 layers=4 hidden=256 heads=4/2 pos=16384 seed=0"
+VOCAB = 65536
+RECIPE = "tiny-qwen2 recipe=4 vocab=4096+filler=65536 layers=4 hidden=256 heads=4/2 pos=16384 seed=0"
 QWEN2_SPLIT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
                r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -63,7 +67,21 @@ def make_tokenizer():
     trainer = trainers.BpeTrainer(vocab_size=4096, special_tokens=SPECIALS, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(corpus(), trainer=trainer)
-    return tok
+    return pad_vocab(tok, VOCAB)
+
+
+def pad_vocab(tok, size):
+    """Adds filler tokens to the BPE vocabulary up to `size` ids. No merge produces them, so
+    no text encodes to them; each decodes to a distinct ASCII string (byte-level characters
+    map ASCII letters to themselves)."""
+    from tokenizers import Tokenizer
+    spec = json.loads(tok.to_str())
+    vocab = spec["model"]["vocab"]
+    n = len(vocab)
+    while n < size:
+        vocab[f"<f{n}>"] = n
+        n += 1
+    return Tokenizer.from_str(json.dumps(spec))
 
 
 def make(out_dir):
@@ -84,7 +102,7 @@ def make(out_dir):
     with open(tc_path, "w") as f:
         json.dump(tc, f, indent=2)
     eos, pad = fast.convert_tokens_to_ids("<|im_end|>"), fast.convert_tokens_to_ids("<|endoftext|>")
-    cfg = Qwen2Config(vocab_size=4096, hidden_size=256, intermediate_size=1024,
+    cfg = Qwen2Config(vocab_size=VOCAB, hidden_size=256, intermediate_size=1024,
                       num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
                       max_position_embeddings=16384, rope_theta=10000.0,
                       tie_word_embeddings=False, bos_token_id=pad, eos_token_id=eos,

@@ -84,6 +84,13 @@ async fn scenario(proxy: &Proxy, tb: &Testbed, probe: &str, a_first: bool) -> (u
     }
     generate(&proxy.base, &b).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
+    if a_first {
+        // Steered: C must find an order that lists B, and B's pages get their hashes only from
+        // SGLang's KV events, which reach recache on their own schedule. Wait until recache
+        // mirrors A and B and has republished since (what a live deployment reaches within
+        // milliseconds; under CI load the events can trail the next request).
+        settle(&proxy.base, (A + B) as f64).await;
+    }
     generate(&proxy.base, &c).await;
     // B first: whichever of A and B is gone comes back at the cost of the other's room, so
     // the survivor must be probed first. Evicting for B when B is gone (steered) takes C (the
@@ -97,6 +104,37 @@ async fn scenario(proxy: &Proxy, tb: &Testbed, probe: &str, a_first: bool) -> (u
     tokio::time::sleep(Duration::from_millis(100)).await;
     let got_a = generate(probe, &a).await;
     (got_a, got_b)
+}
+
+/// One gauge or counter of recache's own `/metrics` (0 when absent).
+async fn recache_metric(base: &str, name: &str) -> f64 {
+    let Ok(resp) = reqwest::get(format!("{base}/metrics")).await else {
+        return 0.0;
+    };
+    let text = resp.text().await.unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Waits (up to 10 s) until recache's mirror holds at least `blocks` blocks and an order was
+/// published after that.
+async fn settle(base: &str, blocks: f64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while recache_metric(base, "recache_kv_mirror_blocks").await < blocks {
+        if std::time::Instant::now() > deadline {
+            eprintln!("recache mirrors fewer than {blocks} blocks after 10 s; sending C anyway");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let seen = recache_metric(base, "recache_kv_order_publishes_total").await;
+    while recache_metric(base, "recache_kv_order_publishes_total").await <= seen
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

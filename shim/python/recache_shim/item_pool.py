@@ -12,6 +12,10 @@ Requests say what they want in ``kv_transfer_params`` (recache writes them):
   segment, computed alone from position 0; its K/V is captured under KEY.
 - ranking: ``{"recache_pool": {"segments": [[KEY, start, len], ..], "evict": [..]}}`` — the
   item segments of an item-as-prefix prompt, in prompt order from token 0.
+- list: ``{"recache_pool": {"list": true, "evict": [..]}}`` (recache sends prompt ``[0]``,
+  ``max_tokens`` 1) — claims and stores nothing; its report carries ``list``: every committed
+  entry as ``[KEY, first token id, tokens]`` (in least recently used order; fills not yet
+  committed are not listed), after the request's own ``evict`` is applied.
 
 Scheduler side (engine-core process): the residency index (KEY -> token ids, bytes), which is
 authoritative: it answers ``get_num_new_matched_tokens`` with the leading run of segments that
@@ -20,12 +24,19 @@ never claimed — those tokens are computed by the engine. recache's ``evict`` l
 on arrival; if stores exceed ``pool_bytes`` the least recently used entries go (a safety net;
 recache's own admission should keep it under). Every finished request gets back
 ``kv_transfer_params.recache_pool = {present: [KEY..], loaded_tokens (this request), entries,
-bytes, total_loaded_tokens, stores, evictions}``.
+bytes, total_loaded_tokens, stores, evictions, total_load_s, total_fill_s}`` (plus ``list`` for
+a list request). ``total_load_s`` / ``total_fill_s`` are the worker's cumulative seconds since
+engine start spent writing pooled K/V into request slots and capturing + committing fills; they
+arrive with the worker metadata, so a report includes them up to the previous engine step (the
+step a request finishes in is accounted after vLLM asks for its report).
 
 Worker side (model process): the tensors (``item_pool_store``). Per step, in this order: loads
 (``start_load_kv``), captures of finished fills (``save_kv_layer``, per layer), evictions and
-commits (``wait_for_save``); commits go back to the scheduler as worker metadata. Evictions
-decided by the scheduler reach the worker in a later step than the last load that used them.
+commits (``wait_for_save``); commits, and the seconds spent loading and filling since the last
+metadata (increments, summed by the scheduler), go back to the scheduler as worker metadata
+(``PoolWorkerMeta``; across tensor-parallel workers a step's seconds are the slowest worker's,
+since they work at the same time). Evictions decided by the scheduler reach the worker in a
+later step than the last load that used them.
 
 Position layout: a pooled segment's K was rotated at positions 0..len-1 (its own, shared start
 position: BAT §4.2); it is written unchanged into the request's slots (no re-rotation), so the
@@ -37,6 +48,7 @@ the layout probe fails, the connector claims nothing and vLLM computes everythin
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,9 +99,14 @@ class PoolMeta(KVConnectorMetadata):
 @dataclass
 class PoolWorkerMeta(KVConnectorWorkerMetadata):
     stored: list[tuple[str, str, int]] = field(default_factory=list)  # (req_id, key, bytes)
+    load_s: float = 0.0  # seconds loading since the worker's previous metadata
+    fill_s: float = 0.0  # seconds capturing and committing fills, likewise
 
     def aggregate(self, other: "PoolWorkerMeta") -> "PoolWorkerMeta":
-        return PoolWorkerMeta(self.stored + other.stored)
+        # vLLM aggregates one step's metadata across workers (one worker: never called).
+        # Workers run concurrently, so the step took the slowest one's time, not the sum.
+        return PoolWorkerMeta(self.stored + other.stored, max(self.load_s, other.load_s),
+                              max(self.fill_s, other.fill_s))
 
 
 def pool_params(request) -> dict | None:
@@ -106,7 +123,8 @@ class SchedulerState:
         self.bytes = 0
         self.to_evict: list[str] = []
         self.clear = False
-        self.stats = {"total_loaded_tokens": 0, "stores": 0, "evictions": 0}
+        self.stats = {"total_loaded_tokens": 0, "stores": 0, "evictions": 0,
+                      "total_load_s": 0.0, "total_fill_s": 0.0}
 
     def evict(self, keys) -> None:
         for k in keys:
@@ -151,6 +169,29 @@ class SchedulerState:
             if k in self.index:
                 self.index.move_to_end(k)
 
+    def worker_times(self, load_s: float, fill_s: float) -> None:
+        """Adds a worker metadata's increments to the cumulative totals."""
+        self.stats["total_load_s"] += max(0.0, float(load_s or 0.0))
+        self.stats["total_fill_s"] += max(0.0, float(fill_s or 0.0))
+
+    def listing(self) -> list[list]:
+        """Every committed entry as ``[key, first token, tokens]`` (pending fills are not in
+        the index until their commit arrives)."""
+        return [[k, int(t[0]), len(t)] for k, (t, _) in self.index.items() if t]
+
+    def report(self, keys: list[str], loaded_tokens: int, listing: bool = False) -> dict:
+        """What a finished request gets back under ``kv_transfer_params.recache_pool``."""
+        out = {
+            "present": [k for k in keys if k in self.index],
+            "loaded_tokens": loaded_tokens,
+            "entries": len(self.index),
+            "bytes": self.bytes,
+            **self.stats,
+        }
+        if listing:
+            out["list"] = self.listing()
+        return out
+
 
 class RecacheItemPoolConnector(KVConnectorBase_V1):
     _cache_hit_source = CacheHitSource.HOST
@@ -171,6 +212,8 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         self.disabled: str | None = None
         self.captured: dict[str, Entry] = {}
         self.stored_out: list[tuple[str, str, int]] = []
+        self.load_s = 0.0  # seconds not yet shipped in worker metadata
+        self.fill_s = 0.0
 
     # ---------------- scheduler side ----------------
 
@@ -237,6 +280,9 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
 
     def update_connector_output(self, connector_output) -> None:
         wm = connector_output.kv_connector_worker_meta
+        if wm is None:
+            return
+        self.sched.worker_times(getattr(wm, "load_s", 0.0), getattr(wm, "fill_s", 0.0))
         for rid, key, nbytes in getattr(wm, "stored", []) or []:
             fill = self.fills.pop(rid, None)
             if fill is not None and fill[0] == key:
@@ -253,13 +299,7 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         keys = [str(s[0]) for s in p.get("segments", [])]
         if "fill" in p:
             keys.append(str(p["fill"]))
-        out = {
-            "present": [k for k in keys if k in self.sched.index],
-            "loaded_tokens": self.loaded.pop(rid, 0),
-            "entries": len(self.sched.index),
-            "bytes": self.sched.bytes,
-            **self.sched.stats,
-        }
+        out = self.sched.report(keys, self.loaded.pop(rid, 0), bool(p.get("list")))
         return False, {PARAMS: out}
 
     def reset_cache(self) -> bool:
@@ -303,6 +343,7 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
             io = self._slot_io(layer, kv)
             if io is None:
                 raise RuntimeError(f"recache item pool cannot load ({self.disabled})")
+            t0 = time.perf_counter()  # after the one-time layout probe
             kc, vc = split_kv(kv)
             for op in meta.loads:
                 ks, vs = [], []
@@ -314,6 +355,7 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
                     vs.append(e.v[name][off:off + n])
                 io.write(kc, vc, torch.tensor(op.slots, dtype=torch.long),
                          torch.cat(ks), torch.cat(vs))
+            self.load_s += time.perf_counter() - t0
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         return
@@ -328,12 +370,14 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         io = self._slot_io(layer, kv_layer)
         if io is None:
             return
+        t0 = time.perf_counter()
         kc, vc = split_kv(kv_layer)
         for op in meta.stores:
             k, v = io.read(kc, vc, torch.tensor(op.slots, dtype=torch.long))
             e = self.captured.setdefault(op.req_id, Entry(tokens=()))
             e.k[layer_name] = k
             e.v[layer_name] = v
+        self.fill_s += time.perf_counter() - t0
 
     def wait_for_save(self) -> None:
         meta = self._get_connector_metadata()
@@ -343,15 +387,19 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
             self.store.entries.clear()
         for key in meta.evict:
             self.store.drop(key)
+        t0 = time.perf_counter()
         for op in meta.stores:
             e = self.captured.pop(op.req_id, None)
             if e is not None and e.k:
                 self.store.put(op.key, e)
                 self.stored_out.append((op.req_id, op.key, e.nbytes))
+        if meta.stores:
+            self.fill_s += time.perf_counter() - t0
         self.captured.clear()
 
     def build_connector_worker_meta(self):
-        if not self.stored_out:
+        if not (self.stored_out or self.load_s or self.fill_s):
             return None
-        out, self.stored_out = PoolWorkerMeta(self.stored_out), []
+        out = PoolWorkerMeta(self.stored_out, self.load_s, self.fill_s)
+        self.stored_out, self.load_s, self.fill_s = [], 0.0, 0.0
         return out

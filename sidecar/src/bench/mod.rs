@@ -7,6 +7,7 @@ pub mod loadgen;
 pub mod overhead;
 pub mod replay;
 pub mod static_upstream;
+pub mod synth;
 
 /// `recache bench` subcommands.
 #[derive(clap::Subcommand, Debug)]
@@ -18,6 +19,9 @@ pub enum BenchCmd {
     /// Eviction on a real engine: a Mooncake trace replayed through recache per policy
     /// (native vLLM LRU, or a policy steered via the shim); engine vs simulated hit rate.
     Replay(Box<replay::ReplayArgs>),
+    /// A synthetic `bench gr` data set (Zipf item popularity, long-tailed histories) in the
+    /// shared Amazon data's formats; prints a one-line JSON summary.
+    Synth(synth::SynthArgs),
     /// Eviction predictor: LightGBM train time for 20k rows and batch predict time for 25k rows,
     /// on feature rows built from a Mooncake-format trace.
     Predictor {
@@ -55,6 +59,7 @@ impl BenchCmd {
             BenchCmd::Overhead(args) => overhead::run(args).await,
             BenchCmd::Gr(args) => gr::run(*args).await,
             BenchCmd::Replay(args) => replay::run(*args).await,
+            BenchCmd::Synth(args) => tokio::task::block_in_place(|| synth::run(args)),
             BenchCmd::Predictor { trace } => {
                 // CPU-bound: keep it off the runtime's worker threads.
                 let result = tokio::task::spawn_blocking(move || {

@@ -3,14 +3,15 @@
 //! the engine's prefix cache emptied between modes; reports throughput, latency, the engine's
 //! own hit rate and computed tokens, and where the time went.
 //!
-//! - [`args`]: the command line; [`workload`]: the request stream (today's default, or BAT
-//!   §6.1's whole population); [`bodies`]: tokenized `/v1/rank` bodies;
+//! - [`args`]: the command line; [`workload`]: the request stream (today's default),
+//!   [`workload_bat`]: BAT §6.1's whole population; [`bodies`]: tokenized `/v1/rank` bodies;
 //! - [`memory`]: equal memory (`--kv-bytes`) and BAT's pool/engine split;
 //!   [`testbed`]: the engines per memory layout (`--testbed`);
 //! - [`modes`]: what each mode configures; [`measure`]: one mode's run and row;
 //!   [`run`]: sending a stream;
-//! - [`http`]: HTTP helpers and the in-process recache; [`report`]: rows, summaries, PNGs;
-//!   [`rng`]: the seeded PRNG.
+//! - [`http`]: HTTP helpers and the in-process recache; [`report`]: rows, the table, the
+//!   `--out` PNG; [`summary`]: medians and spreads over rounds; [`sweep`]: the
+//!   `--sweep-out` PNG; [`rng`]: the seeded PRNG.
 //!
 //! Rounds × offered loads × modes: within a round the modes alternate on the same request
 //! stream (paired runs), every round repeats them, and the summary rows give the median and
@@ -22,12 +23,14 @@ pub mod http;
 pub mod measure;
 pub mod memory;
 pub mod modes;
-mod pending;
 pub mod report;
 pub mod rng;
 pub mod run;
+pub mod summary;
+pub mod sweep;
 pub mod testbed;
 pub mod workload;
+pub mod workload_bat;
 
 use std::sync::Arc;
 
@@ -72,6 +75,10 @@ fn check(args: &GrArgs) -> Result<(), BenchError> {
         .any(|r| !r.is_finite() || *r < 0.0)
     {
         return bad("--rate/--rates must be finite and >= 0 (0 = closed loop)");
+    }
+    // Caught here rather than by the plot after every run: a sweep plot needs offered loads.
+    if args.sweep_out.is_some() && !args.rates.iter().any(|r| *r > 0.0) {
+        return bad("--sweep-out plots against offered load: give --rates with a rate > 0");
     }
     if args.kv_bytes.is_some() && !args.testbed {
         let pooled = args.modes.iter().any(|m| m.uses_pool());
@@ -144,10 +151,10 @@ pub async fn run(args: GrArgs) -> Result<(), BenchError> {
     };
     let planner = match args.workload {
         Workload::Default => workload::plan,
-        Workload::Bat => pending::plan_bat,
+        Workload::Bat => workload_bat::plan_bat,
     };
     let plan = planner(&data, &shape, args.seed)?;
-    let population = pending::population(&plan);
+    let population = workload::population(&plan);
     if args.kv_bytes.is_some() {
         let past_shape = workload::Shape {
             requests: args.past_requests,
@@ -279,7 +286,7 @@ async fn warm_up(
 
 /// Summaries, the table, the PNGs.
 fn finish(args: &GrArgs, rows: &[report::ModeResult]) -> Result<(), BenchError> {
-    let summaries = pending::summarize(rows);
+    let summaries = summary::summarize(rows);
     if args.json {
         if args.repeat > 1 || !args.rates.is_empty() {
             for s in &summaries {
@@ -292,7 +299,7 @@ fn finish(args: &GrArgs, rows: &[report::ModeResult]) -> Result<(), BenchError> 
     } else {
         print!("{}", report::table(rows));
         if args.repeat > 1 || !args.rates.is_empty() {
-            print!("{}", pending::table_summary(&summaries));
+            print!("{}", summary::table_summary(&summaries));
         }
     }
     eprintln!(
@@ -307,7 +314,7 @@ fn finish(args: &GrArgs, rows: &[report::ModeResult]) -> Result<(), BenchError> 
         eprintln!("bench gr: wrote {}", path.display());
     }
     if let Some(path) = &args.sweep_out {
-        pending::plot_sweep(path, &summaries)?;
+        sweep::plot_sweep(path, &summaries)?;
         eprintln!("bench gr: wrote {}", path.display());
     }
     Ok(())

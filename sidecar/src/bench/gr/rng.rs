@@ -29,6 +29,25 @@ impl Rng {
         -(1.0 - self.unit()).ln() / rate
     }
 
+    /// Uniform in `0..n` (`n` > 0); the modulo bias is below 2^-40 for any `n` the bench uses.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+
+    /// Standard normal (Box–Muller; one of the pair is dropped to keep the state simple).
+    pub fn normal(&mut self) -> f64 {
+        let u = 1.0 - self.unit(); // (0, 1]: ln stays finite
+        let v = self.unit();
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+
+    /// `items` in a uniformly random order (Fisher–Yates).
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            items.swap(i, self.below(i + 1));
+        }
+    }
+
     pub fn cumulative(weights: &[f64]) -> Vec<f64> {
         let mut acc = 0.0;
         weights

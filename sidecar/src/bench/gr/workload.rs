@@ -1,5 +1,7 @@
 //! The GR request stream (BAT §6.2), built from any `user item item ...` interaction file and
 //! any `{"<idx>": {"title": ...}}` item file; nothing here knows which data set it reads.
+//! This is `--workload default`; `--workload bat` ([`super::workload_bat`]) shares everything
+//! but who is drawn and when.
 //!
 //! - Active users: `users` distinct users drawn by activity (history length); requests then draw
 //!   from them with replacement, again weighted by activity, so heavy users are the hot ones.
@@ -117,24 +119,76 @@ impl Data {
     }
 }
 
-pub fn plan(data: &Data, shape: &Shape, seed: u64) -> Result<Vec<Planned>, BenchError> {
-    let mut rng = Rng::new(seed);
-    let max_hist = data.users.iter().map(|u| u.1.len() - 1).max().unwrap_or(1);
-    let item_side = shape.candidates * (shape.item_tokens + 1) + shape.instruction_tokens;
-    let max_profile = shape.max_prompt_tokens.saturating_sub(item_side + 8);
-    if max_profile < shape.min_profile_tokens || shape.candidates > data.items.len() {
-        return Err(BenchError::Setup(format!(
-            "--max-prompt-tokens {} leaves {max_profile} profile tokens after {} candidates of {} \
-             tokens (need at least --min-profile-tokens {}), or the data has fewer than {} items",
-            shape.max_prompt_tokens,
-            shape.candidates,
-            shape.item_tokens,
-            shape.min_profile_tokens,
-            shape.candidates
-        )));
+/// What every planner shares: a request's profile length and candidates for a drawn user.
+pub(crate) struct Builder<'a> {
+    data: &'a Data,
+    shape: &'a Shape,
+    /// Profile tokens per history item beyond the first.
+    per_item: f64,
+    item_cum: Vec<f64>,
+}
+
+impl<'a> Builder<'a> {
+    pub(crate) fn new(data: &'a Data, shape: &'a Shape) -> Result<Self, BenchError> {
+        let max_hist = data.users.iter().map(|u| u.1.len() - 1).max().unwrap_or(1);
+        let item_side = shape.candidates * (shape.item_tokens + 1) + shape.instruction_tokens;
+        let max_profile = shape.max_prompt_tokens.saturating_sub(item_side + 8);
+        if max_profile < shape.min_profile_tokens || shape.candidates > data.items.len() {
+            return Err(BenchError::Setup(format!(
+                "--max-prompt-tokens {} leaves {max_profile} profile tokens after {} candidates \
+                 of {} tokens (need at least --min-profile-tokens {}), or the data has fewer \
+                 than {} items",
+                shape.max_prompt_tokens,
+                shape.candidates,
+                shape.item_tokens,
+                shape.min_profile_tokens,
+                shape.candidates
+            )));
+        }
+        let per_item =
+            (max_profile - shape.min_profile_tokens) as f64 / (max_hist.max(2) - 1) as f64;
+        let counts: Vec<f64> = data.item_counts.iter().map(|&c| c as f64).collect();
+        Ok(Self {
+            data,
+            shape,
+            per_item,
+            item_cum: Rng::cumulative(&counts),
+        })
     }
-    let per_item = (max_profile - shape.min_profile_tokens) as f64 / (max_hist.max(2) - 1) as f64;
-    let activity: Vec<f64> = data.users.iter().map(|u| u.1.len() as f64).collect();
+
+    /// Users' activity (history length): the weight both planners draw users by.
+    pub(crate) fn activity(&self) -> Vec<f64> {
+        self.data.users.iter().map(|u| u.1.len() as f64).collect()
+    }
+
+    /// The request of user `data.users[idx]` arriving at `at_s`.
+    pub(crate) fn request(&self, rng: &mut Rng, at_s: f64, idx: usize) -> Planned {
+        let (user, hist) = &self.data.users[idx];
+        let (history, target) = hist.split_at(hist.len() - 1);
+        let mut items = vec![target[0]];
+        while items.len() < self.shape.candidates {
+            let it = self.data.items[rng.weighted(&self.item_cum)];
+            if !items.contains(&it) {
+                items.push(it);
+            }
+        }
+        let profile =
+            self.shape.min_profile_tokens as f64 + (history.len() - 1) as f64 * self.per_item;
+        Planned {
+            at_s,
+            user: *user,
+            history: history.to_vec(),
+            profile_tokens: profile.round() as usize,
+            items,
+        }
+    }
+}
+
+/// The default stream: `shape.users` active users, requests among them by activity.
+pub fn plan(data: &Data, shape: &Shape, seed: u64) -> Result<Vec<Planned>, BenchError> {
+    let builder = Builder::new(data, shape)?;
+    let mut rng = Rng::new(seed);
+    let activity = builder.activity();
     let mut pool = Vec::new();
     let mut taken = vec![false; data.users.len()];
     let cum = Rng::cumulative(&activity);
@@ -146,36 +200,31 @@ pub fn plan(data: &Data, shape: &Shape, seed: u64) -> Result<Vec<Planned>, Bench
         }
     }
     let pool_cum = Rng::cumulative(&pool.iter().map(|&i| activity[i]).collect::<Vec<_>>());
-    let item_cum = Rng::cumulative(
-        &data
-            .item_counts
-            .iter()
-            .map(|&c| c as f64)
-            .collect::<Vec<_>>(),
-    );
     let mut at = 0.0;
     let mut out = Vec::with_capacity(shape.requests);
     for _ in 0..shape.requests {
         at += rng.exponential(shape.rate);
-        let (user, hist) = &data.users[pool[rng.weighted(&pool_cum)]];
-        let (history, target) = hist.split_at(hist.len() - 1);
-        let mut items = vec![target[0]];
-        while items.len() < shape.candidates {
-            let it = data.items[rng.weighted(&item_cum)];
-            if !items.contains(&it) {
-                items.push(it);
-            }
-        }
-        let profile = shape.min_profile_tokens as f64 + (history.len() - 1) as f64 * per_item;
-        out.push(Planned {
-            at_s: at,
-            user: *user,
-            history: history.to_vec(),
-            profile_tokens: profile.round() as usize,
-            items,
-        });
+        let idx = pool[rng.weighted(&pool_cum)];
+        out.push(builder.request(&mut rng, at, idx));
     }
     Ok(out)
+}
+
+/// Who the stream reaches: distinct users, and the share of requests whose user already
+/// appeared earlier in it (what a user-prefix cache can hit at best, capacity aside).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Population {
+    pub distinct_users: usize,
+    pub returning_share: f64,
+}
+
+pub fn population(plan: &[Planned]) -> Population {
+    let mut seen = std::collections::HashSet::new();
+    let returning = plan.iter().filter(|p| !seen.insert(p.user)).count();
+    Population {
+        distinct_users: seen.len(),
+        returning_share: returning as f64 / plan.len().max(1) as f64,
+    }
 }
 
 /// `tokens` cycled or cut to exactly `n` ids (an empty input gives an empty output).

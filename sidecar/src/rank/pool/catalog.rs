@@ -52,7 +52,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Vec<CatalogItem>, String> {
             count: l.count,
         });
     }
-    items.sort_by(|a, b| b.count.cmp(&a.count));
+    items.sort_by_key(|i| std::cmp::Reverse(i.count));
     Ok(items)
 }
 

@@ -79,7 +79,7 @@ impl State {
     /// Takes up to `want` refresh fills from the bucket (`rate` per second, one second of
     /// burst); `rate <= 0` is unbounded.
     fn take_refills(&mut self, rate: f64, want: usize) -> usize {
-        if !(rate > 0.0) {
+        if rate.is_nan() || rate <= 0.0 {
             return want; // 0 (or a NaN that slipped through) = unbounded, never stuck
         }
         let now = Instant::now();
@@ -200,7 +200,7 @@ impl ItemPool {
         mut wanted: Vec<Wanted>,
         bounded: bool,
     ) -> Vec<(String, u32, Arc<Vec<u32>>)> {
-        wanted.sort_by(|a, b| b.count.cmp(&a.count));
+        wanted.sort_by_key(|w| std::cmp::Reverse(w.count));
         let mut st = self.lock();
         let mut fills = Vec::new();
         let in_request: HashSet<String> = wanted.iter().map(|w| w.key.clone()).collect();

@@ -129,6 +129,37 @@ impl Engine {
         }
     }
 
+    /// Blocks of the engine's KV cache that never hold a cached prefix block. vLLM keeps one
+    /// null block, and the running request's partial tail block is never cached (2); SGLang
+    /// caches at token granularity (no partial tail) and allocates its padding slot beyond the
+    /// pool's size (`size + page_size` slots in `memory_pool.py`), so every slot can cache (0).
+    pub fn uncached_blocks(self) -> usize {
+        match self {
+            Engine::Vllm => 2,
+            Engine::Sglang => 0,
+        }
+    }
+
+    /// The body field that carries token-id prompts on `path` (one list of ids or a batch), for
+    /// the routes whose prompts recache reads: OpenAI completions on both engines, SGLang's
+    /// native `/generate` (`input_ids`).
+    pub fn token_prompt_field(self, path: &str) -> Option<&'static str> {
+        match (self, path) {
+            (_, crate::openai::COMPLETIONS) => Some("prompt"),
+            (Engine::Sglang, sglang::GENERATE_PATH) => Some("input_ids"),
+            _ => None,
+        }
+    }
+
+    /// Generation routes whose JSON bodies take a scheduling `priority` (SGLang: its native
+    /// `/generate` and the OpenAI routes; recache sets it with `--sglang-priority`).
+    pub fn priority_paths(self) -> &'static [&'static str] {
+        match self {
+            Engine::Vllm => &[],
+            Engine::Sglang => &sglang::PRIORITY_PATHS,
+        }
+    }
+
     /// Tokens per block in the engine's KV events when the engine fixes it (SGLang: 1, its
     /// radix cache is token-granular); None when it is a launch setting (vLLM `--block-size`).
     pub fn kv_event_block_size(self) -> Option<usize> {

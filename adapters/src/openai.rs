@@ -56,11 +56,23 @@ pub fn validate_body(path: &str, body: &[u8]) -> Result<RequestInfo, ValidationE
             param: None,
         });
     };
-    check_common(&obj)?;
+    validate_object(path, &obj)
+}
+
+/// [`validate_body`] for a body already parsed into a JSON object (the sidecar parses each
+/// body once and runs every step over the parsed form).
+pub fn validate_object(
+    path: &str,
+    obj: &serde_json::Map<String, Value>,
+) -> Result<RequestInfo, ValidationError> {
+    if !is_parsed_route(path) {
+        return Ok(RequestInfo::default());
+    }
+    check_common(obj)?;
     if path == COMPLETIONS {
-        check_prompt(&obj)?;
+        check_prompt(obj)?;
     } else {
-        check_messages(&obj)?;
+        check_messages(obj)?;
     }
     Ok(RequestInfo {
         stream: matches!(obj.get("stream"), Some(Value::Bool(true))),
@@ -141,6 +153,22 @@ fn all(v: &Value, f: impl Fn(&Value) -> bool) -> bool {
     v.as_array().is_some_and(|a| a.iter().all(f))
 }
 
+/// Token-id prompts in a `prompt` / `input_ids` value: one list of ids or a batch of them;
+/// text (or anything else) gives none.
+pub fn token_prompts(v: &Value) -> Vec<Vec<u32>> {
+    let ids = |v: &Value| -> Option<Vec<u32>> {
+        v.as_array()?
+            .iter()
+            .map(|t| t.as_u64().and_then(|t| u32::try_from(t).ok()))
+            .collect()
+    };
+    match v.as_array() {
+        Some(items) if items.iter().all(Value::is_array) => items.iter().filter_map(ids).collect(),
+        Some(_) => ids(v).into_iter().collect(),
+        None => Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,5 +225,16 @@ mod tests {
                 .stream
         );
         assert!(check("/tokenize", "not json").is_ok());
+    }
+
+    #[test]
+    fn token_prompts_reads_ids_and_batches_and_skips_text() {
+        let v = |s: &str| serde_json::from_str::<Value>(s).expect("json");
+        assert_eq!(token_prompts(&v("[1,2]")), vec![vec![1, 2]]);
+        assert_eq!(token_prompts(&v("[[1],[2,3]]")).len(), 2);
+        assert!(token_prompts(&v(r#""text""#)).is_empty());
+        assert!(token_prompts(&v(r#"["a","b"]"#)).is_empty());
+        assert!(token_prompts(&v("[-1]")).is_empty());
+        assert!(token_prompts(&v("{}")).is_empty());
     }
 }

@@ -19,6 +19,14 @@ pub const HEALTH_PATH: &str = "/health";
 /// The native generation route: `input_ids` or `text`, `sampling_params`, logprob options.
 pub const GENERATE_PATH: &str = "/generate";
 
+/// Routes whose bodies take a request `priority` (with `--radix-eviction-policy priority` the
+/// radix cache evicts the lowest priority first).
+pub const PRIORITY_PATHS: [&str; 3] = [
+    GENERATE_PATH,
+    crate::openai::COMPLETIONS,
+    crate::openai::CHAT_COMPLETIONS,
+];
+
 /// SGLang-only route (model path, generation or not); answering it tells SGLang from vLLM.
 pub const MODEL_INFO_PATH: &str = "/model_info";
 

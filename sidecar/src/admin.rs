@@ -9,7 +9,7 @@ use http_body_util::{BodyExt, Limited};
 
 use crate::Body;
 use crate::error::{ApiError, error_json, json_response};
-use crate::service::AppState;
+use crate::policy_slot::PolicySlot;
 
 /// The one admin route so far.
 pub const EVICTION_POLICY: &str = "/admin/eviction-policy";
@@ -17,13 +17,15 @@ pub const EVICTION_POLICY: &str = "/admin/eviction-policy";
 /// Largest admin request body; policy configs are tiny.
 const MAX_ADMIN_BODY: usize = 64 * 1024;
 
+/// Answers one admin request against the policy slot; `token` is `--admin-token`.
 pub async fn handle(
-    state: &AppState,
+    slot: &PolicySlot,
+    token: Option<&str>,
     method: &Method,
     headers: &HeaderMap,
     body: hyper::body::Incoming,
 ) -> http::Response<Body> {
-    let Some(token) = state.config.admin_token.as_deref() else {
+    let Some(token) = token else {
         let msg =
             "admin API is disabled: start recache with --admin-token (or RECACHE_ADMIN_TOKEN)";
         return json_response(
@@ -38,7 +40,7 @@ pub async fn handle(
         .into_response();
     }
     match *method {
-        Method::GET => current(state),
+        Method::GET => current(slot),
         Method::PUT => {
             let bytes = match Limited::new(body, MAX_ADMIN_BODY).collect().await {
                 Ok(c) => c.to_bytes(),
@@ -49,7 +51,7 @@ pub async fn handle(
                     .into_response();
                 }
             };
-            put(state, bytes)
+            put(slot, bytes)
         }
         _ => {
             let msg = format!("{EVICTION_POLICY} supports GET and PUT");
@@ -61,8 +63,8 @@ pub async fn handle(
     }
 }
 
-fn put(state: &AppState, body: Bytes) -> http::Response<Body> {
-    let swapped = crate::policy_slot::parse_body(&body).and_then(|cfg| state.policy.swap(cfg));
+fn put(slot: &PolicySlot, body: Bytes) -> http::Response<Body> {
+    let swapped = crate::policy_slot::parse_body(&body).and_then(|cfg| slot.swap(cfg));
     match swapped {
         Ok(active) => {
             tracing::info!(
@@ -70,7 +72,7 @@ fn put(state: &AppState, body: Bytes) -> http::Response<Body> {
                 generation = active.generation,
                 "eviction policy switched"
             );
-            current(state)
+            current(slot)
         }
         Err(e) => ApiError::BadRequest {
             message: e.to_string(),
@@ -80,8 +82,8 @@ fn put(state: &AppState, body: Bytes) -> http::Response<Body> {
     }
 }
 
-fn current(state: &AppState) -> http::Response<Body> {
-    let active = state.policy.load();
+fn current(slot: &PolicySlot) -> http::Response<Body> {
+    let active = slot.load();
     let body = serde_json::json!({
         "policy": active.config,
         "generation": active.generation,

@@ -1,13 +1,12 @@
 //! Errors recache answers itself, rendered in OpenAI's error shape
 //! (`{"error": {"message", "type", "param", "code"}}`) with the status a client can act on.
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use http::{Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 
 use crate::Body;
+use crate::client::ClientError;
 
 /// A request recache refuses or could not complete.
 #[derive(Debug, thiserror::Error)]
@@ -24,22 +23,9 @@ pub enum ApiError {
         #[source]
         source: crate::BoxError,
     },
-    #[error("no healthy upstream is available")]
-    NoHealthyUpstream,
-    #[error("could not connect to upstream {upstream}: {source}")]
-    UpstreamConnect {
-        upstream: String,
-        #[source]
-        source: hyper_util::client::legacy::Error,
-    },
-    #[error("upstream {upstream} did not answer within {after:?} (--upstream-timeout)")]
-    UpstreamTimeout { upstream: String, after: Duration },
-    #[error("upstream {upstream} failed before answering: {source}")]
-    UpstreamFailed {
-        upstream: String,
-        #[source]
-        source: hyper_util::client::legacy::Error,
-    },
+    /// A call to the engine failed; its status and code come from [`ClientError`].
+    #[error(transparent)]
+    Upstream(#[from] ClientError),
     #[error("{0}")]
     Unauthorized(&'static str),
     #[error("{0}")]
@@ -53,11 +39,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest { .. } | ApiError::BodyRead { .. } => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::NoHealthyUpstream | ApiError::UpstreamConnect { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            ApiError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
-            ApiError::UpstreamFailed { .. } => StatusCode::BAD_GATEWAY,
+            ApiError::Upstream(e) => e.status(),
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -79,10 +61,7 @@ impl ApiError {
             ApiError::BadRequest { .. } => "invalid_request",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::BodyRead { .. } => "body_read_error",
-            ApiError::NoHealthyUpstream => "no_healthy_upstream",
-            ApiError::UpstreamConnect { .. } => "upstream_connect_error",
-            ApiError::UpstreamTimeout { .. } => "upstream_timeout",
-            ApiError::UpstreamFailed { .. } => "upstream_error",
+            ApiError::Upstream(e) => e.code(),
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::NotFound(_) => "not_found",
             ApiError::Internal(_) => "internal_error",
@@ -143,13 +122,9 @@ mod tests {
         assert_eq!(json["error"]["type"], "invalid_request_error");
         assert_eq!(json["error"]["code"], "invalid_request");
         assert_eq!(json["error"]["param"], "prompt");
-        assert_eq!(
-            ApiError::NoHealthyUpstream.status(),
-            StatusCode::SERVICE_UNAVAILABLE
-        );
-        assert_eq!(
-            ApiError::NoHealthyUpstream.to_json()["error"]["type"],
-            "upstream_error"
-        );
+        let none = ApiError::from(ClientError::NoHealthyUpstream);
+        assert_eq!(none.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(none.to_json()["error"]["type"], "upstream_error");
+        assert_eq!(none.to_json()["error"]["code"], "no_healthy_upstream");
     }
 }

@@ -8,11 +8,15 @@
 //! - [`server`]: the accept loop. [`server::run`] takes an already-bound listener (so tests bind
 //!   `127.0.0.1:0`) and a shutdown future, and drains in-flight requests before returning.
 //! - [`local`]: an in-process server on `127.0.0.1:0` for benchmarks and tests.
-//! - [`service`]: routes one request: recache's own `/health`, `/ready`, `/metrics`, else proxy.
-//! - [`proxy`]: forwarding to an upstream: body limits and validation, retries on connect
-//!   failure, timeouts, and the streaming response body ([`proxy::stream`]).
-//! - [`upstream`]: the replica set: health state, least-outstanding choice, in-flight guards;
-//!   [`health`] probes replicas in the background and takes failed ones back.
+//! - [`service`]: builds the server's parts once ([`service::AppState`]) and routes one
+//!   request to the part that answers it; modules below it receive only what they use.
+//! - [`proxy`]: forwarding a client's request: the request [`proxy::pipeline`] (parse once,
+//!   rank extension, validation, priority, observation) and the streaming response body
+//!   ([`proxy::stream`]).
+//! - [`client`]: the one engine client: the replica set, where a request goes
+//!   ([`client::route`]), retries, timeouts, health probes, one typed error.
+//! - [`body`]: reading request bodies under `--max-body-bytes`.
+//! - [`shutdown`]: background tasks owned by a guard that stops them.
 //! - [`policy_slot`]: the eviction policy in use, swapped atomically; [`admin`] serves
 //!   `GET`/`PUT /admin/eviction-policy` behind a bearer token.
 //! - [`rank`]: GR ranking (`POST /v1/rank`, the `recache_rank` completions extension): prompt
@@ -24,13 +28,15 @@
 //! - [`bench`]: benchmark commands (`recache bench ...`) that print JSON. `recache sim` is the
 //!   eviction crate's simulator (`recache_eviction::sim`), embedded as a subcommand.
 //!
-//! Engine specifics (routes, health path, request shapes) live in the `recache-adapters` crate.
+//! Engine specifics (routes, health path, request shapes, prompt fields, priority routes,
+//! uncached blocks) live in the `recache-adapters` crate, `Engine`'s methods.
 
 pub mod admin;
 pub mod bench;
+pub mod body;
+pub mod client;
 pub mod config;
 pub mod error;
-pub mod health;
 pub mod kvloop;
 pub mod local;
 pub mod metrics;
@@ -39,7 +45,7 @@ pub mod proxy;
 pub mod rank;
 pub mod server;
 pub mod service;
-pub mod upstream;
+pub mod shutdown;
 
 /// The body type of every response recache sends.
 pub type Body = http_body_util::combinators::BoxBody<bytes::Bytes, BoxError>;

@@ -60,7 +60,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     );
     let state = recache::service::AppState::new(config).context("creating metrics")?;
     // Label check, item pool adoption and catalog precompute, once a replica is healthy.
-    let _startup = recache::rank::startup::spawn(state.clone());
+    let _startup = recache::rank::startup::spawn(state.ranker.clone());
     let drained = recache::server::run(listener, state, shutdown_signal()).await;
     if !drained {
         anyhow::bail!("exited with requests still in flight after the drain deadline");

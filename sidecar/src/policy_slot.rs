@@ -100,13 +100,18 @@ fn published(config: PolicyConfig, generation: u64) -> ActivePolicy {
     }
 }
 
-/// Policies a live server can run: all but those that need the future of the trace.
+/// Policies a live server can run: all but those that need the future of the trace, and,
+/// in a build without the `lightgbm` feature, those that need the learned predictor.
 pub fn servable_names() -> Vec<&'static str> {
     PolicyConfig::NAMES
         .iter()
         .copied()
-        .filter(|n| PolicyConfig::from_name(n).is_ok_and(|c| !c.needs_future()))
+        .filter(|n| PolicyConfig::from_name(n).is_ok_and(|c| servable(&c)))
         .collect()
+}
+
+fn servable(config: &PolicyConfig) -> bool {
+    !config.needs_future() && (cfg!(feature = "lightgbm") || !config.uses_predictor())
 }
 
 /// Rejects offline-only policies with the list of those that work.
@@ -115,6 +120,15 @@ pub fn check_servable(config: &PolicyConfig) -> Result<(), SlotError> {
         return Err(SlotError::Invalid {
             message: format!(
                 "policy {:?} needs the future of the trace and runs only in `recache sim`; valid: {}",
+                config.name(),
+                servable_names().join(", ")
+            ),
+        });
+    }
+    if !servable(config) {
+        return Err(SlotError::Invalid {
+            message: format!(
+                "policy {:?} needs the LightGBM predictor, and this recache was built without the `lightgbm` feature; valid: {}",
                 config.name(),
                 servable_names().join(", ")
             ),

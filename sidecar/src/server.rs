@@ -10,7 +10,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 
 use crate::service::{AppState, handle};
 
@@ -21,8 +20,7 @@ pub async fn run(
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()>,
 ) -> bool {
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let health = tokio::spawn(crate::health::probe_loop(state.clone(), stop_rx));
+    let health = crate::client::health::spawn(state.client.clone());
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -65,7 +63,6 @@ pub async fn run(
             false
         }
     };
-    let _ = stop_tx.send(true);
-    let _ = health.await;
+    health.shutdown().await;
     drained
 }

@@ -3,69 +3,81 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 
 use crate::Body;
+use crate::client::route::Routing;
+use crate::client::{ClientError, ClientSettings, EngineClient};
 use crate::config::Config;
 use crate::error::{ApiError, full, json_response};
+use crate::kvloop::{KvLoopHandle, LoopMetrics};
 use crate::metrics::{Metrics, RequestRecord, route_label};
 use crate::policy_slot::PolicySlot;
-use crate::upstream::Upstreams;
+use crate::proxy::Proxy;
+use crate::rank::{RankState, Ranker};
 
-/// The pooled HTTP/1 client recache uses towards upstreams.
-pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
-
-/// Everything a request handler needs, shared by all connections.
+/// The server's parts, built once from the configuration. Each handler gets the part it
+/// uses; nothing below the server holds this.
 pub struct AppState {
     pub config: Config,
-    pub client: HttpClient,
-    pub upstreams: Upstreams,
+    pub client: Arc<EngineClient>,
     pub metrics: Arc<Metrics>,
-    pub rank: crate::rank::RankState,
-    pub policy: PolicySlot,
+    pub ranker: Arc<Ranker>,
+    pub policy: Arc<PolicySlot>,
+    pub proxy: Proxy,
     /// The engine loop, when `--kv-events` is set.
-    pub kvloop: Option<crate::kvloop::KvLoopHandle>,
+    pub kvloop: Option<Arc<KvLoopHandle>>,
 }
 
 impl AppState {
     pub fn new(config: Config) -> Result<Arc<Self>, prometheus::Error> {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(config.connect_timeout));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(connector);
         let metrics = Arc::new(Metrics::new()?);
-        let upstreams = Upstreams::new(&config.upstreams);
-        for u in upstreams.all() {
-            metrics
-                .upstream_healthy
-                .with_label_values(&[u.label.as_str()])
-                .set(1);
-        }
-        let rank = crate::rank::RankState::new(config.rank.clone(), &metrics)?;
-        let policy = PolicySlot::new(config.eviction_policy.clone(), &metrics)?;
+        let client = EngineClient::new(
+            &config.upstreams,
+            ClientSettings {
+                connect_timeout: config.connect_timeout,
+                upstream_timeout: config.upstream_timeout,
+                health_interval: config.health_interval,
+                health_path: config.engine.health_path(),
+                routing: Routing::default(),
+            },
+            &metrics,
+        );
+        let policy = Arc::new(PolicySlot::new(config.eviction_policy.clone(), &metrics)?);
         let kvloop = match config.kvloop.clone() {
-            Some(cfg) => Some((cfg, crate::kvloop::LoopMetrics::new(&metrics)?)),
+            Some(cfg) => Some(Arc::new(KvLoopHandle::start(
+                cfg,
+                LoopMetrics::new(&metrics)?,
+                policy.clone(),
+                config.engine,
+            ))),
             None => None,
         };
-        Ok(Arc::new_cyclic(|state| Self {
-            kvloop: kvloop
-                .map(|(cfg, m)| crate::kvloop::KvLoopHandle::start(cfg, m, state.clone())),
-            rank,
+        let ranker = Arc::new(Ranker {
+            rank: RankState::new(config.rank.clone(), &metrics)?,
+            client: client.clone(),
+            kvloop: kvloop.clone(),
+            engine: config.engine,
+            max_body_bytes: config.max_body_bytes,
+        });
+        let proxy = Proxy {
+            client: client.clone(),
+            ranker: ranker.clone(),
+            kvloop: kvloop.clone(),
+            max_body_bytes: config.max_body_bytes,
+            engine: config.engine,
+        };
+        Ok(Arc::new(Self {
             config,
             client,
-            upstreams,
             metrics,
+            ranker,
             policy,
+            proxy,
+            kvloop,
         }))
     }
 }
@@ -83,22 +95,23 @@ pub async fn handle(
         }
         (&Method::GET, "/ready") => ready(&state),
         (&Method::GET, "/metrics") => metrics(&state),
-        (&Method::POST, "/v1/rank") => crate::rank::handler::handle(&state, req).await,
+        (&Method::POST, "/v1/rank") => crate::rank::handler::handle(&state.ranker, req).await,
         (_, crate::admin::EVICTION_POLICY) => {
             let (parts, body) = req.into_parts();
-            crate::admin::handle(&state, &parts.method, &parts.headers, body).await
+            let token = state.config.admin_token.as_deref();
+            crate::admin::handle(&state.policy, token, &parts.method, &parts.headers, body).await
         }
-        _ => return Ok(crate::proxy::forward(&state, req, record).await),
+        _ => return Ok(state.proxy.forward(req, record).await),
     };
     record.set_status(resp.status().as_u16());
     Ok(resp)
 }
 
 fn ready(state: &AppState) -> Response<Body> {
-    if state.upstreams.ready() {
+    if state.client.ready() {
         json_response(StatusCode::OK, &serde_json::json!({"status": "ready"}))
     } else {
-        let err = ApiError::NoHealthyUpstream;
+        let err = ApiError::from(ClientError::NoHealthyUpstream);
         let body = crate::error::error_json(
             "not ready: no upstream has answered a health probe yet",
             "upstream_error",

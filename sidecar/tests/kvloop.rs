@@ -11,7 +11,7 @@ use recache::kvloop::config::KvLoopArgs;
 use recache::kvloop::resident::Resident;
 use recache::kvloop::worker::{Msg, Worker};
 use recache::metrics::Metrics;
-use recache::policy_slot::ActivePolicy;
+use recache::policy_slot::PolicySlot;
 use recache_adapters::kv_events::{DecodeError, KvBatch, KvEvent};
 use recache_adapters::kv_subscriber::Incoming;
 use recache_adapters::order::Order;
@@ -52,16 +52,15 @@ fn worker_follows_events_resyncs_and_publishes() {
     cfg.refresh = Duration::from_millis(20);
     let metrics = Metrics::new().expect("metrics");
     let lm = LoopMetrics::new(&metrics).expect("loop metrics");
-    let active = Arc::new(ActivePolicy {
-        config: PolicyConfig::Lru {},
-        generation: 7,
-        since: 0,
-    });
+    let policy = Arc::new(PolicySlot::new(PolicyConfig::Lru {}, &metrics).expect("slot"));
+    let slot = policy.clone();
     let worker = Worker {
         resident: Arc::new(Resident::new(cfg.block_size)),
         cfg,
         metrics: lm.clone(),
-        policy: Box::new(move || Some(active.clone())),
+        policy,
+        // vLLM's dialect: a null block and the partial tail never cache.
+        uncached_blocks: recache_adapters::Engine::Vllm.uncached_blocks(),
         pending_arrivals: Arc::new(AtomicUsize::new(0)),
         runtime: rt.handle().clone(),
         priority: None,
@@ -108,7 +107,7 @@ fn worker_follows_events_resyncs_and_publishes() {
     }
     std::thread::sleep(Duration::from_millis(200));
     let o = Order::decode(&std::fs::read(&order).expect("order file")).expect("valid order");
-    assert_eq!(o.generation, 7);
+    assert_eq!(o.generation, slot.load().generation);
     assert_eq!(
         o.victims,
         vec![2, 1],

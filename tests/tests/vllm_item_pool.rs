@@ -100,7 +100,7 @@ async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
         ..Default::default()
     };
     let proxy = Proxy::start_with(&args).await;
-    let pool = proxy.state.rank.pool.clone().expect("item pool on");
+    let pool = proxy.state.ranker.rank.pool.clone().expect("item pool on");
     let first = proxy.rank(&request(&tb.model, "u-a", "s1")).await;
     assert_eq!(first["ranking"].as_array().map(Vec::len), Some(ITEMS));
     // Fills run in the background; the request above did not wait for them.
@@ -163,7 +163,7 @@ async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked
     {
         let first = Proxy::start_with(&pool_args(&tb.upstream, 64)).await;
         let none = |_: usize, _: usize| {};
-        let done = recache::rank::startup::prepare(&first.state, Some(&tb.model), catalog, &none)
+        let done = recache::rank::startup::prepare(&first.state.ranker, Some(&tb.model), catalog, &none)
             .await
             .expect("precompute");
         let pre = done.precomputed.expect("a catalog was given");
@@ -172,10 +172,10 @@ async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked
     }
     // A new recache: nothing resident until it reads the engine's pool.
     let second = Proxy::start_with(&pool_args(&tb.upstream, 64)).await;
-    let pool = second.state.rank.pool.clone().expect("pool");
+    let pool = second.state.ranker.rank.pool.clone().expect("pool");
     assert_eq!(pool.counts(), (0, 0));
     let none = |_: usize, _: usize| {};
-    let done = recache::rank::startup::prepare(&second.state, Some(&tb.model), vec![], &none)
+    let done = recache::rank::startup::prepare(&second.state.ranker, Some(&tb.model), vec![], &none)
         .await
         .expect("adopt");
     assert_eq!((done.adopted, done.evicted), (ITEMS, 0));
@@ -198,11 +198,11 @@ async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked
     // Labels beyond the model's vocabulary: the engine refuses the highest, recache says which
     // flag to change and refuses ranking requests instead of scoring the wrong tokens.
     let huge = Proxy::start_with(&pool_args(&tb.upstream, 1 << 20)).await;
-    let verdict = recache::rank::startup::check_labels(&huge.state).await;
+    let verdict = recache::rank::startup::check_labels(&huge.state.ranker).await;
     let recache::rank::vocab::Verdict::TooSmall(msg) = verdict else {
         panic!(
             "the engine accepted label {}: {verdict:?}",
-            huge.state.rank.vocab.highest
+            huge.state.ranker.rank.vocab.highest
         );
     };
     assert!(msg.contains("--rank-item-pool"), "{msg}");

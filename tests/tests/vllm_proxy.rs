@@ -190,8 +190,8 @@ async fn replicas_share_load_fail_over_die_mid_stream_and_come_back() {
     // stream on each; either way the victim has one).
     let spread: Vec<usize> = proxy
         .state
-        .upstreams
-        .all()
+        .client
+        .replicas()
         .iter()
         .map(|u| u.in_flight())
         .collect();

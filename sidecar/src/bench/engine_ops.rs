@@ -9,7 +9,7 @@ use recache_adapters::{Engine, ResetOutcome};
 use serde_json::json;
 
 use super::gr::http::{self, counter};
-use crate::service::HttpClient;
+use crate::bench::HttpClient;
 
 /// The engine behind `upstream`: `Some(e)` as given, else SGLang if it answers SGLang's
 /// model-info route, else vLLM.

@@ -9,6 +9,14 @@ pub mod replay;
 pub mod static_upstream;
 pub mod synth;
 
+/// The benchmarks' own plain HTTP/1 client: load generation against a URL (recache or an
+/// engine, whichever a mode measures) and scrapes. Calls recache itself makes to engines go
+/// through `crate::client::EngineClient`; a benchmark must be able to bypass it.
+pub type HttpClient = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    http_body_util::Full<bytes::Bytes>,
+>;
+
 /// `recache bench` subcommands.
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCmd {

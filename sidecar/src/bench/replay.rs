@@ -215,7 +215,7 @@ async fn one(
     let local = start(args, engine, cfg.name(), steer).await?;
     tokio::time::sleep(Duration::from_millis(1500)).await; // ZMQ subscribe + first publish
     let model = http::first_model(&client, &args.upstream).await?;
-    let metrics = |c: &crate::service::HttpClient| {
+    let metrics = |c: &crate::bench::HttpClient| {
         let url = format!("{}/metrics", args.upstream);
         let c = c.clone();
         async move { http::get_text(&c, &url).await }

@@ -24,10 +24,11 @@ pub mod resident;
 pub mod shadow;
 pub mod worker;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Sender, channel};
-use std::sync::{Arc, Weak};
 
+use recache_adapters::Engine;
 use recache_adapters::kv_subscriber::{self, SubscriberConfig};
 
 use self::config::KvLoopConfig;
@@ -35,18 +36,22 @@ pub use self::metrics::LoopMetrics;
 use self::priority::PrioritySource;
 use self::resident::Resident;
 use self::worker::{Msg, Worker};
+use crate::policy_slot::PolicySlot;
+use crate::shutdown::TaskGuard;
 
 /// Arrivals allowed to queue before new ones are dropped (the loop is behind).
 const MAX_PENDING_ARRIVALS: usize = 4096;
 
-/// The proxy's side of the loop.
+/// The proxy's side of the loop. Dropping it stops the event subscriber, and with it the
+/// worker thread (its channel closes).
 pub struct KvLoopHandle {
     tx: Sender<Msg>,
     pending: Arc<AtomicUsize>,
     metrics: LoopMetrics,
     resident: Arc<Resident>,
-    /// Set with `--sglang-priority`.
-    priority: Option<Arc<PrioritySource>>,
+    /// Set with `--sglang-priority`: the priority view and the routes that take one.
+    priority: Option<(Arc<PrioritySource>, &'static [&'static str])>,
+    _subscriber: Option<TaskGuard>,
 }
 
 impl KvLoopHandle {
@@ -54,7 +59,8 @@ impl KvLoopHandle {
     pub fn start(
         cfg: KvLoopConfig,
         metrics: LoopMetrics,
-        state: Weak<crate::service::AppState>,
+        policy: Arc<PolicySlot>,
+        engine: Engine,
     ) -> Self {
         let (tx, rx) = channel();
         let pending = Arc::new(AtomicUsize::new(0));
@@ -62,31 +68,36 @@ impl KvLoopHandle {
             .sglang_priority
             .then(|| PrioritySource::new(cfg.block_size));
         let resident = Arc::new(Resident::new(cfg.block_size));
+        let mut handle = Self {
+            tx: tx.clone(),
+            pending: pending.clone(),
+            metrics: metrics.clone(),
+            resident: resident.clone(),
+            priority: None,
+            _subscriber: None,
+        };
         let runtime = match tokio::runtime::Handle::try_current() {
             Ok(h) => h,
             Err(e) => {
                 tracing::error!(error = %e, "engine loop needs a tokio runtime; loop off");
-                return Self {
-                    tx,
-                    pending,
-                    metrics,
-                    resident,
-                    priority: None,
-                };
+                return handle;
             }
         };
-        let sub_tx = tx.clone();
-        runtime.spawn(kv_subscriber::run(
-            SubscriberConfig::new(cfg.kv_events.clone()),
-            move |inc| sub_tx.send(Msg::Sub(inc)).is_ok(),
-        ));
+        let sub_cfg = SubscriberConfig::new(cfg.kv_events.clone());
+        handle._subscriber = Some(TaskGuard::spawn(move |mut stop| async move {
+            tokio::select! {
+                () = kv_subscriber::run(sub_cfg, move |inc| tx.send(Msg::Sub(inc)).is_ok()) => {}
+                _ = stop.changed() => {}
+            }
+        }));
         let worker = Worker {
             cfg,
-            metrics: metrics.clone(),
-            policy: Box::new(move || state.upgrade().map(|s| s.policy.load())),
-            pending_arrivals: pending.clone(),
+            metrics,
+            policy,
+            uncached_blocks: engine.uncached_blocks(),
+            pending_arrivals: pending,
             runtime,
-            resident: resident.clone(),
+            resident,
             priority: priority.clone(),
         };
         let spawned = std::thread::Builder::new()
@@ -95,19 +106,15 @@ impl KvLoopHandle {
         if let Err(e) = spawned {
             tracing::error!(error = %e, "cannot start the engine loop thread; loop off");
         }
-        Self {
-            tx,
-            pending,
-            metrics,
-            resident,
-            priority,
-        }
+        handle.priority = priority.map(|p| (p, engine.priority_paths()));
+        handle
     }
 
-    /// With `--sglang-priority`: the body to forward instead of the client's, with `priority`
-    /// set from the policy's view (None: forward unchanged). One lock-free read, no waiting.
-    pub fn steer(&self, path: &str, body: &[u8]) -> Option<bytes::Bytes> {
-        self.priority.as_ref()?.steer(path, body)
+    /// With `--sglang-priority`, on a route that takes one: the `priority` to set for a request
+    /// with these token-id prompts (the policy's view of them). One lock-free read.
+    pub fn priority(&self, path: &str, prompts: &[Vec<u32>]) -> Option<i64> {
+        let (source, paths) = self.priority.as_ref()?;
+        paths.contains(&path).then(|| source.priority(prompts))
     }
 
     /// What the engine caches now, for the request path (lock-free; None while the engine's
@@ -124,15 +131,9 @@ impl KvLoopHandle {
         rx.recv_timeout(std::time::Duration::from_secs(5)).ok()
     }
 
-    /// Hands a forwarded request's token-id prompt(s) to the loop (`prompt` on completions,
-    /// `input_ids` on SGLang's `/generate`); text prompts are skipped (their token ids are the
-    /// engine's business). Never blocks.
-    pub fn observe(&self, path: &str, body: &[u8]) {
-        let prompts = match path {
-            recache_adapters::openai::COMPLETIONS => token_prompts(body),
-            priority::GENERATE => generate_prompts(body),
-            _ => return,
-        };
+    /// Hands a forwarded request's token-id prompts to the loop (text prompts have none: their
+    /// token ids are the engine's business). Never blocks.
+    pub fn observe(&self, prompts: Vec<Vec<u32>>) {
         for tokens in prompts {
             self.observe_tokens(tokens);
         }
@@ -150,60 +151,5 @@ impl KvLoopHandle {
         if self.tx.send(Msg::Arrival(tokens)).is_err() {
             self.pending.fetch_sub(1, Ordering::Relaxed);
         }
-    }
-}
-
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
-enum PromptField {
-    One(Vec<u32>),
-    Many(Vec<Vec<u32>>),
-    Other(serde::de::IgnoredAny),
-}
-
-#[derive(serde::Deserialize)]
-struct PromptOnly {
-    prompt: PromptField,
-}
-
-#[derive(serde::Deserialize)]
-struct InputIdsOnly {
-    input_ids: PromptField,
-}
-
-/// The token-id prompts of an SGLang `/generate` body (none for text).
-pub fn generate_prompts(body: &[u8]) -> Vec<Vec<u32>> {
-    match serde_json::from_slice::<InputIdsOnly>(body).map(|p| p.input_ids) {
-        Ok(PromptField::One(t)) => vec![t],
-        Ok(PromptField::Many(ts)) => ts,
-        _ => Vec::new(),
-    }
-}
-
-/// The token-id prompts of a completions body (none for text prompts).
-pub fn token_prompts(body: &[u8]) -> Vec<Vec<u32>> {
-    match serde_json::from_slice::<PromptOnly>(body).map(|p| p.prompt) {
-        Ok(PromptField::One(t)) => vec![t],
-        Ok(PromptField::Many(ts)) => ts,
-        _ => Vec::new(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn token_prompts_reads_ids_and_skips_text() {
-        assert_eq!(
-            super::token_prompts(br#"{"prompt":[1,2],"x":1}"#),
-            vec![vec![1, 2]]
-        );
-        assert_eq!(super::token_prompts(br#"{"prompt":[[1],[2]]}"#).len(), 2);
-        assert!(super::token_prompts(br#"{"prompt":"hi"}"#).is_empty());
-        assert!(super::token_prompts(b"{").is_empty());
-        assert_eq!(
-            super::generate_prompts(br#"{"input_ids":[[1,2],[3]]}"#),
-            vec![vec![1, 2], vec![3]]
-        );
-        assert!(super::generate_prompts(br#"{"text":"hi"}"#).is_empty());
     }
 }

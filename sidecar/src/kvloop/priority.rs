@@ -16,24 +16,17 @@
 //!   a cache turnover yields to anything newer, and within an epoch the policy's level decides.
 //!
 //! The request path does one lock-free load ([`ArcSwap`]) and one hash per prompt block; the
-//! engine-loop worker rebuilds the view after arrivals. Bodies are rewritten only when the
-//! flag is on.
+//! engine-loop worker rebuilds the view after arrivals. Which routes take a priority is the
+//! engine's dialect (`Engine::priority_paths`); the proxy's pipeline sets the field, only when
+//! the flag is on.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use bytes::Bytes;
-use serde_json::Value;
 
 /// Priority levels per epoch (a level is the bit length of the kept leading blocks, capped).
 pub const LEVELS: u64 = 16;
-
-/// SGLang's native generation route (token ids in `input_ids`).
-pub const GENERATE: &str = recache_adapters::sglang::GENERATE_PATH;
-
-/// Routes whose JSON bodies get a `priority` (SGLang's native and OpenAI generation routes).
-pub const STEERED_PATHS: [&str; 3] = [GENERATE, "/v1/completions", "/v1/chat/completions"];
 
 /// What the policy holds, as the request path reads it.
 #[derive(Debug, Default)]
@@ -73,24 +66,6 @@ impl PrioritySource {
             .unwrap_or(0);
         mapping(view.epoch, kept)
     }
-
-    /// The body to forward: `body` with `priority` set, or None to forward it unchanged (a
-    /// route that is not steered, or a body that is not a JSON object).
-    pub fn steer(&self, path: &str, body: &[u8]) -> Option<Bytes> {
-        if !STEERED_PATHS.contains(&path) {
-            return None;
-        }
-        let mut value: Value = serde_json::from_slice(body).ok()?;
-        let obj = value.as_object_mut()?;
-        let field = if path == GENERATE {
-            "input_ids"
-        } else {
-            "prompt"
-        };
-        let prompts = obj.get(field).map(token_prompts).unwrap_or_default();
-        obj.insert("priority".into(), Value::from(self.priority(&prompts)));
-        serde_json::to_vec(&value).ok().map(Bytes::from)
-    }
 }
 
 /// Leading blocks of `ids` held in `kept`.
@@ -103,22 +78,6 @@ pub fn mapping(epoch: u64, kept: usize) -> i64 {
     let level = u64::from(usize::BITS - kept.leading_zeros()).min(LEVELS - 1);
     let p = epoch.saturating_mul(LEVELS).saturating_add(level);
     i64::try_from(p).unwrap_or(i64::MAX)
-}
-
-/// Token-id prompts in a `prompt` / `input_ids` value: one list of ids or a batch of them;
-/// text gives none.
-pub fn token_prompts(v: &Value) -> Vec<Vec<u32>> {
-    let ids = |v: &Value| -> Option<Vec<u32>> {
-        v.as_array()?
-            .iter()
-            .map(|t| t.as_u64().and_then(|t| u32::try_from(t).ok()))
-            .collect()
-    };
-    match v.as_array() {
-        Some(items) if items.iter().all(Value::is_array) => items.iter().filter_map(ids).collect(),
-        Some(_) => ids(v).into_iter().collect(),
-        None => Vec::new(),
-    }
 }
 
 #[cfg(test)]
@@ -157,40 +116,5 @@ mod tests {
         assert_eq!(s.priority(&[vec![7; 12]]), 2 * 16);
         assert_eq!(s.priority(&[other, hot]), 2 * 16 + 2); // a batch: the highest
         assert_eq!(s.priority(&[]), 2 * 16);
-    }
-
-    #[test]
-    fn steer_sets_priority_on_generation_routes_only() {
-        let hot: Vec<u32> = (0..8).collect();
-        let s = source_keeping(&hot, 0);
-        let body = br#"{"input_ids":[0,1,2,3,4,5,6,7],"sampling_params":{"max_new_tokens":1},"priority":-4}"#;
-        let out: Value =
-            serde_json::from_slice(&s.steer("/generate", body).expect("rewritten")).expect("json");
-        assert_eq!(out["priority"], 2);
-        assert_eq!(out["sampling_params"]["max_new_tokens"], 1);
-        assert_eq!(out["input_ids"][7], 7);
-        let body = br#"{"model":"m","prompt":[[0,1,2,3],[9,9,9,9]]}"#;
-        let out: Value =
-            serde_json::from_slice(&s.steer("/v1/completions", body).expect("rewritten"))
-                .expect("json");
-        assert_eq!(out["priority"], 1);
-        let body = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
-        let out: Value =
-            serde_json::from_slice(&s.steer("/v1/chat/completions", body).expect("rewritten"))
-                .expect("json");
-        assert_eq!(out["priority"], 0); // text: level 0, the epoch still counts
-        assert!(s.steer("/v1/models", b"{}").is_none());
-        assert!(s.steer("/generate", b"[1,2]").is_none());
-        assert!(s.steer("/generate", b"{").is_none());
-    }
-
-    #[test]
-    fn token_prompts_reads_ids_and_batches_and_skips_text() {
-        let v = |s: &str| serde_json::from_str::<Value>(s).expect("json");
-        assert_eq!(token_prompts(&v("[1,2]")), vec![vec![1, 2]]);
-        assert_eq!(token_prompts(&v("[[1],[2,3]]")).len(), 2);
-        assert!(token_prompts(&v(r#""text""#)).is_empty());
-        assert!(token_prompts(&v(r#"["a","b"]"#)).is_empty());
-        assert!(token_prompts(&v("[-1]")).is_empty());
     }
 }

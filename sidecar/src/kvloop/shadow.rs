@@ -22,6 +22,9 @@ pub fn build_policy(
     cfg: &PolicyConfig,
     capacity: usize,
 ) -> Result<Box<dyn recache_eviction::EvictionPolicy>, PolicyError> {
+    // Without the `lightgbm` feature, `policy_slot::check_servable` refuses learned
+    // policies before they get here.
+    #[cfg(feature = "lightgbm")]
     let predictor: Option<Box<dyn recache_eviction::Predictor>> = if cfg.uses_predictor() {
         Some(Box::new(recache_eviction::predict::lgbm::LightGbm::new(
             recache_eviction::predict::lgbm::LgbmConfig::default(),
@@ -29,6 +32,8 @@ pub fn build_policy(
     } else {
         None
     };
+    #[cfg(not(feature = "lightgbm"))]
+    let predictor: Option<Box<dyn recache_eviction::Predictor>> = None;
     policy::build(
         cfg,
         PolicyEnv {

@@ -18,7 +18,7 @@ use super::priority::{PrioritySource, View};
 use super::publish;
 use super::resident::Resident;
 use super::shadow::Shadow;
-use crate::policy_slot::ActivePolicy;
+use crate::policy_slot::{ActivePolicy, PolicySlot};
 
 /// What the worker receives.
 pub enum Msg {
@@ -29,13 +29,13 @@ pub enum Msg {
     Query(Vec<u32>, std::sync::mpsc::Sender<(usize, usize)>),
 }
 
-/// Reads the active policy (None once the server is gone).
-pub type PolicySource = Box<dyn Fn() -> Option<Arc<ActivePolicy>> + Send>;
-
 pub struct Worker {
     pub cfg: KvLoopConfig,
     pub metrics: LoopMetrics,
-    pub policy: PolicySource,
+    /// The active policy; a new generation means rebuild the shadow.
+    pub policy: Arc<PolicySlot>,
+    /// Blocks of the engine cache that never hold a cached block (the engine's dialect).
+    pub uncached_blocks: usize,
     pub pending_arrivals: Arc<AtomicUsize>,
     pub runtime: tokio::runtime::Handle,
     /// The request path's view of the mirror, republished after events change it.
@@ -63,20 +63,12 @@ struct State {
 
 impl Worker {
     pub fn run(self, rx: Receiver<Msg>) {
-        // The server state is still being built when this thread starts (the handle lives in
-        // it): wait for the policy to become readable before "gone" means gone.
-        let mut active = None;
-        for _ in 0..500 {
-            active = (self.policy)();
-            if active.is_some() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let Some(active) = active else { return };
-        // vLLM keeps one null block, and the last request's partial tail block holds a slot
-        // that is never cached: what stays cached between requests is blocks - 2.
-        let capacity = self.cfg.engine_blocks.saturating_sub(2).max(1);
+        let active = self.policy.load();
+        let capacity = self
+            .cfg
+            .engine_blocks
+            .saturating_sub(self.uncached_blocks)
+            .max(1);
         let shadow = match Shadow::new(&active.config, capacity) {
             Ok(s) => s,
             Err(e) => {
@@ -122,7 +114,7 @@ impl Worker {
                     epoch: st.admitted / capacity as u64,
                 });
             }
-            let Some(now) = (self.policy)() else { return };
+            let now = self.policy.load();
             if now.generation != st.active.generation {
                 match st.shadow.rebuild(&now.config) {
                     Ok(()) => {

@@ -14,9 +14,9 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 
 use crate::BoxError;
+use crate::client::replica::{FailureKind, InFlight};
 use crate::error::error_json;
 use crate::metrics::RequestRecord;
-use crate::upstream::InFlight;
 
 /// How long the error event gets to reach the client before the connection is cut.
 const FLUSH_GRACE: std::time::Duration = std::time::Duration::from_millis(20);
@@ -73,20 +73,11 @@ impl HttpBody for UpstreamBody {
                 let Some(in_flight) = this.in_flight.take() else {
                     return Poll::Ready(Some(Err(err.into())));
                 };
-                let upstream = in_flight.upstream();
+                let upstream = in_flight.replica();
                 tracing::warn!(upstream = %upstream.label, error = %err, "upstream failed mid-stream");
-                let metrics = this._record.metrics();
-                metrics
-                    .upstream_errors
-                    .with_label_values(&[upstream.label.as_str(), "stream"])
-                    .inc();
+                upstream.count_failure(FailureKind::Stream);
                 // Its health probe decides when it is back.
-                if upstream.set_healthy(false) {
-                    metrics
-                        .upstream_healthy
-                        .with_label_values(&[upstream.label.as_str()])
-                        .set(0);
-                }
+                upstream.set_healthy(false);
                 if !*this.sse {
                     return Poll::Ready(Some(Err(err.into())));
                 }

@@ -1,5 +1,6 @@
-//! Talking to the engine for ranking: JSON POSTs to the least-loaded healthy replica, the
-//! scoring request, and reading scores and cache usage out of its answer.
+//! Talking to the engine for ranking: JSON calls through the engine client (which picks the
+//! replica and retries), the scoring request, and reading scores and cache usage out of its
+//! answer.
 //!
 //! The scoring request's shape is the engine's dialect (`recache_adapters::Engine::score_body`:
 //! vLLM `/v1/completions` with `logprob_token_ids`, SGLang `/generate` with
@@ -7,9 +8,7 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http::{Method, Request, header};
-use http_body_util::{BodyExt, Full};
+use http::Method;
 use serde_json::{Value, json};
 
 use recache_adapters::Engine;
@@ -17,93 +16,34 @@ use recache_adapters::scoring::{ScoreAnswer, ScoreRequest};
 
 use super::RankError;
 use super::layout::Prompt;
-use crate::service::AppState;
-use crate::upstream::InFlight;
+use crate::client::JsonAnswer;
+use crate::rank::Ranker;
 
-/// POSTs `body` to `path` on a healthy replica (the next one on connect failure) and returns
-/// the JSON answer; a non-2xx answer becomes [`RankError::Engine`].
-pub async fn post_json(
-    state: &Arc<AppState>,
-    path: &str,
-    body: &Value,
-) -> Result<Value, RankError> {
-    send_json(state, Method::POST, path, Bytes::from(body.to_string())).await
+/// POSTs `body` to `path` through the engine client and returns the JSON answer; a non-2xx
+/// answer becomes [`RankError::Engine`] carrying the engine's body.
+pub async fn post_json(state: &Arc<Ranker>, path: &str, body: &Value) -> Result<Value, RankError> {
+    answer(state.client.json(Method::POST, path, Some(body)).await?)
 }
 
-/// GETs `path` on a healthy replica, as [`post_json`].
-pub async fn get_json(state: &Arc<AppState>, path: &str) -> Result<Value, RankError> {
-    send_json(state, Method::GET, path, Bytes::new()).await
+/// GETs `path`, as [`post_json`].
+pub async fn get_json(state: &Arc<Ranker>, path: &str) -> Result<Value, RankError> {
+    answer(state.client.json(Method::GET, path, None).await?)
 }
 
-async fn send_json(
-    state: &Arc<AppState>,
-    method: Method,
-    path: &str,
-    bytes: Bytes,
-) -> Result<Value, RankError> {
-    let mut tried = Vec::new();
-    let mut last = RankError::NoUpstream;
-    while let Some(index) = state.upstreams.pick(&tried) {
-        tried.push(index);
-        let upstream = state.upstreams.get(index).clone();
-        let _in_flight = InFlight::new(upstream.clone(), state.metrics.clone());
-        let pq = path.parse().ok();
-        let uri = upstream
-            .uri_for(pq.as_ref())
-            .map_err(|e| RankError::Internal(format!("cannot build upstream URL: {e}")))?;
-        let req = Request::builder()
-            .method(method.clone())
-            .uri(uri)
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Full::new(bytes.clone()))
-            .map_err(|e| RankError::Internal(format!("cannot build upstream request: {e}")))?;
-        let label = upstream.label.clone();
-        let resp =
-            match tokio::time::timeout(state.config.upstream_timeout, state.client.request(req))
-                .await
-            {
-                Ok(Ok(resp)) => resp,
-                Ok(Err(e)) if e.is_connect() => {
-                    upstream.set_healthy(false);
-                    last =
-                        RankError::Upstream(format!("could not connect to upstream {label}: {e}"));
-                    continue;
-                }
-                Ok(Err(e)) => {
-                    return Err(RankError::Upstream(format!("upstream {label} failed: {e}")));
-                }
-                Err(_) => {
-                    return Err(RankError::Upstream(format!(
-                        "upstream {label} did not answer within {:?} (--upstream-timeout)",
-                        state.config.upstream_timeout
-                    )));
-                }
-            };
-        upstream.set_healthy(true);
-        let status = resp.status();
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| RankError::Upstream(format!("reading the answer of {label}: {e}")))?
-            .to_bytes();
-        let value: Value = serde_json::from_slice(&body).unwrap_or_else(|_| {
-            json!({"error": {"message": String::from_utf8_lossy(&body), "type": "upstream_error"}})
-        });
-        if !status.is_success() {
-            return Err(RankError::Engine {
-                status,
-                body: value,
-            });
-        }
-        return Ok(value);
+fn answer(a: JsonAnswer) -> Result<Value, RankError> {
+    if a.status.is_success() {
+        Ok(a.value)
+    } else {
+        Err(RankError::Engine {
+            status: a.status,
+            body: a.value,
+        })
     }
-    Err(last)
 }
 
 /// Token ids of `text` from the engine's `/tokenize` (no special tokens added).
 pub async fn tokenize(
-    state: &Arc<AppState>,
+    state: &Arc<Ranker>,
     model: Option<&str>,
     text: &str,
 ) -> Result<Vec<u32>, RankError> {

@@ -10,34 +10,25 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::RankError;
 use super::api::{self, RankRequest, bad};
 use super::pipeline::prepare;
-use crate::service::AppState;
+use crate::rank::Ranker;
 
 /// The body key that marks a GR completions request.
 pub const KEY: &str = "recache_rank";
 
-/// Rewrites `body` when it is a completions body with [`KEY`]; otherwise returns it untouched
-/// (without parsing it). The headers go on the response.
+/// Rewrites a completions body that carries [`KEY`] (the proxy's pipeline calls this only
+/// then) in place; returns the headers for the response.
 pub async fn rewrite(
-    state: &Arc<AppState>,
-    path: &str,
-    body: Bytes,
-) -> Result<(Bytes, HeaderMap), RankError> {
-    let marked = body.windows(KEY.len()).any(|w| w == KEY.as_bytes());
-    if path != recache_adapters::openai::COMPLETIONS || !marked {
-        return Ok((body, HeaderMap::new()));
-    }
-    let Ok(Value::Object(mut obj)) = serde_json::from_slice::<Value>(&body) else {
-        return Ok((body, HeaderMap::new())); // validation downstream names the problem
-    };
+    state: &Arc<Ranker>,
+    obj: &mut Map<String, Value>,
+) -> Result<HeaderMap, RankError> {
     let Some(spec) = obj.remove(KEY) else {
-        return Ok((body, HeaderMap::new()));
+        return Ok(HeaderMap::new());
     };
     if obj.contains_key("prompt") {
         return Err(bad(format!("give either 'prompt' or '{KEY}', not both"), KEY).into());
@@ -74,7 +65,5 @@ pub async fn rewrite(
     if let Ok(v) = HeaderValue::from_str(&Value::Array(pairs).to_string()) {
         headers.insert("x-recache-labels", v);
     }
-    let bytes = serde_json::to_vec(&Value::Object(obj))
-        .map_err(|e| RankError::Internal(format!("encoding: {e}")))?;
-    Ok((Bytes::from(bytes), headers))
+    Ok(headers)
 }

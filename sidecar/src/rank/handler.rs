@@ -12,14 +12,14 @@ use super::engine;
 use super::pipeline::{Prepared, prepare};
 use crate::Body;
 use crate::error::json_response;
-use crate::service::AppState;
+use crate::rank::Ranker;
 
 /// Answers one `/v1/rank` request.
-pub async fn handle(state: &Arc<AppState>, req: Request<Incoming>) -> Response<Body> {
+pub async fn handle(state: &Arc<Ranker>, req: Request<Incoming>) -> Response<Body> {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
-    let limit = state.config.max_body_bytes;
-    let bytes = match crate::proxy::read_body(body, &parts.headers, limit).await {
+    let limit = state.max_body_bytes;
+    let bytes = match crate::body::read(body, &parts.headers, limit).await {
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
@@ -41,10 +41,10 @@ pub async fn handle(state: &Arc<AppState>, req: Request<Incoming>) -> Response<B
 }
 
 /// Ranks a validated request.
-pub async fn rank(state: &Arc<AppState>, req: &Validated) -> Result<RankResponse, RankError> {
+pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, RankError> {
     let Prepared { kind, prompt, pool } = prepare(state, req).await?;
     let engine_started = Instant::now();
-    let dialect = state.config.engine;
+    let dialect = state.engine;
     let (path, mut body) = engine::scoring_request(
         dialect,
         req.model.as_deref(),

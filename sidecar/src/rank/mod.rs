@@ -36,11 +36,28 @@ pub mod startup;
 pub mod tokens;
 pub mod vocab;
 
+use std::sync::Arc;
+
 use http::{Response, StatusCode};
 use serde_json::Value;
 
 use crate::Body;
+use crate::client::{ClientError, EngineClient};
 use crate::error::{ApiError, error_json, json_response};
+use crate::kvloop::KvLoopHandle;
+
+/// Everything ranking uses: its own state, the engine client, the engine loop's view of the
+/// cache, and the few server settings it reads. Handed to the handler, the completions
+/// extension and the background fills instead of the whole server state.
+pub struct Ranker {
+    pub rank: RankState,
+    pub client: Arc<EngineClient>,
+    /// The engine loop, when `--kv-events` is set: the mirror's snapshot for prefix choice,
+    /// and the shadow cache that sees what ranking wants kept.
+    pub kvloop: Option<Arc<KvLoopHandle>>,
+    pub engine: recache_adapters::Engine,
+    pub max_body_bytes: usize,
+}
 
 /// Ranking state shared by all connections.
 pub struct RankState {
@@ -91,10 +108,9 @@ impl RankState {
 pub enum RankError {
     #[error(transparent)]
     Api(#[from] ApiError),
-    #[error("no healthy upstream is available")]
-    NoUpstream,
-    #[error("{0}")]
-    Upstream(String),
+    /// The call to the engine failed (its status and code come from the client's error).
+    #[error(transparent)]
+    Upstream(#[from] ClientError),
     /// The engine refused the rewritten request; its error body is passed on.
     #[error("the engine answered {status}: {body}")]
     Engine { status: StatusCode, body: Value },
@@ -115,8 +131,8 @@ impl RankError {
         };
         match self {
             RankError::Api(e) => e.into_response(),
-            RankError::NoUpstream => ApiError::NoHealthyUpstream.into_response(),
-            RankError::Upstream(m) | RankError::BadEngineAnswer(m) => gateway(&m),
+            RankError::Upstream(e) => ApiError::from(e).into_response(),
+            RankError::BadEngineAnswer(m) => gateway(&m),
             RankError::Engine { status, body } => json_response(status, &body),
             RankError::Internal(m) => ApiError::Internal(m).into_response(),
             RankError::Config(m) => {

@@ -12,7 +12,7 @@ use super::layout::{self, Prompt};
 use super::select::{CacheProbe, EngineView, PrefixKind, SelectInput};
 use super::{RankError, tokens};
 use crate::kvloop::resident::Snapshot;
-use crate::service::AppState;
+use crate::rank::Ranker;
 
 impl CacheProbe for Snapshot {
     fn holds(&self, block: u64) -> bool {
@@ -34,7 +34,7 @@ pub struct Prepared {
 
 /// Token ids of all items, tokenizing uncached texts concurrently.
 async fn item_tokens(
-    state: &Arc<AppState>,
+    state: &Arc<Ranker>,
     req: &Validated,
 ) -> Result<Vec<Arc<Vec<u32>>>, RankError> {
     let model = req.model.clone();
@@ -57,7 +57,7 @@ async fn item_tokens(
 }
 
 /// Tokenizes, chooses the layout, orders the items and builds the prompt.
-pub async fn prepare(state: &Arc<AppState>, req: &Validated) -> Result<Prepared, RankError> {
+pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, RankError> {
     let rank = &state.rank;
     if let Some(refused) = rank.vocab.refusal() {
         return Err(refused);

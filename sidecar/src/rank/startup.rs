@@ -19,7 +19,7 @@ use super::RankError;
 use super::engine;
 use super::pool::{self, Wanted, precompute::Precomputed};
 use super::vocab::Verdict;
-use crate::service::AppState;
+use crate::rank::Ranker;
 
 /// Longest a start-up precompute may take before it gives up (fills keep their results).
 const PRECOMPUTE_LIMIT: Duration = Duration::from_secs(6 * 3600);
@@ -34,19 +34,19 @@ pub struct Prepared {
 }
 
 /// Asks the engine about the label range; records and returns the verdict.
-pub async fn check_labels(state: &Arc<AppState>) -> Verdict {
+pub async fn check_labels(state: &Arc<Ranker>) -> Verdict {
     let highest = state.rank.vocab.highest;
     let prompt = super::layout::Prompt {
         tokens: vec![highest],
         labels: vec![(highest, 0)],
     };
-    let (path, body) = engine::scoring_request(state.config.engine, None, &prompt, None);
+    let (path, body) = engine::scoring_request(state.engine, None, &prompt, None);
     let answer = engine::post_json(state, path, &body).await;
     state.rank.vocab.record(&answer)
 }
 
 /// The engine's first served model (pool keys carry the model name requests use).
-async fn served_model(state: &Arc<AppState>) -> Option<String> {
+async fn served_model(state: &Arc<Ranker>) -> Option<String> {
     let answer: Value = engine::get_json(state, "/v1/models").await.ok()?;
     answer["data"][0]["id"].as_str().map(str::to_string)
 }
@@ -55,7 +55,7 @@ async fn served_model(state: &Arc<AppState>) -> Option<String> {
 /// will carry (None: the engine's first served model); `catalog`: items to precompute (hottest
 /// first), `progress` gets (done, total) fills.
 pub async fn prepare(
-    state: &Arc<AppState>,
+    state: &Arc<Ranker>,
     model: Option<&str>,
     catalog: Vec<(String, Arc<Vec<u32>>)>,
     progress: &(dyn Fn(usize, usize) + Sync),
@@ -88,7 +88,7 @@ pub async fn prepare(
         let done = p
             .precompute(state, model.as_deref(), wanted, PRECOMPUTE_LIMIT, progress)
             .await
-            .map_err(|e| RankError::Upstream(e.to_string()))?;
+            .map_err(|e| RankError::Internal(format!("item pool precompute: {e}")))?;
         out.precomputed = Some(done);
     }
     Ok(out)
@@ -97,7 +97,7 @@ pub async fn prepare(
 /// Token ids of every catalog item, tokenizing text items on the engine (cached like ranking
 /// requests' items).
 async fn catalog_tokens(
-    state: &Arc<AppState>,
+    state: &Arc<Ranker>,
     model: Option<&str>,
     items: Vec<pool::catalog::CatalogItem>,
 ) -> Result<Vec<(String, Arc<Vec<u32>>)>, RankError> {
@@ -111,10 +111,10 @@ async fn catalog_tokens(
 
 /// `recache serve`'s background start-up: waits for a healthy replica, then [`prepare`]s with
 /// `--rank-item-catalog`, logging progress and the outcome.
-pub fn spawn(state: Arc<AppState>) -> tokio::task::JoinHandle<()> {
+pub fn spawn(state: Arc<Ranker>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut waited = 0u64;
-        while !state.upstreams.ready() {
+        while !state.client.ready() {
             if waited % 60 == 0 && waited > 0 {
                 tracing::info!("ranking start-up: waiting for a healthy replica");
             }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use super::RankError;
 use super::api::TextOrTokens;
 use super::engine;
-use crate::service::AppState;
+use crate::rank::Ranker;
 
 /// 16 M token ids (64 MiB).
 pub const MAX_CACHED_TOKENS: usize = 16 << 20;
@@ -72,7 +72,7 @@ impl TokenCache {
 
 /// Token ids of one user, item or instruction: given ids as they are, text through the cache.
 pub async fn resolve(
-    state: &Arc<AppState>,
+    state: &Arc<Ranker>,
     model: Option<&str>,
     kind: &str,
     id: &str,

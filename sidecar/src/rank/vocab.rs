@@ -120,7 +120,9 @@ mod tests {
         assert!(msg.contains("--rank-item-pool 1000"), "{msg}");
         assert!(msg.contains("out of vocabulary"), "{msg}");
         assert!(check.refusal().is_some());
-        let down: Result<Value, RankError> = Err(RankError::NoUpstream);
+        let down: Result<Value, RankError> = Err(RankError::Upstream(
+            crate::client::ClientError::NoHealthyUpstream,
+        ));
         assert_eq!(check.record(&down), Verdict::Unknown);
         assert_eq!(check.record(&Ok(json!({}))), Verdict::Fits);
     }

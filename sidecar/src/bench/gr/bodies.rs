@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::http;
 use super::workload::{self, Data, Planned};
 use crate::bench::BenchError;
-use crate::service::HttpClient;
+use crate::bench::HttpClient;
 
 /// Token ids of each title in use, by title index.
 pub struct Titles(HashMap<usize, Vec<u32>>);

@@ -11,10 +11,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::bench::BenchError;
+use crate::bench::HttpClient;
 use crate::config::ServeArgs;
 use crate::kvloop::config::KvLoopArgs;
 use crate::rank::config::RankArgs;
-use crate::service::HttpClient;
 
 pub fn client() -> HttpClient {
     Client::builder(TokioExecutor::new()).build_http()

@@ -21,10 +21,11 @@ use super::run;
 use super::testbed::Instance;
 use super::workload::Population;
 use crate::bench::BenchError;
+use crate::bench::HttpClient;
 use crate::rank::pool::{self, Wanted};
 use crate::rank::startup;
 use crate::rank::vocab::Verdict;
-use crate::service::{AppState, HttpClient};
+use crate::service::AppState;
 
 /// What every mode's run shares.
 pub struct Ctx<'a> {
@@ -69,13 +70,13 @@ struct Local {
 }
 
 fn local(state: &AppState) -> Local {
-    let m = &state.rank.metrics;
+    let m = &state.ranker.rank.metrics;
     let mut l = Local {
         rank_s: m.total_seconds.get(),
         engine_s: m.engine_seconds.get(),
         ..Default::default()
     };
-    if let Some(p) = &state.rank.pool {
+    if let Some(p) = &state.ranker.rank.pool {
         l.fill_tokens = p.metrics.fill_tokens.get();
         l.load_s = p.metrics.engine_load_seconds.get();
         l.fill_s = p.metrics.engine_fill_seconds.get();
@@ -87,9 +88,10 @@ fn local(state: &AppState) -> Local {
 /// the rest, compute what is missing. Returns (tokens computed, seconds).
 async fn prepare_pool(
     ctx: &Ctx<'_>,
-    state: &Arc<AppState>,
+    app: &Arc<AppState>,
     name: &str,
 ) -> Result<(u64, f64), BenchError> {
+    let state = &app.ranker;
     if let Verdict::TooSmall(msg) = startup::check_labels(state).await {
         return Err(BenchError::Setup(msg));
     }

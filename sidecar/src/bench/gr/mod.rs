@@ -262,7 +262,7 @@ pub async fn run(args: GrArgs) -> Result<(), BenchError> {
 /// First-request compilation and connection set-up on the first engine: uncounted, never
 /// cached (a fresh salt per request).
 async fn warm_up(
-    client: &crate::service::HttpClient,
+    client: &crate::bench::HttpClient,
     first: &Instance,
     engine: recache_adapters::Engine,
     args: &GrArgs,

@@ -11,7 +11,7 @@ use tokio::sync::Semaphore;
 
 use super::http;
 use crate::bench::BenchError;
-use crate::service::HttpClient;
+use crate::bench::HttpClient;
 
 /// What recache answered over one mode's run.
 #[derive(Debug, Default)]

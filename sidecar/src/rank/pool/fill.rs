@@ -13,8 +13,8 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use super::ItemPool;
+use crate::rank::Ranker;
 use crate::rank::engine;
-use crate::service::AppState;
 
 /// Bounds concurrent fills (one per [`ItemPool`]).
 pub struct Filler {
@@ -31,7 +31,7 @@ impl Filler {
     /// Starts the fills in the background and returns at once.
     pub fn spawn(
         &self,
-        state: &Arc<AppState>,
+        state: &Arc<Ranker>,
         pool: &Arc<ItemPool>,
         model: Option<String>,
         fills: Vec<(String, u32, Arc<Vec<u32>>)>,

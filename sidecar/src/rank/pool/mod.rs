@@ -270,7 +270,7 @@ impl ItemPool {
     /// Admits what it should of `wanted` and fills it in the background; returns at once.
     pub fn want(
         self: &Arc<Self>,
-        state: &Arc<crate::service::AppState>,
+        state: &Arc<crate::rank::Ranker>,
         model: Option<&str>,
         wanted: Vec<Wanted>,
     ) {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{ItemPool, Wanted};
-use crate::service::AppState;
+use crate::rank::Ranker;
 
 /// What a precompute did.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -39,7 +39,7 @@ impl ItemPool {
     /// `limit` or when every fill of a batch failed.
     pub async fn precompute(
         self: &Arc<Self>,
-        state: &Arc<AppState>,
+        state: &Arc<Ranker>,
         model: Option<&str>,
         items: Vec<Wanted>,
         limit: Duration,

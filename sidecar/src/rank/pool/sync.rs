@@ -13,8 +13,8 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::{Entry, ItemPool, Residency};
+use crate::rank::Ranker;
 use crate::rank::{RankError, engine};
-use crate::service::AppState;
 
 /// One entry of the connector's list: key, label (first token), tokens.
 pub type Listed = (String, u32, usize);
@@ -88,7 +88,7 @@ impl ItemPool {
     /// Asks the engine's connector what it holds and adopts it; returns (adopted, evicted).
     pub async fn sync(
         &self,
-        state: &Arc<AppState>,
+        state: &Arc<Ranker>,
         model: Option<&str>,
     ) -> Result<(usize, usize), RankError> {
         let mut body = json!({

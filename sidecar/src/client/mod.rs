@@ -1,0 +1,299 @@
+//! The one engine client. Every call recache makes to an engine replica goes through
+//! [`EngineClient`]: proxied requests, ranking and tokenising, item-pool fills, the label
+//! check and health probes. It owns
+//!
+//! - the replica set ([`replica`]: health, outstanding requests, their gauges),
+//! - where a request goes ([`route`]: the [`route::ReplicaChoice`] rule — the one place),
+//! - the retry executor: a call that cannot connect is retried on another replica while the
+//!   caller has waited under [`RETRY_BUDGET`]; other failures are not retried (the engine may
+//!   have started the work),
+//! - timeouts, health probing ([`health`]) and one typed error ([`error::ClientError`]).
+
+pub mod error;
+pub mod health;
+pub mod replica;
+pub mod route;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::PathAndQuery;
+use http::{Method, Request, Response, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+
+pub use self::error::ClientError;
+use self::replica::{FailureKind, InFlight, Replica};
+use self::route::{ReplicaChoice, RouteHint, Routing};
+use crate::metrics::Metrics;
+
+/// Connect failures are retried on other replicas only while the caller has waited less than
+/// this: the contract is a 503 within a second when no replica can be reached.
+pub const RETRY_BUDGET: Duration = Duration::from_secs(1);
+
+/// The pooled HTTP/1 client used towards replicas.
+type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+/// How the client talks to replicas.
+#[derive(Debug, Clone)]
+pub struct ClientSettings {
+    pub connect_timeout: Duration,
+    /// No response headers within this long: 504.
+    pub upstream_timeout: Duration,
+    pub health_interval: Duration,
+    /// The engine's health route (`recache_adapters::Engine::health_path`).
+    pub health_path: &'static str,
+    pub routing: Routing,
+}
+
+/// A request to send to some replica.
+#[derive(Debug)]
+pub struct Outgoing<'a> {
+    pub method: Method,
+    /// Path and query as the client of recache sent them (the replica's prefix is added).
+    pub path: Option<&'a PathAndQuery>,
+    /// Headers to pass on; hop-by-hop ones, `host` and `content-length` are dropped.
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub hint: RouteHint<'a>,
+}
+
+/// A replica's answer: its response, and the guard that counts it outstanding until the body
+/// has been passed on.
+#[derive(Debug)]
+pub struct Answer {
+    pub response: Response<Incoming>,
+    pub in_flight: InFlight,
+}
+
+/// A replica's JSON answer, any status.
+#[derive(Debug)]
+pub struct JsonAnswer {
+    pub status: StatusCode,
+    /// The body; an `{"error": {...}}` object carrying the text when it was not JSON.
+    pub value: Value,
+}
+
+/// The replica set and everything about calling it.
+#[derive(Debug)]
+pub struct EngineClient {
+    http: HttpClient,
+    replicas: Vec<Arc<Replica>>,
+    route: Box<dyn ReplicaChoice>,
+    pub settings: ClientSettings,
+}
+
+impl EngineClient {
+    /// A client for `upstreams`, exporting replica health and load through `metrics`.
+    pub fn new(upstreams: &[Uri], settings: ClientSettings, metrics: &Metrics) -> Arc<Self> {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(settings.connect_timeout));
+        let http = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(connector);
+        let replicas = upstreams
+            .iter()
+            .map(|u| Arc::new(Replica::with_metrics(u.clone(), metrics)))
+            .collect();
+        Arc::new(Self {
+            http,
+            replicas,
+            route: route::build(settings.routing),
+            settings,
+        })
+    }
+
+    pub fn replicas(&self) -> &[Arc<Replica>] {
+        &self.replicas
+    }
+
+    /// Ready once some replica is healthy and has answered at least once.
+    pub fn ready(&self) -> bool {
+        self.replicas
+            .iter()
+            .any(|r| r.is_healthy() && r.has_answered())
+    }
+
+    /// Sends `out` to the replica the routing rule picks, moving on to the next one when the
+    /// connection fails (within [`RETRY_BUDGET`]).
+    pub async fn send(&self, out: Outgoing<'_>) -> Result<Answer, ClientError> {
+        let started = Instant::now();
+        let headers = pass_on(out.headers);
+        let mut tried = Vec::new();
+        let mut last_error = ClientError::NoHealthyUpstream;
+        while let Some(index) = self.route.choose(&self.replicas, &tried, &out.hint) {
+            tried.push(index);
+            let replica = &self.replicas[index];
+            let in_flight = InFlight::new(replica.clone());
+            let req = build(replica, &out.method, out.path, &headers, out.body.clone())?;
+            let label = replica.label.as_str();
+            match tokio::time::timeout(self.settings.upstream_timeout, self.http.request(req)).await
+            {
+                Ok(Ok(response)) => {
+                    replica.set_healthy(true);
+                    return Ok(Answer {
+                        response,
+                        in_flight,
+                    });
+                }
+                Ok(Err(source)) if source.is_connect() => {
+                    replica.count_failure(FailureKind::Connect);
+                    tracing::warn!(upstream = label, error = %source, "connect failed, taking upstream out");
+                    replica.set_healthy(false);
+                    last_error = ClientError::Connect {
+                        upstream: replica.label.clone(),
+                        source,
+                    };
+                    if started.elapsed() + self.settings.connect_timeout > RETRY_BUDGET {
+                        break;
+                    }
+                }
+                Ok(Err(source)) => {
+                    replica.count_failure(FailureKind::Failed);
+                    return Err(ClientError::Failed {
+                        upstream: replica.label.clone(),
+                        source,
+                    });
+                }
+                Err(_) => {
+                    replica.count_failure(FailureKind::Timeout);
+                    return Err(ClientError::Timeout {
+                        upstream: replica.label.clone(),
+                        after: self.settings.upstream_timeout,
+                    });
+                }
+            }
+        }
+        Err(last_error)
+    }
+
+    /// Sends a JSON body (or none) to `path` and reads the whole answer as JSON.
+    pub async fn json(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<JsonAnswer, ClientError> {
+        let pq: Option<PathAndQuery> = path.parse().ok();
+        let mut headers = HeaderMap::new();
+        let body = match body {
+            Some(v) => {
+                headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                Bytes::from(v.to_string())
+            }
+            None => Bytes::new(),
+        };
+        let answer = self
+            .send(Outgoing {
+                method,
+                path: pq.as_ref(),
+                headers,
+                body,
+                hint: RouteHint { path, prompts: &[] },
+            })
+            .await?;
+        let upstream = answer.in_flight.replica().label.clone();
+        let status = answer.response.status();
+        let bytes = answer
+            .response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|source| ClientError::ReadAnswer { upstream, source })?
+            .to_bytes();
+        let value = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+            serde_json::json!({"error": {"message": String::from_utf8_lossy(&bytes), "type": "upstream_error"}})
+        });
+        Ok(JsonAnswer { status, value })
+    }
+
+    /// One health probe of `replica`: a 2xx on the engine's health route within the probe
+    /// interval (at least 1 s).
+    pub async fn probe(&self, replica: &Replica) -> bool {
+        let pq: Option<PathAndQuery> = self.settings.health_path.parse().ok();
+        let Ok(req) = build(
+            replica,
+            &Method::GET,
+            pq.as_ref(),
+            &HeaderMap::new(),
+            Bytes::new(),
+        ) else {
+            return false;
+        };
+        let limit = self.settings.health_interval.max(Duration::from_secs(1));
+        match tokio::time::timeout(limit, self.http.request(req)).await {
+            Ok(Ok(resp)) => resp.status().is_success(),
+            _ => false,
+        }
+    }
+}
+
+fn build(
+    replica: &Replica,
+    method: &Method,
+    path: Option<&PathAndQuery>,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Request<Full<Bytes>>, ClientError> {
+    let uri = replica.uri_for(path).map_err(|e| ClientError::Build {
+        upstream: replica.label.clone(),
+        why: e.to_string(),
+    })?;
+    let mut req = Request::new(Full::new(body));
+    *req.method_mut() = method.clone();
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers.clone();
+    Ok(req)
+}
+
+/// The headers of a client's request that go on to the replica.
+fn pass_on(mut headers: HeaderMap) -> HeaderMap {
+    headers.remove(header::HOST);
+    headers.remove(header::CONTENT_LENGTH);
+    strip_hop_by_hop(&mut headers);
+    headers
+}
+
+/// Headers that describe one connection, not the message (RFC 9110 §7.6.1).
+pub fn is_hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+    )
+}
+
+/// Removes hop-by-hop headers (requests going up, responses coming back).
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    const HOP: [HeaderName; 5] = [
+        header::CONNECTION,
+        header::PROXY_AUTHENTICATE,
+        header::PROXY_AUTHORIZATION,
+        header::TE,
+        header::TRAILER,
+    ];
+    for name in HOP {
+        headers.remove(name);
+    }
+    headers.remove(header::TRANSFER_ENCODING);
+    headers.remove(header::UPGRADE);
+    headers.remove("keep-alive");
+    headers.remove("proxy-connection");
+}

@@ -1,0 +1,233 @@
+//! One engine replica as the client sees it: its base URL, health (with the probe rule that
+//! takes it out and back), outstanding requests, and its metric handles resolved once, so the
+//! request path never looks a label up.
+//!
+//! State is atomics only: choosing a replica never takes a lock.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+
+use http::Uri;
+use http::uri::PathAndQuery;
+use prometheus::{IntCounter, IntGauge};
+
+use crate::metrics::Metrics;
+
+/// Consecutive failed health probes that take a replica out of rotation. (A refused
+/// connection on a real request takes it out at once.)
+pub const PROBE_FAILURES_TO_EJECT: u32 = 2;
+
+/// The replica's series of `recache_upstream_*`, looked up once at start.
+#[derive(Debug, Clone)]
+struct Gauges {
+    healthy: IntGauge,
+    in_flight: IntGauge,
+    connect_errors: IntCounter,
+    failed: IntCounter,
+    timeouts: IntCounter,
+    stream: IntCounter,
+}
+
+/// Why a call to a replica failed, as counted in `recache_upstream_errors_total{kind}`.
+#[derive(Debug, Clone, Copy)]
+pub enum FailureKind {
+    Connect,
+    Failed,
+    Timeout,
+    /// The response body broke off mid-stream.
+    Stream,
+}
+
+/// One engine replica.
+#[derive(Debug)]
+pub struct Replica {
+    /// Base URL as configured (scheme, authority, optional path prefix).
+    pub base: Uri,
+    /// `host:port[/prefix]`, used as the metrics label and in error messages.
+    pub label: String,
+    prefix: String,
+    in_flight: AtomicUsize,
+    healthy: AtomicBool,
+    answered: AtomicBool,
+    probe_failures: AtomicU32,
+    gauges: Option<Gauges>,
+}
+
+impl Replica {
+    /// A replica without metrics (tests, benchmarks that only route).
+    pub fn new(base: Uri) -> Self {
+        let prefix = base.path().trim_end_matches('/').to_string();
+        let authority = base.authority().map(|a| a.as_str()).unwrap_or_default();
+        Self {
+            label: format!("{authority}{prefix}"),
+            base,
+            prefix,
+            in_flight: AtomicUsize::new(0),
+            // Optimistic until the first probe: a request arriving before it should be tried.
+            healthy: AtomicBool::new(true),
+            answered: AtomicBool::new(false),
+            probe_failures: AtomicU32::new(0),
+            gauges: None,
+        }
+    }
+
+    /// A replica whose health, load and errors are exported through `metrics`.
+    pub fn with_metrics(base: Uri, metrics: &Metrics) -> Self {
+        let mut r = Self::new(base);
+        let l = r.label.as_str();
+        let errors = |kind: &str| metrics.upstream_errors.with_label_values(&[l, kind]);
+        let gauges = Gauges {
+            healthy: metrics.upstream_healthy.with_label_values(&[l]),
+            in_flight: metrics.upstream_in_flight.with_label_values(&[l]),
+            connect_errors: errors("connect"),
+            failed: errors("failed"),
+            timeouts: errors("timeout"),
+            stream: errors("stream"),
+        };
+        gauges.healthy.set(1);
+        r.gauges = Some(gauges);
+        r
+    }
+
+    /// The upstream URL for a client's path and query.
+    pub fn uri_for(&self, pq: Option<&PathAndQuery>) -> Result<Uri, http::Error> {
+        let pq = pq.map(|p| p.as_str()).unwrap_or("/");
+        let mut parts = self.base.clone().into_parts();
+        parts.path_and_query = Some(if self.prefix.is_empty() {
+            PathAndQuery::from_maybe_shared(bytes::Bytes::copy_from_slice(pq.as_bytes()))?
+        } else {
+            format!("{}{pq}", self.prefix).parse()?
+        });
+        Ok(Uri::from_parts(parts)?)
+    }
+
+    pub fn is_healthy(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// True once this replica has answered a probe or a request.
+    pub fn has_answered(&self) -> bool {
+        self.answered.load(Ordering::Relaxed)
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Records a probe's outcome. One failed probe is not enough to take a replica out (a busy
+    /// engine can answer one probe late); [`PROBE_FAILURES_TO_EJECT`] in a row are. Returns
+    /// the health after the probe.
+    pub fn record_probe(&self, ok: bool) -> bool {
+        if ok {
+            self.probe_failures.store(0, Ordering::Relaxed);
+            self.set_healthy(true);
+            return true;
+        }
+        let failures = self.probe_failures.fetch_add(1, Ordering::Relaxed) + 1;
+        if failures >= PROBE_FAILURES_TO_EJECT {
+            self.set_healthy(false);
+        }
+        self.is_healthy()
+    }
+
+    /// Records the outcome of a probe or request; returns true when health changed.
+    pub fn set_healthy(&self, healthy: bool) -> bool {
+        if healthy {
+            self.answered.store(true, Ordering::Relaxed);
+        }
+        let changed = self.healthy.swap(healthy, Ordering::Relaxed) != healthy;
+        if changed && let Some(g) = &self.gauges {
+            g.healthy.set(i64::from(healthy));
+        }
+        changed
+    }
+
+    /// Counts a failed call.
+    pub fn count_failure(&self, kind: FailureKind) {
+        if let Some(g) = &self.gauges {
+            match kind {
+                FailureKind::Connect => g.connect_errors.inc(),
+                FailureKind::Failed => g.failed.inc(),
+                FailureKind::Timeout => g.timeouts.inc(),
+                FailureKind::Stream => g.stream.inc(),
+            }
+        }
+    }
+}
+
+/// Counts one outstanding request against a replica until dropped (when the response body has
+/// been sent in full, or the client went away).
+#[derive(Debug)]
+pub struct InFlight {
+    replica: Arc<Replica>,
+}
+
+impl InFlight {
+    pub fn new(replica: Arc<Replica>) -> Self {
+        replica.in_flight.fetch_add(1, Ordering::Relaxed);
+        if let Some(g) = &replica.gauges {
+            g.in_flight.inc();
+        }
+        Self { replica }
+    }
+
+    pub fn replica(&self) -> &Arc<Replica> {
+        &self.replica
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.replica.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if let Some(g) = &self.replica.gauges {
+            g.in_flight.dec();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_late_probe_does_not_eject_two_in_a_row_do() {
+        let a = Replica::new("http://a:1".parse().expect("uri"));
+        assert!(a.record_probe(false), "one failed probe keeps it in");
+        assert!(!a.record_probe(false), "the second in a row takes it out");
+        assert!(a.record_probe(true), "a good probe takes it back");
+        assert!(a.record_probe(false));
+    }
+
+    #[test]
+    fn keeps_prefixes_and_exports_health_and_load() {
+        let m = Metrics::new().expect("metrics");
+        let b = Arc::new(Replica::with_metrics(
+            "http://b:2/engine".parse().expect("uri"),
+            &m,
+        ));
+        let pq: PathAndQuery = "/v1/models?x=1".parse().expect("pq");
+        assert_eq!(
+            b.uri_for(Some(&pq)).expect("uri").to_string(),
+            "http://b:2/engine/v1/models?x=1"
+        );
+        assert_eq!(b.label, "b:2/engine");
+        let guard = InFlight::new(b.clone());
+        b.set_healthy(false);
+        b.count_failure(FailureKind::Connect);
+        let text = String::from_utf8(m.render()).expect("utf8");
+        assert!(
+            text.contains(r#"recache_upstream_in_flight_requests{upstream="b:2/engine"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"recache_upstream_healthy{upstream="b:2/engine"} 0"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"kind="connect",upstream="b:2/engine"} 1"#),
+            "{text}"
+        );
+        drop(guard);
+        assert_eq!(b.in_flight(), 0);
+    }
+}

@@ -1,0 +1,32 @@
+//! Fewest outstanding requests among healthy replicas; ties broken round-robin so equal
+//! replicas share the load. Blind to what each replica caches.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::{ReplicaChoice, RouteHint};
+use crate::client::replica::Replica;
+
+#[derive(Debug, Default)]
+pub struct LeastOutstanding {
+    next: AtomicUsize,
+}
+
+impl ReplicaChoice for LeastOutstanding {
+    fn choose(
+        &self,
+        replicas: &[Arc<Replica>],
+        tried: &[usize],
+        _: &RouteHint<'_>,
+    ) -> Option<usize> {
+        let n = replicas.len();
+        if n == 0 {
+            return None;
+        }
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        (0..n)
+            .map(|i| (start + i) % n)
+            .filter(|i| !tried.contains(i) && replicas[*i].is_healthy())
+            .min_by_key(|i| replicas[*i].in_flight())
+    }
+}

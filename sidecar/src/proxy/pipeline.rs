@@ -1,0 +1,110 @@
+//! The request pipeline: what happens to a proxied body between reading it and sending it.
+//!
+//! A body on a route no step inspects is forwarded as read, unparsed. Otherwise it is parsed
+//! once into a JSON object and these steps run over it, in order:
+//!
+//! 1. **rank extension** — a completions body with `recache_rank` is rewritten into a GR
+//!    prompt (`crate::rank::extension`); its headers go on the response;
+//! 2. **validation** — OpenAI-route checks with 400s naming the field (`recache_adapters::openai`);
+//! 3. **prompts** — the token-id prompts, read once (the engine's dialect says which field),
+//!    for routing, priority and observation;
+//! 4. **priority** — `--sglang-priority`: the policy's view of the prompt as `priority`;
+//! 5. **observation** — the engine loop's shadow cache sees the prompts. Not for rank-rewritten
+//!    bodies: the ranker already handed it the part it wants kept.
+//!
+//! The body is re-encoded once, only when a step changed it; otherwise the client's bytes go
+//! to the engine byte for byte.
+
+use bytes::Bytes;
+use http::HeaderMap;
+use recache_adapters::openai;
+use serde_json::{Map, Value};
+
+use super::Proxy;
+use crate::error::ApiError;
+use crate::rank::{RankError, extension};
+
+/// A body ready to send.
+#[derive(Debug)]
+pub struct Prepared {
+    pub body: Bytes,
+    /// Token-id prompts of the request (empty for text or uninspected routes).
+    pub prompts: Vec<Vec<u32>>,
+    /// Headers a step adds to the response.
+    pub response_headers: HeaderMap,
+}
+
+/// Runs the steps that apply to `path` over `bytes`.
+pub async fn run(proxy: &Proxy, path: &str, bytes: Bytes) -> Result<Prepared, RankError> {
+    let mut out = Prepared {
+        body: bytes,
+        prompts: Vec::new(),
+        response_headers: HeaderMap::new(),
+    };
+    let validated = openai::is_parsed_route(path);
+    let prompt_field = proxy.engine.token_prompt_field(path);
+    let kv = proxy.kvloop.as_deref();
+    let steered = kv.is_some_and(|k| k.priority(path, &[]).is_some());
+    if !validated && !steered && (prompt_field.is_none() || kv.is_none()) {
+        return Ok(out);
+    }
+    let mut obj = match serde_json::from_slice::<Value>(&out.body) {
+        Ok(Value::Object(obj)) => obj,
+        // Routes recache validates get the validator's 400; others go on as they came.
+        _ if validated => return Err(invalid(path, &out.body)),
+        _ => return Ok(out),
+    };
+    let mut changed = false;
+    let ranked = path == openai::COMPLETIONS && obj.contains_key(extension::KEY);
+    if ranked {
+        out.response_headers = extension::rewrite(&proxy.ranker, &mut obj).await?;
+        changed = true;
+    }
+    openai::validate_object(path, &obj).map_err(|e| ApiError::BadRequest {
+        message: e.message,
+        param: e.param,
+    })?;
+    if let Some(field) = prompt_field {
+        out.prompts = obj
+            .get(field)
+            .map(openai::token_prompts)
+            .unwrap_or_default();
+    }
+    if let Some(kv) = kv {
+        // Read before this request reaches the shadow: the priority says how much of the
+        // prompt the policy kept from earlier requests.
+        if let Some(p) = kv.priority(path, &out.prompts) {
+            obj.insert("priority".into(), Value::from(p));
+            changed = true;
+        }
+        if !ranked && !out.prompts.is_empty() {
+            kv.observe(out.prompts.clone());
+        }
+    }
+    if changed {
+        out.body = encode(obj)?;
+    }
+    Ok(out)
+}
+
+fn encode(obj: Map<String, Value>) -> Result<Bytes, RankError> {
+    serde_json::to_vec(&Value::Object(obj))
+        .map(Bytes::from)
+        .map_err(|e| RankError::Internal(format!("encoding the request: {e}")))
+}
+
+/// The validator's verdict on a body that is not a JSON object.
+fn invalid(path: &str, body: &[u8]) -> RankError {
+    match openai::validate_body(path, body) {
+        Err(e) => ApiError::BadRequest {
+            message: e.message,
+            param: e.param,
+        }
+        .into(),
+        Ok(_) => ApiError::BadRequest {
+            message: "request body must be a JSON object".into(),
+            param: None,
+        }
+        .into(),
+    }
+}

@@ -42,7 +42,7 @@ _SIGNATURES = {
     ]),
 }
 
-# Eviction-order reader (eviction.py); optional so a library built before it still loads
+# Eviction-order reader (order_reader.py); optional so a library built before it still loads
 # for the kernels (eviction steering then reports the library as unavailable).
 _OPTIONAL_SIGNATURES = {
     "recache_order_open": (_vp, [_c.c_char_p]),

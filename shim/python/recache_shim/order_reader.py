@@ -1,0 +1,117 @@
+"""Read the eviction order recache publishes; shared by the engine steering plugins.
+
+Owns everything the vLLM plugin (:mod:`recache_shim.eviction`) and the SGLang plugin
+(:mod:`recache_shim.sglang_eviction`) do alike around recache's order file: its env
+(``RECACHE_SHIM_ORDER``, ``RECACHE_SHIM_ORDER_MAX_AGE_MS``), opening a reader on it through
+``librecache_shim.so`` (``recache_order_open/refresh/ranks``, declared in :mod:`._lib`), the
+throttled freshness check (a missing, torn, empty or stale order is not fresh), ranking
+64-bit block hashes against the order, and the steering counters with their periodic log and
+first-errors warning. How an engine's blocks map to those hashes and where the engine is
+patched stay in each plugin.
+
+Nothing here waits on recache: a fresh check is a ``stat`` at most every ``refresh_s``, and
+one file read when the file changed, both in the Rust reader.
+"""
+
+import ctypes
+import logging
+import os
+import time
+from typing import Optional, Sequence
+
+ORDER_ENV = "RECACHE_SHIM_ORDER"
+MAX_AGE_ENV = "RECACHE_SHIM_ORDER_MAX_AGE_MS"
+#: Orders older than this (ms) are stale unless ``RECACHE_SHIM_ORDER_MAX_AGE_MS`` says
+#: otherwise; recache re-publishes every 250 ms while alive.
+DEFAULT_MAX_AGE_MS = 2000
+#: The rank ``recache_order_ranks`` gives a hash the order does not list.
+UNRANKED = (1 << 64) - 1
+#: The order holds hashes as u64: engine hashes are masked to their low 64 bits.
+MASK = UNRANKED
+#: Warn about the first this many steering errors; later ones are only counted.
+WARN_ERRORS = 3
+
+
+def order_path() -> Optional[str]:
+    """The order file ``RECACHE_SHIM_ORDER`` names; None (or empty) means steering off."""
+    return os.environ.get(ORDER_ENV)
+
+
+def max_age_ms() -> int:
+    try:
+        return int(os.environ.get(MAX_AGE_ENV, str(DEFAULT_MAX_AGE_MS)))
+    except ValueError:
+        return DEFAULT_MAX_AGE_MS
+
+
+class OrderReader:
+    """One plugin's reader handle on the order file, its freshness cache and its counters.
+
+    ``counters`` names the plugin's counters in the order its stats list them (``errors``
+    among them); the plugin's ``stats()`` reads :attr:`counts`, :attr:`fresh` and
+    :attr:`checked`. Log lines go to the plugin's ``logger`` (under the engine's namespace).
+    """
+
+    def __init__(self, logger: logging.Logger, counters: Sequence[str]):
+        self.logger = logger
+        self.lib = None
+        self.handle = None
+        #: ``time.monotonic()`` of the last refresh; 0.0 before the first.
+        self.checked = 0.0
+        #: Whether the last refresh found a fresh, non-empty order.
+        self.fresh = False
+        self.counts = {name: 0 for name in counters}
+
+    def open(self, path: str) -> bool:
+        """Load the library and open a reader on ``path`` (once); False, logged, if either
+        fails, so the engine keeps its native eviction."""
+        from . import _lib
+        lib, err = _lib.load()
+        if lib is None or not hasattr(lib, "recache_order_open"):
+            self.logger.error("recache eviction steering DISABLED: shim library unavailable (%s)",
+                              err)
+            return False
+        if self.handle is not None:
+            return True
+        handle = lib.recache_order_open(os.fsencode(path))
+        if not handle:
+            self.logger.error("recache eviction steering DISABLED: cannot open reader for %s",
+                              path)
+            return False
+        self.lib, self.handle = lib, handle
+        return True
+
+    def is_fresh(self, refresh_s: float) -> bool:
+        """Whether the order is fresh and non-empty, re-checked at most every ``refresh_s``."""
+        now = time.monotonic()
+        if now - self.checked < refresh_s:
+            return self.fresh
+        self.checked = now
+        st, cnt, gen = ctypes.c_int32(2), ctypes.c_uint64(0), ctypes.c_uint64(0)
+        rc = self.lib.recache_order_refresh(self.handle, max_age_ms(), ctypes.byref(st),
+                                            ctypes.byref(cnt), ctypes.byref(gen))
+        self.fresh = rc == 0 and st.value == 0 and cnt.value > 0
+        return self.fresh
+
+    def ranks(self, hashes):
+        """Ranks of ``hashes`` (a ctypes u64 array, already masked) in the order, evict-first
+        lowest and :data:`UNRANKED` for unlisted ones; None (an error counted) on failure."""
+        out = (ctypes.c_uint64 * len(hashes))()
+        if self.lib.recache_order_ranks(self.handle, hashes, len(hashes), out) != 0:
+            self.counts["errors"] += 1
+            return None
+        return out
+
+    def add_steered(self, n: int, log_every: int) -> bool:
+        """Count ``n`` more steered units; True when the count crosses a multiple of
+        ``log_every`` (the plugin then logs its stats)."""
+        before = self.counts["steered"]
+        self.counts["steered"] += n
+        return before // log_every != self.counts["steered"] // log_every
+
+    def error(self, e: BaseException) -> None:
+        """Count a steering exception (the engine then uses its native order); warn for the
+        first :data:`WARN_ERRORS`."""
+        self.counts["errors"] += 1
+        if self.counts["errors"] <= WARN_ERRORS:
+            self.logger.warning("recache eviction steering error, native order used: %r", e)

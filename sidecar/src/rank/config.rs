@@ -249,7 +249,7 @@ impl RankArgs {
                 "must be a finite number of fills per second, >= 0 (0 = unbounded)",
             );
         }
-        if self.rank_item_catalog.is_some() && !self.rank_item_pool.is_some_and(|n| n > 0) {
+        if self.rank_item_catalog.is_some() && self.rank_item_pool.unwrap_or(0) == 0 {
             return invalid(
                 "--rank-item-catalog",
                 "needs --rank-item-pool N (N > 0): the catalog is computed into the item pool",

@@ -2,7 +2,9 @@
 //! its `RECACHE_*` environment variable, the TOML file named by `--config`, the default.
 //!
 //! clap resolves flag-over-environment; [`ServeArgs::resolve`] then fills what neither gave from
-//! the file and the defaults, so the precedence lives in one place.
+//! the file (every flag has a key: its name with underscores), so the precedence lives here
+//! alone. The ranking and engine-loop modules resolve and check their own flags from the
+//! filled-in arguments; every unusable value is refused naming its flag, never clamped.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -13,7 +15,11 @@ use recache_adapters::Engine;
 use recache_eviction::PolicyConfig;
 use serde::Deserialize;
 
-const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+use crate::kvloop::config::{InvalidKvLoop, KvLoopArgs};
+use crate::rank::config::{Admission, InvalidRank, ItemReuse, RankArgs, SelectorKind};
+
+const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8080);
 const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
@@ -52,9 +58,9 @@ pub struct ServeArgs {
     #[arg(long, env = "RECACHE_DRAIN_TIMEOUT", value_parser = humantime::parse_duration)]
     pub drain_timeout: Option<Duration>,
     #[command(flatten)]
-    pub rank: crate::rank::config::RankArgs,
+    pub rank: RankArgs,
     #[command(flatten)]
-    pub kvloop: crate::kvloop::config::KvLoopArgs,
+    pub kvloop: KvLoopArgs,
     /// Bearer token for the admin API (/admin/...); without one the admin API is off
     #[arg(long, env = "RECACHE_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
@@ -64,7 +70,8 @@ pub struct ServeArgs {
     pub eviction_policy: Option<String>,
 }
 
-/// The same settings as read from a TOML file.
+/// The same settings as read from a TOML file: one flat key per flag (but `--config`).
+/// Durations are strings with units, as on the command line.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
@@ -78,6 +85,23 @@ struct FileConfig {
     drain_timeout: Option<String>,
     admin_token: Option<String>,
     eviction_policy: Option<String>,
+    rank_selector: Option<SelectorKind>,
+    rank_window: Option<usize>,
+    rank_user_cache_tokens: Option<u64>,
+    rank_label_base: Option<u32>,
+    rank_max_items: Option<usize>,
+    rank_item_reuse: Option<ItemReuse>,
+    rank_admission: Option<Admission>,
+    rank_item_pool: Option<usize>,
+    rank_item_pool_fills: Option<usize>,
+    rank_item_pool_refresh: Option<f64>,
+    rank_item_catalog: Option<PathBuf>,
+    kv_events: Option<String>,
+    kv_replay: Option<String>,
+    publish: Option<String>,
+    kv_engine_blocks: Option<usize>,
+    kv_block_size: Option<usize>,
+    sglang_priority: Option<bool>,
 }
 
 /// Resolved settings for one `recache serve`.
@@ -123,54 +147,128 @@ pub enum ConfigError {
         "no upstream given: pass --upstream URL (or RECACHE_UPSTREAM, or `upstream` in the config file)"
     )]
     NoUpstream,
-    #[error("eviction policy: {0}")]
+    #[error("--eviction-policy: {0}")]
     Policy(String),
     #[error("upstream {url:?} is not usable: {why}")]
     BadUpstream { url: String, why: String },
+    /// `setting` is the flag; its environment variable and TOML key follow from it.
+    #[error("{setting} (or its RECACHE_* variable or config key): {why}")]
+    Invalid { setting: &'static str, why: String },
+}
+
+impl From<InvalidRank> for ConfigError {
+    fn from(e: InvalidRank) -> Self {
+        ConfigError::Invalid {
+            setting: e.setting,
+            why: e.why,
+        }
+    }
+}
+
+impl From<InvalidKvLoop> for ConfigError {
+    fn from(e: InvalidKvLoop) -> Self {
+        ConfigError::Invalid {
+            setting: e.setting,
+            why: e.why,
+        }
+    }
+}
+
+/// The `serve` command's flags as clap sees them (for help text and checks against the docs).
+pub fn serve_command() -> clap::Command {
+    use clap::Args;
+    ServeArgs::augment_args(clap::Command::new("serve"))
 }
 
 impl ServeArgs {
-    /// Applies file and defaults under what flags and environment already set.
+    /// Applies file and defaults under what flags and environment already set, and checks
+    /// every value.
     pub fn resolve(&self) -> Result<Config, ConfigError> {
         let file = match &self.config {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
         };
-        let duration =
-            |flag: Option<Duration>, key: &'static str, text: &Option<String>, default| match (
-                flag, text,
-            ) {
-                (Some(d), _) => Ok(d),
-                (None, Some(t)) => humantime::parse_duration(t)
-                    .map_err(|source| ConfigError::Duration { key, source }),
-                (None, None) => Ok(default),
-            };
-        let raw = if self.upstream.is_empty() {
-            file.upstream.unwrap_or_default()
-        } else {
-            self.upstream.clone()
+        self.over(file)?.resolve_filled()
+    }
+
+    /// These arguments with what they leave unset taken from the file: the one place where
+    /// flag-or-environment beats the file.
+    fn over(&self, file: FileConfig) -> Result<ServeArgs, ConfigError> {
+        let duration = |key: &'static str, text: Option<String>| {
+            text.map(|t| {
+                humantime::parse_duration(&t)
+                    .map_err(|source| ConfigError::Duration { key, source })
+            })
+            .transpose()
         };
-        let upstreams = raw
+        let (rank, kv) = (&self.rank, &self.kvloop);
+        Ok(ServeArgs {
+            listen: self.listen.or(file.listen),
+            upstream: if self.upstream.is_empty() {
+                file.upstream.unwrap_or_default()
+            } else {
+                self.upstream.clone()
+            },
+            config: self.config.clone(),
+            engine: self.engine.or(file.engine),
+            max_body_bytes: self.max_body_bytes.or(file.max_body_bytes),
+            connect_timeout: self
+                .connect_timeout
+                .or(duration("connect_timeout", file.connect_timeout)?),
+            upstream_timeout: self
+                .upstream_timeout
+                .or(duration("upstream_timeout", file.upstream_timeout)?),
+            health_interval: self
+                .health_interval
+                .or(duration("health_interval", file.health_interval)?),
+            drain_timeout: self
+                .drain_timeout
+                .or(duration("drain_timeout", file.drain_timeout)?),
+            rank: RankArgs {
+                rank_selector: rank.rank_selector.or(file.rank_selector),
+                rank_window: rank.rank_window.or(file.rank_window),
+                rank_user_cache_tokens: rank.rank_user_cache_tokens.or(file.rank_user_cache_tokens),
+                rank_label_base: rank.rank_label_base.or(file.rank_label_base),
+                rank_max_items: rank.rank_max_items.or(file.rank_max_items),
+                rank_item_reuse: rank.rank_item_reuse.or(file.rank_item_reuse),
+                rank_admission: rank.rank_admission.or(file.rank_admission),
+                rank_item_pool: rank.rank_item_pool.or(file.rank_item_pool),
+                rank_item_pool_fills: rank.rank_item_pool_fills.or(file.rank_item_pool_fills),
+                rank_item_pool_refresh: rank.rank_item_pool_refresh.or(file.rank_item_pool_refresh),
+                rank_item_catalog: rank.rank_item_catalog.clone().or(file.rank_item_catalog),
+            },
+            kvloop: KvLoopArgs {
+                kv_events: kv.kv_events.clone().or(file.kv_events),
+                kv_replay: kv.kv_replay.clone().or(file.kv_replay),
+                publish: kv.publish.clone().or(file.publish),
+                kv_engine_blocks: kv.kv_engine_blocks.or(file.kv_engine_blocks),
+                kv_block_size: kv.kv_block_size.or(file.kv_block_size),
+                // A plain switch cannot say "off" on the command line, so the file's `true`
+                // holds unless the flag or its variable turned it on anyway.
+                sglang_priority: kv.sglang_priority || file.sglang_priority.unwrap_or(false),
+            },
+            admin_token: self.admin_token.clone().or(file.admin_token),
+            eviction_policy: self.eviction_policy.clone().or(file.eviction_policy),
+        })
+    }
+
+    /// Defaults and checks, once flags, environment and file are merged into `self`.
+    fn resolve_filled(&self) -> Result<Config, ConfigError> {
+        let upstreams = self
+            .upstream
             .iter()
             .map(|u| parse_upstream(u))
             .collect::<Result<Vec<_>, _>>()?;
         if upstreams.is_empty() {
             return Err(ConfigError::NoUpstream);
         }
-        let spec = self
-            .eviction_policy
-            .clone()
-            .or(file.eviction_policy)
-            .unwrap_or_else(|| "lru".into());
+        let spec = self.eviction_policy.as_deref().unwrap_or("lru");
         let eviction_policy =
-            PolicyConfig::from_spec(&spec).map_err(|e| ConfigError::Policy(e.to_string()))?;
+            PolicyConfig::from_spec(spec).map_err(|e| ConfigError::Policy(e.to_string()))?;
         crate::policy_slot::check_servable(&eviction_policy)
             .map_err(|e| ConfigError::Policy(e.to_string()))?;
-        let default_listen = DEFAULT_LISTEN
-            .parse()
-            .map_err(|_| ConfigError::NoUpstream)?;
-        let engine: Engine = self.engine.or(file.engine).unwrap_or_default();
-        let mut kvloop = self.kvloop.resolve();
+        let engine: Engine = self.engine.unwrap_or_default();
+        let mut kvloop = self.kvloop.try_resolve()?;
         // An engine with fixed event granularity (SGLang: one token per block) sets the
         // mirror's block size unless --kv-block-size says otherwise.
         if let (Some(k), Some(bs), None) = (
@@ -180,50 +278,54 @@ impl ServeArgs {
         ) {
             k.block_size = bs;
         }
+        let steered = kvloop.as_ref().is_some_and(|k| k.publish.is_some());
+        let max_body_bytes = self.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
+        if max_body_bytes == 0 {
+            return Err(invalid("--max-body-bytes", "must be at least 1 (bytes)"));
+        }
         Ok(Config {
-            rank: self
-                .rank
-                .resolve_for(kvloop.as_ref().is_some_and(|k| k.publish.is_some())),
+            rank: self.rank.try_resolve_for(steered)?,
             kvloop,
-            listen: self.listen.or(file.listen).unwrap_or(default_listen),
+            listen: self.listen.unwrap_or(DEFAULT_LISTEN),
             upstreams,
             engine,
-            max_body_bytes: self
-                .max_body_bytes
-                .or(file.max_body_bytes)
-                .unwrap_or(DEFAULT_MAX_BODY_BYTES),
-            connect_timeout: duration(
-                self.connect_timeout,
-                "connect_timeout",
-                &file.connect_timeout,
-                DEFAULT_CONNECT_TIMEOUT,
+            max_body_bytes,
+            connect_timeout: positive(
+                "--connect-timeout",
+                self.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT),
             )?,
-            upstream_timeout: duration(
-                self.upstream_timeout,
-                "upstream_timeout",
-                &file.upstream_timeout,
-                DEFAULT_UPSTREAM_TIMEOUT,
+            upstream_timeout: positive(
+                "--upstream-timeout",
+                self.upstream_timeout.unwrap_or(DEFAULT_UPSTREAM_TIMEOUT),
             )?,
-            health_interval: duration(
-                self.health_interval,
-                "health_interval",
-                &file.health_interval,
-                DEFAULT_HEALTH_INTERVAL,
+            health_interval: positive(
+                "--health-interval",
+                self.health_interval.unwrap_or(DEFAULT_HEALTH_INTERVAL),
             )?,
-            drain_timeout: duration(
-                self.drain_timeout,
-                "drain_timeout",
-                &file.drain_timeout,
-                DEFAULT_DRAIN_TIMEOUT,
-            )?,
-            admin_token: self
-                .admin_token
-                .clone()
-                .or(file.admin_token)
-                .filter(|t| !t.is_empty()),
+            // Zero is fine here: exit without waiting.
+            drain_timeout: self.drain_timeout.unwrap_or(DEFAULT_DRAIN_TIMEOUT),
+            admin_token: self.admin_token.clone().filter(|t| !t.is_empty()),
             eviction_policy,
         })
     }
+}
+
+fn invalid(setting: &'static str, why: &str) -> ConfigError {
+    ConfigError::Invalid {
+        setting,
+        why: why.to_string(),
+    }
+}
+
+/// A zero timeout would fail every request, and a zero probe period panics the health loop.
+fn positive(setting: &'static str, d: Duration) -> Result<Duration, ConfigError> {
+    if d.is_zero() {
+        return Err(invalid(
+            setting,
+            "must be longer than zero, e.g. 500ms or 2s",
+        ));
+    }
+    Ok(d)
 }
 
 fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
@@ -294,6 +396,89 @@ mod tests {
             args.resolve().expect("resolve").upstreams[0].host(),
             Some("b")
         );
+    }
+
+    fn file(text: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().expect("tmp");
+        writeln!(f, "upstream = [\"http://a:1\"]\n{text}").expect("write");
+        f
+    }
+
+    fn from_file(f: &tempfile::NamedTempFile) -> ServeArgs {
+        ServeArgs {
+            config: Some(f.path().into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn each_unusable_value_names_its_setting() {
+        let on = "kv_events = \"tcp://e:1\"\n";
+        let cases = [
+            ("max_body_bytes = 0", "--max-body-bytes"),
+            ("connect_timeout = \"0s\"", "--connect-timeout"),
+            ("upstream_timeout = \"0s\"", "--upstream-timeout"),
+            ("health_interval = \"0ms\"", "--health-interval"),
+            ("rank_window = 0", "--rank-window"),
+            ("rank_max_items = 0", "--rank-max-items"),
+            (
+                "rank_item_pool = 4\nrank_item_pool_fills = 0",
+                "--rank-item-pool-fills",
+            ),
+            ("rank_item_pool_refresh = -1.0", "--rank-item-pool-refresh"),
+            ("rank_item_catalog = \"c.jsonl\"", "--rank-item-catalog"),
+            ("sglang_priority = true", "--sglang-priority"),
+            (&format!("{on}kv_engine_blocks = 1"), "--kv-engine-blocks"),
+            (&format!("{on}kv_block_size = 0"), "--kv-block-size"),
+        ];
+        for (text, setting) in cases {
+            match from_file(&file(text)).resolve() {
+                Err(e @ ConfigError::Invalid { .. }) => {
+                    assert!(e.to_string().starts_with(setting), "{text}: {e}")
+                }
+                other => panic!("{text}: expected {setting} refused, got {other:?}"),
+            }
+        }
+        let err = from_file(&file("connect_timeout = \"soon\"")).resolve();
+        assert!(matches!(
+            err,
+            Err(ConfigError::Duration {
+                key: "connect_timeout",
+                ..
+            })
+        ));
+        let err = from_file(&file("eviction_policy = \"nope\"")).resolve();
+        assert!(
+            err.expect_err("policy")
+                .to_string()
+                .starts_with("--eviction-policy")
+        );
+    }
+
+    #[test]
+    fn every_flag_but_config_is_a_file_key_and_no_other() {
+        let keys: Vec<String> = serve_command()
+            .get_arguments()
+            .filter_map(|a| a.get_long())
+            .filter(|l| *l != "config")
+            .map(|l| l.replace('-', "_"))
+            .collect();
+        for key in &keys {
+            // A table fits no setting, so a known key fails on its type, an unknown on its name.
+            let err = toml::from_str::<FileConfig>(&format!("{key} = {{}}")).expect_err(key);
+            assert!(!err.to_string().contains("unknown field"), "{key}: {err}");
+        }
+        let err = toml::from_str::<FileConfig>("no_such_key = 1").expect_err("unknown");
+        let text = err.to_string();
+        let expected = text
+            .split("expected one of")
+            .nth(1)
+            .expect("serde lists the keys");
+        let mut listed: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+        let mut keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        listed.sort_unstable();
+        keys.sort_unstable();
+        assert_eq!(listed, keys);
     }
 
     #[test]

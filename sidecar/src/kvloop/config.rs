@@ -1,8 +1,16 @@
 //! `recache serve` settings of the engine loop (`--kv-events`, `--publish`, ...), flattened
-//! into `ServeArgs` like the ranking flags; flags and environment only.
+//! into `ServeArgs` like the ranking flags. This module owns their meaning and their checks;
+//! which source (flag, environment, TOML file) gave a value is settled by the caller, which
+//! fills [`KvLoopArgs`] before resolving it.
 
 use std::path::PathBuf;
 use std::time::Duration;
+
+const DEFAULT_ENGINE_BLOCKS: usize = 1024;
+const DEFAULT_BLOCK_SIZE: usize = 32;
+/// vLLM keeps a null block and a partial tail block out of its cache (see the worker), so a
+/// smaller cache holds nothing the mirror could model.
+const MIN_ENGINE_BLOCKS: usize = 2;
 
 /// Flags of the engine loop.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -19,7 +27,7 @@ pub struct KvLoopArgs {
     #[arg(long, env = "RECACHE_PUBLISH")]
     pub publish: Option<String>,
     /// The engine's KV cache in blocks (vLLM --num-gpu-blocks-override; the testbed's
-    /// --kv-blocks) [default: 1024]
+    /// --kv-blocks), at least 2 [default: 1024]
     #[arg(long, env = "RECACHE_KV_ENGINE_BLOCKS")]
     pub kv_engine_blocks: Option<usize>,
     /// Tokens per KV block [default: 32]
@@ -28,7 +36,8 @@ pub struct KvLoopArgs {
     /// SGLang eviction steering without a plugin: set `priority` in forwarded /generate and
     /// /v1/(chat/)completions bodies from the active policy's view of the prompt (SGLang
     /// runs with --radix-eviction-policy priority); needs --kv-events
-    #[arg(long, env = "RECACHE_SGLANG_PRIORITY", requires = "kv_events")]
+    // Checked in `try_resolve`, not by clap's `requires`, so `kv_events` may come from the file.
+    #[arg(long, env = "RECACHE_SGLANG_PRIORITY")]
     pub sglang_priority: bool,
 }
 
@@ -46,10 +55,53 @@ pub struct KvLoopConfig {
     pub sglang_priority: bool,
 }
 
+/// An engine-loop value that cannot be used, named by its flag.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{setting}: {why}")]
+pub struct InvalidKvLoop {
+    pub setting: &'static str,
+    pub why: String,
+}
+
 impl KvLoopArgs {
+    /// Resolves, panicking on a value [`KvLoopArgs::try_resolve`] refuses: for callers that
+    /// build the arguments in code. `recache serve` goes through `try_resolve`.
     pub fn resolve(&self) -> Option<KvLoopConfig> {
-        let kv_events = self.kv_events.clone().filter(|e| !e.is_empty())?;
-        Some(KvLoopConfig {
+        self.try_resolve()
+            .unwrap_or_else(|e| panic!("engine-loop settings: {e}"))
+    }
+
+    /// The engine loop's settings, `None` without `--kv-events`, or the first unusable value.
+    pub fn try_resolve(&self) -> Result<Option<KvLoopConfig>, InvalidKvLoop> {
+        let invalid = |setting, why: &str| InvalidKvLoop {
+            setting,
+            why: why.to_string(),
+        };
+        let Some(kv_events) = self.kv_events.clone().filter(|e| !e.is_empty()) else {
+            if self.sglang_priority {
+                return Err(invalid(
+                    "--sglang-priority",
+                    "needs --kv-events (SGLang's KV-event endpoint): priorities come from the mirror",
+                ));
+            }
+            // The sizes below describe the mirror, so without one they are not checked.
+            return Ok(None);
+        };
+        let engine_blocks = self.kv_engine_blocks.unwrap_or(DEFAULT_ENGINE_BLOCKS);
+        if engine_blocks < MIN_ENGINE_BLOCKS {
+            return Err(invalid(
+                "--kv-engine-blocks",
+                "must be at least 2: the engine's KV cache in blocks (vLLM's --num-gpu-blocks-override)",
+            ));
+        }
+        let block_size = self.kv_block_size.unwrap_or(DEFAULT_BLOCK_SIZE);
+        if block_size == 0 {
+            return Err(invalid(
+                "--kv-block-size",
+                "must be at least 1: tokens per KV block (vLLM's --block-size)",
+            ));
+        }
+        Ok(Some(KvLoopConfig {
             kv_events,
             kv_replay: self.kv_replay.clone().filter(|e| !e.is_empty()),
             publish: self
@@ -57,10 +109,68 @@ impl KvLoopArgs {
                 .as_deref()
                 .filter(|p| !p.is_empty())
                 .map(|p| PathBuf::from(p.strip_prefix("file://").unwrap_or(p))),
-            engine_blocks: self.kv_engine_blocks.unwrap_or(1024).max(2),
-            block_size: self.kv_block_size.unwrap_or(32).max(1),
+            engine_blocks,
+            block_size,
             refresh: Duration::from_millis(250),
             sglang_priority: self.sglang_priority,
-        })
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events() -> KvLoopArgs {
+        KvLoopArgs {
+            kv_events: Some("tcp://127.0.0.1:5557".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn defaults_and_off_without_events() {
+        assert_eq!(KvLoopArgs::default().try_resolve(), Ok(None));
+        let c = events().try_resolve().expect("valid").expect("on");
+        assert_eq!((c.engine_blocks, c.block_size), (1024, 32));
+        let c = KvLoopArgs {
+            publish: Some("file:///tmp/order".into()),
+            kv_engine_blocks: Some(2),
+            ..events()
+        }
+        .resolve()
+        .expect("on");
+        assert_eq!(c.publish, Some(PathBuf::from("/tmp/order")));
+        assert_eq!(c.engine_blocks, 2);
+    }
+
+    #[test]
+    fn each_unusable_value_names_its_flag() {
+        let cases = [
+            (
+                KvLoopArgs {
+                    kv_engine_blocks: Some(1),
+                    ..events()
+                },
+                "--kv-engine-blocks",
+            ),
+            (
+                KvLoopArgs {
+                    kv_block_size: Some(0),
+                    ..events()
+                },
+                "--kv-block-size",
+            ),
+            (
+                KvLoopArgs {
+                    sglang_priority: true,
+                    ..Default::default()
+                },
+                "--sglang-priority",
+            ),
+        ];
+        for (args, setting) in cases {
+            assert_eq!(args.try_resolve().expect_err(setting).setting, setting);
+        }
     }
 }

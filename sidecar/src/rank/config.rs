@@ -1,7 +1,10 @@
 //! `recache serve` settings of the GR ranking API (`--rank-*` flags, `RECACHE_RANK_*`
-//! environment), resolved into one [`RankConfig`].
+//! environment, `rank_*` TOML keys), resolved and checked into one [`RankConfig`].
 //!
-//! Flags and environment only for now: the TOML file's keys are owned by `crate::config`.
+//! Which source gave a value is settled by the caller (`recache serve`'s settings module),
+//! which fills [`RankArgs`] before resolving it; this module owns what the values mean.
+
+use serde::Deserialize;
 
 use super::select::SelectorConfig;
 
@@ -19,12 +22,16 @@ pub const DEFAULT_USER_CACHE_TOKENS: u64 = 32 * 1024;
 /// Item pool fills per second while serving: on the 2-core CPU testbed one fill (~19 tokens)
 /// costs ~13 ms of engine time, so 4/s bounds refresh work to ~5% of the engine.
 pub const DEFAULT_POOL_REFRESH_PER_S: f64 = 4.0;
+/// Background fills of the item pool in flight: the engine batches them.
+pub const DEFAULT_POOL_FILLS: usize = 32;
 /// Used when a request gives no instruction: the discriminant position follows it.
 pub const DEFAULT_INSTRUCTION: &str =
     "Rank the candidate items for this user. The label of the best item is:";
 
 /// Which rule picks the prefix of a request whose `mode` is `auto` (or absent).
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+// The TOML file spells the values as the flags do (kebab-case).
+#[derive(clap::ValueEnum, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
 pub enum SelectorKind {
     /// Hotness-aware (BAT §5.3): user prefix only for long, frequently seen users.
     #[default]
@@ -38,7 +45,9 @@ pub enum SelectorKind {
 }
 
 /// What the engine can reuse of the item side, for the bat rule's τ_i.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+// The TOML file spells the values as the flags do (kebab-case).
+#[derive(clap::ValueEnum, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
 pub enum ItemReuse {
     /// A causal prefix cache (unmodified engine): only the hot-first leading run that earlier
     /// item-first prompts shared.
@@ -49,7 +58,9 @@ pub enum ItemReuse {
 }
 
 /// Whether the bat rule applies BAT's admission test (f_u > min f_p) to users not cached.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+// The TOML file spells the values as the flags do (kebab-case).
+#[derive(clap::ValueEnum, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
 pub enum Admission {
     /// On when the engine's eviction follows recache (`--publish` to the vLLM shim), else off.
     #[default]
@@ -115,7 +126,8 @@ pub struct RankArgs {
     pub rank_item_pool_refresh: Option<f64>,
     /// Item catalog to precompute into the pool at start-up, hottest first (JSON lines
     /// `{"id": .., "text" | "tokens": .., "count"?: n}`); needs --rank-item-pool
-    #[arg(long, env = "RECACHE_RANK_ITEM_CATALOG", requires = "rank_item_pool")]
+    // Checked in `try_resolve_for`, not by clap's `requires`, so the pool may come from the file.
+    #[arg(long, env = "RECACHE_RANK_ITEM_CATALOG")]
     pub rank_item_catalog: Option<std::path::PathBuf>,
 }
 
@@ -138,18 +150,34 @@ impl Default for RankConfig {
     }
 }
 
+/// A ranking value that cannot be used, named by its flag.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{setting}: {why}")]
+pub struct InvalidRank {
+    pub setting: &'static str,
+    pub why: String,
+}
+
 impl RankArgs {
     /// Resolves for an engine whose eviction recache does not steer.
     pub fn resolve(&self) -> RankConfig {
         self.resolve_for(false)
     }
 
+    /// [`RankArgs::try_resolve_for`], panicking on a value it refuses: for callers that build
+    /// the arguments in code. `recache serve` goes through `try_resolve_for`.
+    pub fn resolve_for(&self, eviction_steered: bool) -> RankConfig {
+        self.try_resolve_for(eviction_steered)
+            .unwrap_or_else(|e| panic!("ranking settings: {e}"))
+    }
+
     /// Resolves; `eviction_steered`: the engine evicts first what recache's shadow cache does
     /// not keep (`--publish` with the vLLM shim), so a refused admission really spares the cache.
-    pub fn resolve_for(&self, eviction_steered: bool) -> RankConfig {
+    pub fn try_resolve_for(&self, eviction_steered: bool) -> Result<RankConfig, InvalidRank> {
+        self.check()?;
         let selector = match self.rank_selector.unwrap_or_default() {
             SelectorKind::Bat => SelectorConfig::Bat {
-                window: self.rank_window.unwrap_or(DEFAULT_WINDOW).max(1),
+                window: self.rank_window.unwrap_or(DEFAULT_WINDOW),
                 user_cache_tokens: self
                     .rank_user_cache_tokens
                     .unwrap_or(DEFAULT_USER_CACHE_TOKENS),
@@ -164,16 +192,17 @@ impl RankArgs {
             SelectorKind::UserPrefix => SelectorConfig::UserPrefix,
             SelectorKind::ItemPrefix => SelectorConfig::ItemPrefix,
         };
-        RankConfig {
+        Ok(RankConfig {
             selector,
             label_base: self.rank_label_base.unwrap_or(DEFAULT_LABEL_BASE),
-            max_items: self.rank_max_items.unwrap_or(DEFAULT_MAX_ITEMS).max(1),
+            max_items: self.rank_max_items.unwrap_or(DEFAULT_MAX_ITEMS),
             item_reuse: self.rank_item_reuse.unwrap_or_default(),
             default_instruction: DEFAULT_INSTRUCTION.to_string(),
+            // 0 items is the documented way to say "no pool".
             item_pool: self.rank_item_pool.filter(|n| *n > 0).map(|items| {
                 super::pool::PoolConfig {
                     items,
-                    fills: self.rank_item_pool_fills.unwrap_or(32).max(1),
+                    fills: self.rank_item_pool_fills.unwrap_or(DEFAULT_POOL_FILLS),
                     // Beyond this many fills in flight, wanted items wait for a later request.
                     max_pending: 512,
                     refresh_per_s: self
@@ -182,6 +211,124 @@ impl RankArgs {
                 }
             }),
             item_catalog: self.rank_item_catalog.clone(),
+        })
+    }
+
+    /// The first value that cannot be used, with what to change.
+    fn check(&self) -> Result<(), InvalidRank> {
+        let invalid = |setting, why: &str| {
+            Err(InvalidRank {
+                setting,
+                why: why.to_string(),
+            })
+        };
+        if self.rank_window == Some(0) {
+            return invalid(
+                "--rank-window",
+                "must be at least 1 (requests over which user frequency is counted)",
+            );
+        }
+        if self.rank_max_items == Some(0) {
+            return invalid(
+                "--rank-max-items",
+                "must be at least 1 (most candidates per request; vLLM allows up to 128)",
+            );
+        }
+        if self.rank_item_pool_fills == Some(0) {
+            return invalid(
+                "--rank-item-pool-fills",
+                "must be at least 1 (background pool fills in flight); to turn the pool off, \
+                 leave --rank-item-pool unset or 0",
+            );
+        }
+        if let Some(r) = self.rank_item_pool_refresh
+            && !(r.is_finite() && r >= 0.0)
+        {
+            return invalid(
+                "--rank-item-pool-refresh",
+                "must be a finite number of fills per second, >= 0 (0 = unbounded)",
+            );
+        }
+        if self.rank_item_catalog.is_some() && self.rank_item_pool.unwrap_or(0) == 0 {
+            return invalid(
+                "--rank-item-catalog",
+                "needs --rank-item-pool N (N > 0): the catalog is computed into the item pool",
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_unchanged() {
+        let c = RankArgs::default().resolve();
+        assert_eq!((c.label_base, c.max_items), (256, 128));
+        assert!(c.item_pool.is_none());
+        let c = RankArgs {
+            rank_item_pool: Some(10),
+            ..Default::default()
+        }
+        .resolve();
+        let pool = c.item_pool.expect("pool");
+        assert_eq!((pool.items, pool.fills), (10, 32));
+        assert_eq!(pool.refresh_per_s, DEFAULT_POOL_REFRESH_PER_S);
+    }
+
+    #[test]
+    fn each_unusable_value_names_its_flag() {
+        let cases = [
+            (
+                RankArgs {
+                    rank_window: Some(0),
+                    ..Default::default()
+                },
+                "--rank-window",
+            ),
+            (
+                RankArgs {
+                    rank_max_items: Some(0),
+                    ..Default::default()
+                },
+                "--rank-max-items",
+            ),
+            (
+                RankArgs {
+                    rank_item_pool_fills: Some(0),
+                    ..Default::default()
+                },
+                "--rank-item-pool-fills",
+            ),
+            (
+                RankArgs {
+                    rank_item_pool_refresh: Some(-1.0),
+                    ..Default::default()
+                },
+                "--rank-item-pool-refresh",
+            ),
+            (
+                RankArgs {
+                    rank_item_pool_refresh: Some(f64::NAN),
+                    ..Default::default()
+                },
+                "--rank-item-pool-refresh",
+            ),
+            (
+                RankArgs {
+                    rank_item_catalog: Some("c.jsonl".into()),
+                    ..Default::default()
+                },
+                "--rank-item-catalog",
+            ),
+        ];
+        for (args, setting) in cases {
+            assert_eq!(
+                args.try_resolve_for(false).expect_err(setting).setting,
+                setting
+            );
         }
     }
 }

@@ -4,6 +4,8 @@
 //! Route labels are normalised ([`route_label`]) so arbitrary client paths cannot blow up the
 //! label cardinality.
 
+use std::sync::OnceLock;
+
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
@@ -18,7 +20,20 @@ pub struct Metrics {
     pub upstream_errors: IntCounterVec,
     pub upstream_healthy: IntGaugeVec,
     pub upstream_in_flight: IntGaugeVec,
+    /// Per-route handles resolved at start, so counting a request does no label lookup.
+    routes: Vec<RouteHandles>,
 }
+
+/// One route's series, resolved on first use (so `/metrics` shows only series that were
+/// counted) and kept; statuses outside [`COMMON_STATUSES`] go through the label lookup.
+#[derive(Default)]
+struct RouteHandles {
+    duration: OnceLock<prometheus::Histogram>,
+    by_status: [OnceLock<prometheus::IntCounter>; COMMON_STATUSES.len()],
+}
+
+/// Statuses whose counters are resolved up front.
+const COMMON_STATUSES: [u16; 12] = [200, 400, 401, 403, 404, 405, 413, 429, 500, 502, 503, 504];
 
 /// Routes that get their own label; everything else is `other`.
 const KNOWN_ROUTES: &[&str] = &[
@@ -41,6 +56,13 @@ pub fn route_label(path: &str) -> &'static str {
         .find(|r| **r == path)
         .copied()
         .unwrap_or("other")
+}
+
+fn route_index(route: &str) -> usize {
+    KNOWN_ROUTES
+        .iter()
+        .position(|r| *r == route)
+        .unwrap_or(KNOWN_ROUTES.len())
 }
 
 impl Metrics {
@@ -92,6 +114,9 @@ impl Metrics {
         registry.register(Box::new(upstream_healthy.clone()))?;
         registry.register(Box::new(upstream_in_flight.clone()))?;
         Ok(Self {
+            routes: (0..=KNOWN_ROUTES.len())
+                .map(|_| RouteHandles::default())
+                .collect(),
             registry,
             requests,
             duration,
@@ -122,10 +147,24 @@ impl Metrics {
 
     /// Counts a finished request.
     pub fn observe(&self, route: &'static str, status: u16, seconds: f64) {
-        self.requests
-            .with_label_values(&[route, status.to_string().as_str()])
-            .inc();
-        self.duration.with_label_values(&[route]).observe(seconds);
+        let Some(h) = self.routes.get(route_index(route)) else {
+            return;
+        };
+        h.duration
+            .get_or_init(|| self.duration.with_label_values(&[route]))
+            .observe(seconds);
+        match COMMON_STATUSES.iter().position(|s| *s == status) {
+            Some(i) => h.by_status[i]
+                .get_or_init(|| {
+                    self.requests
+                        .with_label_values(&[route, status.to_string().as_str()])
+                })
+                .inc(),
+            None => self
+                .requests
+                .with_label_values(&[route, status.to_string().as_str()])
+                .inc(),
+        }
     }
 }
 

@@ -8,6 +8,7 @@ pub mod overhead;
 pub mod replay;
 pub mod static_upstream;
 pub mod synth;
+pub mod wrk;
 
 /// The benchmarks' own plain HTTP/1 client: load generation against a URL (recache or an
 /// engine, whichever a mode measures) and scrapes. Calls recache itself makes to engines go

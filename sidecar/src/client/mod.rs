@@ -125,14 +125,21 @@ impl EngineClient {
     /// connection fails (within [`RETRY_BUDGET`]).
     pub async fn send(&self, out: Outgoing<'_>) -> Result<Answer, ClientError> {
         let started = Instant::now();
-        let headers = pass_on(out.headers);
+        let mut headers = Some(pass_on(out.headers));
         let mut tried = Vec::new();
         let mut last_error = ClientError::NoHealthyUpstream;
         while let Some(index) = self.route.choose(&self.replicas, &tried, &out.hint) {
             tried.push(index);
             let replica = &self.replicas[index];
             let in_flight = InFlight::new(replica.clone());
-            let req = build(replica, &out.method, out.path, &headers, out.body.clone())?;
+            // The last replica left takes the headers; earlier tries copy them (a retry needs
+            // them again).
+            let h = if tried.len() == self.replicas.len() {
+                headers.take().unwrap_or_default()
+            } else {
+                headers.clone().unwrap_or_default()
+            };
+            let req = build(replica, &out.method, out.path, h, out.body.clone())?;
             let label = replica.label.as_str();
             match tokio::time::timeout(self.settings.upstream_timeout, self.http.request(req)).await
             {
@@ -225,7 +232,7 @@ impl EngineClient {
             replica,
             &Method::GET,
             pq.as_ref(),
-            &HeaderMap::new(),
+            HeaderMap::new(),
             Bytes::new(),
         ) else {
             return false;
@@ -242,7 +249,7 @@ fn build(
     replica: &Replica,
     method: &Method,
     path: Option<&PathAndQuery>,
-    headers: &HeaderMap,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Request<Full<Bytes>>, ClientError> {
     let uri = replica.uri_for(path).map_err(|e| ClientError::Build {
@@ -252,7 +259,7 @@ fn build(
     let mut req = Request::new(Full::new(body));
     *req.method_mut() = method.clone();
     *req.uri_mut() = uri;
-    *req.headers_mut() = headers.clone();
+    *req.headers_mut() = headers;
     Ok(req)
 }
 

@@ -2,8 +2,9 @@
 //!
 //! The body is read whole (bounded by `--max-body-bytes`) and passed through the request
 //! [`pipeline`]: parsed at most once, rewritten by the steps that apply, forwarded byte for
-//! byte when none did. The [`EngineClient`] picks the replica and retries; the response body
-//! streams back frame by frame ([`stream::UpstreamBody`]).
+//! byte when none did. The [`EngineClient`] picks the replica and retries; a small answer of
+//! known length is read whole and sent in one write, anything else streams back frame by
+//! frame ([`stream::UpstreamBody`]).
 
 pub mod pipeline;
 pub mod stream;
@@ -16,7 +17,8 @@ use hyper::body::Incoming;
 
 use crate::Body;
 use crate::client::route::RouteHint;
-use crate::client::{EngineClient, Outgoing, strip_hop_by_hop};
+use crate::client::replica::FailureKind;
+use crate::client::{ClientError, EngineClient, Outgoing, strip_hop_by_hop};
 use crate::kvloop::KvLoopHandle;
 use crate::metrics::RequestRecord;
 use crate::rank::Ranker;
@@ -71,8 +73,31 @@ impl Proxy {
                 let (mut head, incoming) = answer.response.into_parts();
                 strip_hop_by_hop(&mut head.headers);
                 head.headers.extend(prepared.response_headers);
-                record.set_status(head.status.as_u16());
                 let sse = is_event_stream(&head.headers);
+                if !sse && small(&head.headers) {
+                    // A small answer of known length is read whole and sent in one write, as
+                    // nginx's proxy buffering does: streaming it would flush the headers alone
+                    // first and wake the client twice.
+                    return match incoming.collect().await {
+                        Ok(body) => {
+                            record.set_status(head.status.as_u16());
+                            drop(answer.in_flight);
+                            Response::from_parts(head, crate::error::full(body.to_bytes()))
+                        }
+                        Err(source) => {
+                            let replica = answer.in_flight.replica();
+                            replica.count_failure(FailureKind::Stream);
+                            replica.set_healthy(false);
+                            let err = crate::error::ApiError::from(ClientError::ReadAnswer {
+                                upstream: replica.label.clone(),
+                                source,
+                            });
+                            record.set_status(err.status().as_u16());
+                            err.into_response()
+                        }
+                    };
+                }
+                record.set_status(head.status.as_u16());
                 let body = stream::UpstreamBody::new(incoming, sse, answer.in_flight, record);
                 Response::from_parts(head, BodyExt::boxed(body))
             }
@@ -83,6 +108,17 @@ impl Proxy {
             }
         }
     }
+}
+
+/// Answers up to this size with a declared length are buffered (one write to the client).
+const BUFFER_BELOW: u64 = 64 * 1024;
+
+fn small(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|n| n <= BUFFER_BELOW)
 }
 
 fn is_event_stream(headers: &http::HeaderMap) -> bool {

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use recache::config::ServeArgs;
-use recache_integration::{Proxy, Testbed, engine_tests_enabled};
+use recache_integration::{Proxy, Testbed};
 use serde_json::{Value, json};
 
 async fn post(url: String, body: &Value) -> (u16, Value, reqwest::header::HeaderMap) {
@@ -47,10 +47,8 @@ fn ids(v: &Value) -> BTreeSet<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
 async fn rank_scores_every_candidate_on_a_real_sglang() {
-    if !engine_tests_enabled("rank_scores_every_candidate_on_a_real_sglang") {
-        return;
-    }
     let tb = Testbed::up("it-sgl-rank", &["--engine", "sglang"]);
     let args = ServeArgs {
         upstream: vec![tb.upstream.clone()],

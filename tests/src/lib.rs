@@ -5,9 +5,12 @@
 //! - [`Testbed`]: one engine instance started by `examples/testbed/up --name NAME`, parsed from
 //!   its `UPSTREAM=` / `MODEL=` / `KV_EVENTS=` lines and stopped with `examples/testbed/down`.
 //! - [`Proxy`]: recache's server, in this process, on `127.0.0.1:0` in front of testbeds.
-//! - [`engine_tests_enabled`]: engine tests run only when `RECACHE_ENGINE_TESTS=1` (the README
-//!   test command sets it after installing the engine); otherwise they say so and return, so
-//!   `cargo test` stays fast on a machine without the testbed.
+//! - [`Engine`]: which testbed engine a suite body runs against, so one body per behaviour
+//!   serves both (its instance names, `up` flags and recache's serve arguments).
+//!
+//! Every engine test is `#[ignore = "needs the real engine (tests/run runs it with
+//! --include-ignored)"]`: plain `cargo test` lists them as ignored (nothing asserted, and it says
+//! so); `tests/run` installs the testbeds and runs them with `--include-ignored`.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -23,15 +26,56 @@ use recache::service::AppState;
 /// 2 s two missed probes take the only replica out mid-test (seen: a 503 on a probe request).
 pub const SGLANG_HEALTH_INTERVAL: Duration = Duration::from_secs(10);
 
-/// True when engine tests should run; prints why not otherwise.
-pub fn engine_tests_enabled(test: &str) -> bool {
-    let on = std::env::var("RECACHE_ENGINE_TESTS").is_ok_and(|v| v == "1");
-    if !on {
-        eprintln!(
-            "{test}: skipped, set RECACHE_ENGINE_TESTS=1 (tests/run does) to run against the real engine"
-        );
+/// The testbed engine a suite runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Vllm,
+    Sglang,
+}
+
+impl Engine {
+    /// Testbed instance name for `what`: `it-WHAT` (vLLM) or `it-sgl-WHAT` (SGLang). tests/run
+    /// stops leftovers by these prefixes.
+    pub fn instance(self, what: &str) -> String {
+        match self {
+            Engine::Vllm => format!("it-{what}"),
+            Engine::Sglang => format!("it-sgl-{what}"),
+        }
     }
-    on
+
+    /// The `examples/testbed/up` flags that select this engine.
+    pub fn up_flags(self) -> &'static [&'static str] {
+        match self {
+            Engine::Vllm => &[],
+            Engine::Sglang => &["--engine", "sglang"],
+        }
+    }
+
+    /// Starts testbed instance `what` of this engine with `extra` flags.
+    pub fn testbed(self, what: &str, extra: &[&str]) -> Testbed {
+        let args: Vec<&str> = self.up_flags().iter().chain(extra).copied().collect();
+        Testbed::up(&self.instance(what), &args)
+    }
+
+    /// recache's serve arguments in front of `upstreams` of this engine: vLLM as
+    /// [`Proxy::start`] (default engine, 500 ms probes); SGLang with `--engine sglang` and
+    /// [`SGLANG_HEALTH_INTERVAL`].
+    pub fn serve_args(self, upstreams: &[&str]) -> ServeArgs {
+        let upstream = upstreams.iter().map(|u| u.to_string()).collect();
+        match self {
+            Engine::Vllm => ServeArgs {
+                upstream,
+                health_interval: Some(Duration::from_millis(500)),
+                ..Default::default()
+            },
+            Engine::Sglang => ServeArgs {
+                upstream,
+                engine: "sglang".parse().ok(),
+                health_interval: Some(SGLANG_HEALTH_INTERVAL),
+                ..Default::default()
+            },
+        }
+    }
 }
 
 fn repo_root() -> PathBuf {
@@ -136,12 +180,7 @@ pub struct Proxy {
 
 impl Proxy {
     pub async fn start(upstreams: &[&str]) -> Proxy {
-        let args = ServeArgs {
-            upstream: upstreams.iter().map(|u| u.to_string()).collect(),
-            health_interval: Some(Duration::from_millis(500)),
-            ..Default::default()
-        };
-        Proxy::start_with(&args).await
+        Proxy::start_with(&Engine::Vllm.serve_args(upstreams)).await
     }
 
     /// Starts recache with `args` and waits until it is ready.

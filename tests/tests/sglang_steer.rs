@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use recache::config::ServeArgs;
 use recache::kvloop::config::KvLoopArgs;
-use recache_integration::{Proxy, Testbed, engine_tests_enabled};
+use recache_integration::{Proxy, Testbed};
 use serde_json::{Value, json};
 
 /// SGLang's token pool: 40 x 32 tokens (the testbed's --kv-blocks unit).
@@ -138,10 +138,8 @@ async fn settle(base: &str, blocks: f64) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
 async fn sglang_evicts_what_recache_ranks_low_when_priorities_are_steered() {
-    if !engine_tests_enabled("sglang_evicts_what_recache_ranks_low_when_priorities_are_steered") {
-        return;
-    }
     let kv_blocks = (KV_TOKENS / 32).to_string();
     let tb = Testbed::up(
         "it-sglsteer-prio",
@@ -226,10 +224,8 @@ fn plugin_site(dir: &Path) -> PathBuf {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
 async fn sglang_evicts_what_recache_orders_first_through_the_plugin() {
-    if !engine_tests_enabled("sglang_evicts_what_recache_orders_first_through_the_plugin") {
-        return;
-    }
     let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/librecache_shim.so");
     assert!(
         lib.is_file(),

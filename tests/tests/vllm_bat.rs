@@ -7,7 +7,7 @@ use std::time::Duration;
 use recache::config::ServeArgs;
 use recache::kvloop::config::KvLoopArgs;
 use recache::rank::config::{Admission, RankArgs, SelectorKind};
-use recache_integration::{Proxy, Testbed, engine_tests_enabled};
+use recache_integration::{Proxy, Testbed};
 use serde_json::{Value, json};
 
 /// Profile length in tokens; the bat budget holds one such profile and no more.
@@ -81,10 +81,8 @@ async fn flush_events(tb: &Testbed) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
 async fn bat_admission_follows_the_engines_cache() {
-    if !engine_tests_enabled("bat_admission_follows_the_engines_cache") {
-        return;
-    }
     let tb = Testbed::up("it-bat", &[]);
     let args = bat_args(
         &tb,
@@ -146,10 +144,8 @@ async fn a_survives(tb: &Testbed, proxy: &Proxy, steered: bool) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
 async fn refused_users_are_evicted_first_when_recache_steers_vllm() {
-    if !engine_tests_enabled("refused_users_are_evicted_first_when_recache_steers_vllm") {
-        return;
-    }
     // 128 blocks of 32 tokens, ~35 per request: the six requests need about twice that.
     let order = std::env::temp_dir().join(format!("recache-it-batsteer-{}", std::process::id()));
     let order_s = order.to_string_lossy().to_string();

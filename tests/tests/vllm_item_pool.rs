@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use recache::config::ServeArgs;
 use recache::rank::config::RankArgs;
-use recache_integration::{Proxy, Testbed, engine_tests_enabled};
+use recache_integration::{Proxy, Testbed};
 use serde_json::{Value, json};
 
 const ITEMS: usize = 30;
@@ -62,10 +62,8 @@ fn scores(v: &Value) -> Vec<(String, f64)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
 async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
-    if !engine_tests_enabled("item_pool_matches_the_layout_reference_and_serves_external_hits") {
-        return;
-    }
     let tb = Testbed::up("it-pool", &["--item-pool"]);
     let home = testbed_home();
     let repo = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -143,12 +141,8 @@ fn pool_args(upstream: &str, items: usize) -> ServeArgs {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
 async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked() {
-    if !engine_tests_enabled(
-        "item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked",
-    ) {
-        return;
-    }
     let tb = Testbed::up("it-pool-sync", &["--item-pool"]);
     let body = request(&tb.model, "u-a", "s1");
     let catalog: Vec<(String, std::sync::Arc<Vec<u32>>)> = body["items"]
@@ -163,9 +157,10 @@ async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked
     {
         let first = Proxy::start_with(&pool_args(&tb.upstream, 64)).await;
         let none = |_: usize, _: usize| {};
-        let done = recache::rank::startup::prepare(&first.state.ranker, Some(&tb.model), catalog, &none)
-            .await
-            .expect("precompute");
+        let done =
+            recache::rank::startup::prepare(&first.state.ranker, Some(&tb.model), catalog, &none)
+                .await
+                .expect("precompute");
         let pre = done.precomputed.expect("a catalog was given");
         assert_eq!((pre.filled, pre.resident), (ITEMS, ITEMS));
         assert_eq!(pre.tokens as usize, ITEMS * (ITEM_TOKENS + 1));
@@ -175,9 +170,10 @@ async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked
     let pool = second.state.ranker.rank.pool.clone().expect("pool");
     assert_eq!(pool.counts(), (0, 0));
     let none = |_: usize, _: usize| {};
-    let done = recache::rank::startup::prepare(&second.state.ranker, Some(&tb.model), vec![], &none)
-        .await
-        .expect("adopt");
+    let done =
+        recache::rank::startup::prepare(&second.state.ranker, Some(&tb.model), vec![], &none)
+            .await
+            .expect("adopt");
     assert_eq!((done.adopted, done.evicted), (ITEMS, 0));
     let ext0 = tb.metric("vllm:external_prefix_cache_hits_total").await;
     let answer = second.rank(&body).await;

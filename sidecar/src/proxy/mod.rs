@@ -16,8 +16,8 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use crate::Body;
-use crate::client::route::RouteHint;
 use crate::client::replica::FailureKind;
+use crate::client::route::RouteHint;
 use crate::client::{ClientError, EngineClient, Outgoing, strip_hop_by_hop};
 use crate::kvloop::KvLoopHandle;
 use crate::metrics::RequestRecord;

@@ -1,13 +1,12 @@
-//! `/v1/rank` and the `recache_rank` completions extension against the real SGLang testbed
-//! (`recache serve --engine sglang`: scoring through `/generate` with `token_ids_logprob`):
-//! every candidate scored with its id mapped back, the UP/IP layout reported, the whole prompt
-//! but its last token cached on a repeated request (same scores), and 400s for invalid
-//! requests.
+//! `/v1/rank` and the `recache_rank` completions extension against the real vLLM and SGLang
+//! testbeds (SGLang: `recache serve --engine sglang`, scoring through `/generate` with
+//! `token_ids_logprob`): every candidate scored with its id mapped back, the UP/IP layout
+//! reported, cached tokens on a repeated request (SGLang: the whole prompt but its last token,
+//! same scores), and 400s for invalid requests. One body, run once per engine.
 
 use std::collections::BTreeSet;
 
-use recache::config::ServeArgs;
-use recache_integration::{Proxy, Testbed, engine_tests_enabled};
+use recache_integration::{Engine, Proxy};
 use serde_json::{Value, json};
 
 async fn post(url: String, body: &Value) -> (u16, Value, reqwest::header::HeaderMap) {
@@ -46,19 +45,9 @@ fn ids(v: &Value) -> BTreeSet<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rank_scores_every_candidate_on_a_real_sglang() {
-    if !engine_tests_enabled("rank_scores_every_candidate_on_a_real_sglang") {
-        return;
-    }
-    let tb = Testbed::up("it-sgl-rank", &["--engine", "sglang"]);
-    let args = ServeArgs {
-        upstream: vec![tb.upstream.clone()],
-        engine: "sglang".parse().ok(),
-        health_interval: Some(recache_integration::SGLANG_HEALTH_INTERVAL),
-        ..Default::default()
-    };
-    let proxy = Proxy::start_with(&args).await;
+async fn rank_scores_every_candidate(engine: Engine) {
+    let tb = engine.testbed("rank", &[]);
+    let proxy = Proxy::start_with(&engine.serve_args(&[&tb.upstream])).await;
     let url = proxy.url("/v1/rank");
     for (mode, prefix) in [("user_prefix", "user"), ("item_prefix", "item")] {
         let req = request(&tb.model, 60, mode);
@@ -83,20 +72,34 @@ async fn rank_scores_every_candidate_on_a_real_sglang() {
         assert!(scores.windows(2).all(|w| w[0] >= w[1]), "sorted best first");
         assert!(v["usage"]["prompt_tokens"].as_u64().expect("prompt_tokens") > 1000);
     }
-    // The same UP request again: the prompt is served from SGLang's radix cache (all but the
-    // last token), and the scores are the same.
-    let (status, first, _) = post(url.clone(), &request(&tb.model, 60, "user_prefix")).await;
-    assert_eq!(status, 200, "{first}");
-    let (status, v, _) = post(url.clone(), &request(&tb.model, 60, "user_prefix")).await;
-    assert_eq!(status, 200, "{v}");
-    let prompt_tokens = v["usage"]["prompt_tokens"].as_u64().expect("prompt_tokens");
-    assert_eq!(
-        v["usage"]["cached_tokens"].as_u64(),
-        Some(prompt_tokens - 1),
-        "{v}"
-    );
-    assert_eq!(v["ranking"], first["ranking"]);
-
+    // The same UP request again: the prompt is served from the engine's cache.
+    match engine {
+        // vLLM's prefix cache holds the user profile: some tokens are cached.
+        Engine::Vllm => {
+            let (status, v, _) = post(url.clone(), &request(&tb.model, 60, "user_prefix")).await;
+            assert_eq!(status, 200, "{v}");
+            assert!(
+                v["usage"]["cached_tokens"].as_u64().expect("cached") > 0,
+                "{v}"
+            );
+        }
+        // SGLang's radix cache is token-granular: all but the last token, and the scores are
+        // the same.
+        Engine::Sglang => {
+            let (status, first, _) =
+                post(url.clone(), &request(&tb.model, 60, "user_prefix")).await;
+            assert_eq!(status, 200, "{first}");
+            let (status, v, _) = post(url.clone(), &request(&tb.model, 60, "user_prefix")).await;
+            assert_eq!(status, 200, "{v}");
+            let prompt_tokens = v["usage"]["prompt_tokens"].as_u64().expect("prompt_tokens");
+            assert_eq!(
+                v["usage"]["cached_tokens"].as_u64(),
+                Some(prompt_tokens - 1),
+                "{v}"
+            );
+            assert_eq!(v["ranking"], first["ranking"]);
+        }
+    }
     let mut top = request(&tb.model, 10, "auto");
     top["top_k"] = json!(3);
     let (status, v, _) = post(url.clone(), &top).await;
@@ -149,4 +152,16 @@ async fn rank_scores_every_candidate_on_a_real_sglang() {
     assert_eq!(labels.as_array().map(Vec::len), Some(20));
     assert!(v["usage"]["prompt_tokens"].as_u64().expect("usage") > 1000);
     tb.down();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
+async fn vllm_rank_scores_every_candidate() {
+    rank_scores_every_candidate(Engine::Vllm).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
+async fn sglang_rank_scores_every_candidate() {
+    rank_scores_every_candidate(Engine::Sglang).await;
 }

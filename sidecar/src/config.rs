@@ -57,6 +57,10 @@ pub struct ServeArgs {
     /// On SIGTERM/SIGINT, wait this long for in-flight requests before exiting [default: 30s]
     #[arg(long, env = "RECACHE_DRAIN_TIMEOUT", value_parser = humantime::parse_duration)]
     pub drain_timeout: Option<Duration>,
+    /// Threads serving requests. 1 runs everything on one thread (no cross-thread wake-ups:
+    /// the lowest proxy overhead); raise it when recache's own work saturates a core [default: 1]
+    #[arg(long, env = "RECACHE_WORKER_THREADS")]
+    pub worker_threads: Option<usize>,
     #[command(flatten)]
     pub rank: RankArgs,
     #[command(flatten)]
@@ -83,6 +87,7 @@ struct FileConfig {
     upstream_timeout: Option<String>,
     health_interval: Option<String>,
     drain_timeout: Option<String>,
+    worker_threads: Option<usize>,
     admin_token: Option<String>,
     eviction_policy: Option<String>,
     rank_selector: Option<SelectorKind>,
@@ -115,6 +120,8 @@ pub struct Config {
     pub upstream_timeout: Duration,
     pub health_interval: Duration,
     pub drain_timeout: Duration,
+    /// Runtime threads serving requests (1: a single-threaded runtime).
+    pub worker_threads: usize,
     pub rank: crate::rank::config::RankConfig,
     /// The engine loop (KV-event mirror, order publishing); None without `--kv-events`.
     pub kvloop: Option<crate::kvloop::config::KvLoopConfig>,
@@ -224,6 +231,7 @@ impl ServeArgs {
             drain_timeout: self
                 .drain_timeout
                 .or(duration("drain_timeout", file.drain_timeout)?),
+            worker_threads: self.worker_threads.or(file.worker_threads),
             rank: RankArgs {
                 rank_selector: rank.rank_selector.or(file.rank_selector),
                 rank_window: rank.rank_window.or(file.rank_window),
@@ -283,7 +291,12 @@ impl ServeArgs {
         if max_body_bytes == 0 {
             return Err(invalid("--max-body-bytes", "must be at least 1 (bytes)"));
         }
+        let worker_threads = self.worker_threads.unwrap_or(1);
+        if worker_threads == 0 {
+            return Err(invalid("--worker-threads", "must be at least 1"));
+        }
         Ok(Config {
+            worker_threads,
             rank: self.rank.try_resolve_for(steered)?,
             kvloop,
             listen: self.listen.unwrap_or(DEFAULT_LISTEN),

@@ -39,16 +39,35 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let runtime = tokio::runtime::Runtime::new().context("starting the tokio runtime")?;
     match cli.command {
-        Command::Serve(args) => runtime.block_on(serve(*args)),
-        Command::Bench(cmd) => Ok(runtime.block_on(cmd.run())?),
+        Command::Serve(args) => serve_blocking(*args),
+        Command::Bench(cmd) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the tokio runtime")?;
+            Ok(runtime.block_on(cmd.run())?)
+        }
         Command::Sim(args) => Ok(recache_eviction::sim::run(&args)?),
     }
 }
 
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+/// Resolves the settings first (they say how many threads the runtime gets), then serves.
+fn serve_blocking(args: ServeArgs) -> anyhow::Result<()> {
     let config = args.resolve()?;
+    let runtime = match config.worker_threads {
+        // One thread: accept loop, connections and the engine client share it, so a request
+        // never waits for a wake-up from another thread.
+        1 => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        n => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build(),
+    }
+    .context("starting the tokio runtime")?;
+    runtime.block_on(serve(config))
+}
+
+async fn serve(config: recache::config::Config) -> anyhow::Result<()> {
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;

@@ -222,12 +222,27 @@ fn report(args: &OverheadArgs, use_wrk: bool, rounds: &[Vec<(Target, Sample, Sam
 /// Keeps whichever upstream runs alive until dropped.
 enum UpstreamGuard {
     Builtin(#[allow(dead_code)] static_upstream::StaticUpstream),
-    Nginx(Child, #[allow(dead_code)] tempfile::TempDir),
+    Nginx(Child, tempfile::TempDir),
 }
 
 impl Drop for UpstreamGuard {
     fn drop(&mut self) {
-        if let UpstreamGuard::Nginx(child, _) = self {
+        if let UpstreamGuard::Nginx(child, dir) = self {
+            // SIGKILL would reach only the master and orphan its worker, which keeps the port
+            // (and any inherited pipe) open: ask the master to stop its workers first.
+            let _ = Command::new("nginx")
+                .arg("-p")
+                .arg(dir.path())
+                .arg("-c")
+                .arg(dir.path().join("nginx.conf"))
+                .args(["-s", "stop"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -278,6 +293,7 @@ fn start_nginx(
         .arg("-c")
         .arg(&conf_path)
         .stdin(Stdio::null())
+        .stdout(Stdio::null())
         .spawn()
         .map_err(BenchError::io("starting nginx (apt-get install nginx)"))?;
     Ok((addr, UpstreamGuard::Nginx(child, dir)))

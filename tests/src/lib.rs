@@ -137,6 +137,22 @@ impl Testbed {
             .to_string()
     }
 
+    /// The last `lines` lines of the engine's log (for a failing test's message).
+    pub fn log_tail(&self, lines: usize) -> String {
+        let home = std::env::var_os("RECACHE_TESTBED_HOME")
+            .map(std::path::PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .map(|h| std::path::Path::new(&h).join(".cache/recache-testbed"))
+            })
+            .unwrap_or_default();
+        let log = home.join("run").join(&self.name).join("server.log");
+        let text =
+            std::fs::read_to_string(&log).unwrap_or_else(|e| format!("({}: {e})", log.display()));
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
     /// Stops the engine (SIGTERM to its process group).
     pub fn down(&self) {
         down(&self.name);

@@ -306,17 +306,34 @@ async fn vllm_replicas_share_load_fail_over_die_mid_stream_and_come_back() {
             .expect("send");
         streams.push(resp);
     }
-    // Both streams are producing before the replica dies.
+    // Both streams are producing before the replica dies. Two engines decoding on CI's two
+    // cores can be slow to the first token: allow minutes, and say what the engines were
+    // doing if that is not enough.
     let mut firsts = Vec::new();
-    for resp in &mut streams {
-        let first = tokio::time::timeout(Duration::from_secs(60), resp.chunk()).await;
-        firsts.push(
-            first
-                .expect("first chunk in time")
-                .expect("chunk")
-                .expect("some data")
-                .to_vec(),
-        );
+    for (i, resp) in streams.iter_mut().enumerate() {
+        let first = tokio::time::timeout(Duration::from_secs(180), resp.chunk()).await;
+        let Ok(first) = first else {
+            let mut why = String::new();
+            for (name, tb) in [("a", &a), ("b", &b)] {
+                let running = tb.metric("vllm:num_requests_running").await;
+                let waiting = tb.metric("vllm:num_requests_waiting").await;
+                why += &format!(
+                    "\n--- replica {name}: running {running}, waiting {waiting}; log tail:\n{}",
+                    tb.log_tail(25)
+                );
+            }
+            let spread: Vec<usize> = proxy
+                .state
+                .client
+                .replicas()
+                .iter()
+                .map(|u| u.in_flight())
+                .collect();
+            panic!(
+                "stream {i}: no first chunk within 180 s; recache in flight per replica {spread:?}{why}"
+            );
+        };
+        firsts.push(first.expect("chunk").expect("some data").to_vec());
     }
     // Kill a replica that is serving a stream now (fewest-outstanding normally puts one
     // stream on each; either way the victim has one).

@@ -42,9 +42,7 @@ pub enum OrderError {
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    recache_hash::fnv1a(bytes.iter().copied())
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {

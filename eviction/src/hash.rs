@@ -18,9 +18,7 @@ impl Hasher for IdHasher {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
-        }
+        self.0 = recache_hash::fnv1a_from(self.0, bytes.iter().copied());
     }
     fn write_u64(&mut self, n: u64) {
         self.0 = mix64(self.0 ^ n);
@@ -33,13 +31,8 @@ impl Hasher for IdHasher {
     }
 }
 
-/// SplitMix64 finaliser: a bijective, well-mixed function of `x`.
-pub fn mix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
+/// SplitMix64 step (`recache_hash::mix64`): a bijective, well-mixed function of `x`.
+pub use recache_hash::mix64;
 
 /// A deterministic uniform draw in [0, 1) from (seed, a, b).
 pub fn unit(seed: u64, a: u64, b: u64) -> f64 {

@@ -52,13 +52,8 @@ pub fn ensure_nvrtc() -> Result<(), ShimError> {
 
 /// FNV-1a, stable across Rust versions (std's hasher is not), for cache keys.
 fn fnv1a(parts: &[&str]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for p in parts {
-        for b in p.bytes().chain([0xff]) {
-            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h
+    // 0xff never occurs in UTF-8: it separates the parts.
+    recache_hash::fnv1a(parts.iter().flat_map(|p| p.bytes().chain([0xff])))
 }
 
 fn cache_path(src: &KernelSource, arch: &str) -> Option<PathBuf> {

@@ -66,16 +66,9 @@ pub struct ReplayArgs {
     pub json: bool,
 }
 
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
 /// The tokens of one request: 32 per hash id, then one tail token.
 pub fn tokens(ids: &[u64], tail: u64) -> Vec<u32> {
-    let tok = |x: u64| 3 + (splitmix(x) % 4000) as u32;
+    let tok = |x: u64| 3 + (recache_hash::mix64(x) % 4000) as u32;
     let mut out: Vec<u32> = ids
         .iter()
         .flat_map(|&h| (0..BLOCK as u64).map(move |j| tok(h.wrapping_mul(64) + j)))

@@ -4,25 +4,17 @@
 //! hash. Id of block i = hash(id of block i-1, its tokens); the first block chains from a seed.
 
 /// The chain seed (the "parent" of a prompt's first block).
-pub const ROOT: u64 = 0x9e37_79b9_7f4a_7c15;
+pub const ROOT: u64 = recache_hash::GOLDEN;
 
 /// The id of the block holding `tokens` after the block with id `parent`.
 pub fn chain(parent: u64, tokens: &[u32]) -> u64 {
     // FNV-1a over the parent id and the tokens, then a final mix (splitmix64) so nearby
     // inputs spread over the whole range.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in parent
+    let bytes = parent
         .to_le_bytes()
         .into_iter()
-        .chain(tokens.iter().flat_map(|t| t.to_le_bytes()))
-    {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    h ^= h >> 30;
-    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    h ^= h >> 27;
-    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^ (h >> 31)
+        .chain(tokens.iter().flat_map(|t| t.to_le_bytes()));
+    recache_hash::finalize(recache_hash::fnv1a(bytes))
 }
 
 /// Ids of every full block of `tokens` (a trailing partial block is never cached).

@@ -14,7 +14,7 @@ pub enum ClientError {
     Connect {
         upstream: String,
         #[source]
-        source: hyper_util::client::legacy::Error,
+        source: super::pool::DialError,
     },
     #[error("upstream {upstream} did not answer within {after:?} (--upstream-timeout)")]
     Timeout { upstream: String, after: Duration },
@@ -22,7 +22,7 @@ pub enum ClientError {
     Failed {
         upstream: String,
         #[source]
-        source: hyper_util::client::legacy::Error,
+        source: hyper::Error,
     },
     #[error("reading the answer of upstream {upstream}: {source}")]
     ReadAnswer {

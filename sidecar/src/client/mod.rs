@@ -2,7 +2,8 @@
 //! [`EngineClient`]: proxied requests, ranking and tokenising, item-pool fills, the label
 //! check and health probes. It owns
 //!
-//! - the replica set ([`replica`]: health, outstanding requests, their gauges),
+//! - the replica set ([`replica`]: health, outstanding requests, their gauges) and each
+//!   replica's keep-alive connections ([`pool`]),
 //! - where a request goes ([`route`]: the [`route::ReplicaChoice`] rule — the one place),
 //! - the retry executor: a call that cannot connect is retried on another replica while the
 //!   caller has waited under [`RETRY_BUDGET`]; other failures are not retried (the engine may
@@ -11,6 +12,7 @@
 
 pub mod error;
 pub mod health;
+pub mod pool;
 pub mod replica;
 pub mod route;
 
@@ -23,12 +25,10 @@ use http::uri::PathAndQuery;
 use http::{Method, Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
 pub use self::error::ClientError;
+use self::pool::SendError;
 use self::replica::{FailureKind, InFlight, Replica};
 use self::route::{ReplicaChoice, RouteHint, Routing};
 use crate::metrics::Metrics;
@@ -36,9 +36,6 @@ use crate::metrics::Metrics;
 /// Connect failures are retried on other replicas only while the caller has waited less than
 /// this: the contract is a 503 within a second when no replica can be reached.
 pub const RETRY_BUDGET: Duration = Duration::from_secs(1);
-
-/// The pooled HTTP/1 client used towards replicas.
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
 /// How the client talks to replicas.
 #[derive(Debug, Clone)]
@@ -83,7 +80,6 @@ pub struct JsonAnswer {
 /// The replica set and everything about calling it.
 #[derive(Debug)]
 pub struct EngineClient {
-    http: HttpClient,
     replicas: Vec<Arc<Replica>>,
     route: Box<dyn ReplicaChoice>,
     pub settings: ClientSettings,
@@ -92,18 +88,17 @@ pub struct EngineClient {
 impl EngineClient {
     /// A client for `upstreams`, exporting replica health and load through `metrics`.
     pub fn new(upstreams: &[Uri], settings: ClientSettings, metrics: &Metrics) -> Arc<Self> {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(settings.connect_timeout));
-        let http = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(connector);
         let replicas = upstreams
             .iter()
-            .map(|u| Arc::new(Replica::with_metrics(u.clone(), metrics)))
+            .map(|u| {
+                Arc::new(Replica::with_metrics(
+                    u.clone(),
+                    metrics,
+                    settings.connect_timeout,
+                ))
+            })
             .collect();
         Arc::new(Self {
-            http,
             replicas,
             route: route::build(settings.routing),
             settings,
@@ -131,7 +126,7 @@ impl EngineClient {
         while let Some(index) = self.route.choose(&self.replicas, &tried, &out.hint) {
             tried.push(index);
             let replica = &self.replicas[index];
-            let in_flight = InFlight::new(replica.clone());
+            let mut in_flight = InFlight::new(replica.clone());
             // The last replica left takes the headers; earlier tries copy them (a retry needs
             // them again).
             let h = if tried.len() == self.replicas.len() {
@@ -140,9 +135,15 @@ impl EngineClient {
                 headers.clone().unwrap_or_default()
             };
             let req = build(replica, &out.method, out.path, h, out.body.clone())?;
+            let sent = match replica.pool.checkout().await {
+                Ok(conn) => {
+                    let conn = in_flight.attach(conn);
+                    tokio::time::timeout(self.settings.upstream_timeout, conn.send(req)).await
+                }
+                Err(e) => Ok(Err(SendError::Dial(e))),
+            };
             let label = replica.label.as_str();
-            match tokio::time::timeout(self.settings.upstream_timeout, self.http.request(req)).await
-            {
+            match sent {
                 Ok(Ok(response)) => {
                     replica.set_healthy(true);
                     return Ok(Answer {
@@ -150,7 +151,7 @@ impl EngineClient {
                         in_flight,
                     });
                 }
-                Ok(Err(source)) if source.is_connect() => {
+                Ok(Err(SendError::Dial(source))) => {
                     replica.count_failure(FailureKind::Connect);
                     tracing::warn!(upstream = label, error = %source, "connect failed, taking upstream out");
                     replica.set_healthy(false);
@@ -162,7 +163,7 @@ impl EngineClient {
                         break;
                     }
                 }
-                Ok(Err(source)) => {
+                Ok(Err(SendError::Failed(source))) => {
                     replica.count_failure(FailureKind::Failed);
                     return Err(ClientError::Failed {
                         upstream: replica.label.clone(),
@@ -209,15 +210,19 @@ impl EngineClient {
                 hint: RouteHint { path, prompts: &[] },
             })
             .await?;
-        let upstream = answer.in_flight.replica().label.clone();
-        let status = answer.response.status();
-        let bytes = answer
-            .response
+        let Answer {
+            response,
+            mut in_flight,
+        } = answer;
+        let upstream = in_flight.replica().label.clone();
+        let status = response.status();
+        let bytes = response
             .into_body()
             .collect()
             .await
             .map_err(|source| ClientError::ReadAnswer { upstream, source })?
             .to_bytes();
+        in_flight.finished();
         let value = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
             serde_json::json!({"error": {"message": String::from_utf8_lossy(&bytes), "type": "upstream_error"}})
         });
@@ -225,23 +230,21 @@ impl EngineClient {
     }
 
     /// One health probe of `replica`: a 2xx on the engine's health route within the probe
-    /// interval (at least 1 s).
+    /// interval (at least 1 s), on one of the replica's pooled connections.
     pub async fn probe(&self, replica: &Replica) -> bool {
         let pq: Option<PathAndQuery> = self.settings.health_path.parse().ok();
-        let Ok(req) = build(
-            replica,
-            &Method::GET,
-            pq.as_ref(),
-            HeaderMap::new(),
-            Bytes::new(),
-        ) else {
-            return false;
-        };
         let limit = self.settings.health_interval.max(Duration::from_secs(1));
-        match tokio::time::timeout(limit, self.http.request(req)).await {
-            Ok(Ok(resp)) => resp.status().is_success(),
-            _ => false,
-        }
+        let probe = async {
+            let req = build(replica, &Method::GET, pq.as_ref(), HeaderMap::new(), Bytes::new()).ok()?;
+            let mut conn = replica.pool.checkout().await.ok()?;
+            let resp = conn.send(req).await.ok()?;
+            let ok = resp.status().is_success();
+            if resp.into_body().collect().await.is_ok() {
+                conn.finished();
+            }
+            Some(ok)
+        };
+        matches!(tokio::time::timeout(limit, probe).await, Ok(Some(true)))
     }
 }
 
@@ -252,7 +255,7 @@ fn build(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Request<Full<Bytes>>, ClientError> {
-    let uri = replica.uri_for(path).map_err(|e| ClientError::Build {
+    let uri = replica.origin_for(path).map_err(|e| ClientError::Build {
         upstream: replica.label.clone(),
         why: e.to_string(),
     })?;
@@ -260,6 +263,8 @@ fn build(
     *req.method_mut() = method.clone();
     *req.uri_mut() = uri;
     *req.headers_mut() = headers;
+    // HTTP/1.1 needs a Host; the replica's own, as nginx's proxy_pass sends by default.
+    req.headers_mut().insert(header::HOST, replica.host.clone());
     Ok(req)
 }
 

@@ -7,10 +7,13 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
-use http::Uri;
+use std::time::Duration;
+
 use http::uri::PathAndQuery;
+use http::{HeaderValue, Uri};
 use prometheus::{IntCounter, IntGauge};
 
+use super::pool::{Conn, ConnPool};
 use crate::metrics::Metrics;
 
 /// Consecutive failed health probes that take a replica out of rotation. (A refused
@@ -51,14 +54,27 @@ pub struct Replica {
     answered: AtomicBool,
     probe_failures: AtomicU32,
     gauges: Option<Gauges>,
+    /// Keep-alive connections to this replica.
+    pub(crate) pool: Arc<ConnPool>,
+    /// The `Host` header of requests to it.
+    pub(crate) host: HeaderValue,
 }
 
 impl Replica {
     /// A replica without metrics (tests, benchmarks that only route).
     pub fn new(base: Uri) -> Self {
+        Self::dialing(base, Duration::from_millis(500))
+    }
+
+    /// A replica dialed with `connect_timeout`, without metrics.
+    pub fn dialing(base: Uri, connect_timeout: Duration) -> Self {
         let prefix = base.path().trim_end_matches('/').to_string();
         let authority = base.authority().map(|a| a.as_str()).unwrap_or_default();
+        let port = base.port_u16().unwrap_or(80);
+        let host_port = format!("{}:{port}", base.host().unwrap_or_default());
         Self {
+            pool: ConnPool::new(host_port, connect_timeout),
+            host: HeaderValue::from_str(authority).unwrap_or(HeaderValue::from_static("localhost")),
             label: format!("{authority}{prefix}"),
             base,
             prefix,
@@ -72,8 +88,8 @@ impl Replica {
     }
 
     /// A replica whose health, load and errors are exported through `metrics`.
-    pub fn with_metrics(base: Uri, metrics: &Metrics) -> Self {
-        let mut r = Self::new(base);
+    pub fn with_metrics(base: Uri, metrics: &Metrics, connect_timeout: Duration) -> Self {
+        let mut r = Self::dialing(base, connect_timeout);
         let l = r.label.as_str();
         let errors = |kind: &str| metrics.upstream_errors.with_label_values(&[l, kind]);
         let gauges = Gauges {
@@ -99,6 +115,16 @@ impl Replica {
             format!("{}{pq}", self.prefix).parse()?
         });
         Ok(Uri::from_parts(parts)?)
+    }
+
+    /// The origin-form target (`/prefix/path?query`) for a client's path and query, as an
+    /// HTTP/1 request line to this replica carries it.
+    pub fn origin_for(&self, pq: Option<&PathAndQuery>) -> Result<Uri, http::Error> {
+        let pq = pq.map(|p| p.as_str()).unwrap_or("/");
+        if self.prefix.is_empty() {
+            return Ok(Uri::from_maybe_shared(bytes::Bytes::copy_from_slice(pq.as_bytes()))?);
+        }
+        Ok(Uri::try_from(format!("{}{pq}", self.prefix))?)
     }
 
     pub fn is_healthy(&self) -> bool {
@@ -160,6 +186,8 @@ impl Replica {
 #[derive(Debug)]
 pub struct InFlight {
     replica: Arc<Replica>,
+    /// The connection the answer arrives on; back to the pool once [`Self::finished`].
+    conn: Option<Conn>,
 }
 
 impl InFlight {
@@ -168,11 +196,26 @@ impl InFlight {
         if let Some(g) = &replica.gauges {
             g.in_flight.inc();
         }
-        Self { replica }
+        Self {
+            replica,
+            conn: None,
+        }
     }
 
     pub fn replica(&self) -> &Arc<Replica> {
         &self.replica
+    }
+
+    /// The connection this call uses (set by the client).
+    pub(crate) fn attach(&mut self, conn: Conn) -> &mut Conn {
+        self.conn.insert(conn)
+    }
+
+    /// The answer's body was read to its end: its connection may be reused.
+    pub fn finished(&mut self) {
+        if let Some(c) = self.conn.as_mut() {
+            c.finished();
+        }
     }
 }
 

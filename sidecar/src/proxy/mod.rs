@@ -18,7 +18,7 @@ use hyper::body::Incoming;
 use crate::Body;
 use crate::client::replica::FailureKind;
 use crate::client::route::RouteHint;
-use crate::client::{ClientError, EngineClient, Outgoing, strip_hop_by_hop};
+use crate::client::{Answer, ClientError, EngineClient, Outgoing, strip_hop_by_hop};
 use crate::kvloop::KvLoopHandle;
 use crate::metrics::RequestRecord;
 use crate::rank::Ranker;
@@ -70,7 +70,11 @@ impl Proxy {
             .await;
         match sent {
             Ok(answer) => {
-                let (mut head, incoming) = answer.response.into_parts();
+                let Answer {
+                    response,
+                    mut in_flight,
+                } = answer;
+                let (mut head, incoming) = response.into_parts();
                 strip_hop_by_hop(&mut head.headers);
                 head.headers.extend(prepared.response_headers);
                 let sse = is_event_stream(&head.headers);
@@ -81,11 +85,12 @@ impl Proxy {
                     return match incoming.collect().await {
                         Ok(body) => {
                             record.set_status(head.status.as_u16());
-                            drop(answer.in_flight);
+                            in_flight.finished();
+                            drop(in_flight);
                             Response::from_parts(head, crate::error::full(body.to_bytes()))
                         }
                         Err(source) => {
-                            let replica = answer.in_flight.replica();
+                            let replica = in_flight.replica();
                             replica.count_failure(FailureKind::Stream);
                             replica.set_healthy(false);
                             let err = crate::error::ApiError::from(ClientError::ReadAnswer {
@@ -98,7 +103,7 @@ impl Proxy {
                     };
                 }
                 record.set_status(head.status.as_u16());
-                let body = stream::UpstreamBody::new(incoming, sse, answer.in_flight, record);
+                let body = stream::UpstreamBody::new(incoming, sse, in_flight, record);
                 Response::from_parts(head, BodyExt::boxed(body))
             }
             Err(err) => {

@@ -65,8 +65,11 @@ impl HttpBody for UpstreamBody {
         match ready!(this.inner.poll_frame(cx)) {
             Some(Ok(frame)) => Poll::Ready(Some(Ok(frame))),
             None => {
-                // Finished: the upstream no longer serves this request.
-                this.in_flight.take();
+                // Finished: the upstream no longer serves this request, and its connection
+                // can serve the next one.
+                if let Some(mut f) = this.in_flight.take() {
+                    f.finished();
+                }
                 Poll::Ready(None)
             }
             Some(Err(err)) => {

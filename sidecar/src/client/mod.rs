@@ -235,7 +235,14 @@ impl EngineClient {
         let pq: Option<PathAndQuery> = self.settings.health_path.parse().ok();
         let limit = self.settings.health_interval.max(Duration::from_secs(1));
         let probe = async {
-            let req = build(replica, &Method::GET, pq.as_ref(), HeaderMap::new(), Bytes::new()).ok()?;
+            let req = build(
+                replica,
+                &Method::GET,
+                pq.as_ref(),
+                HeaderMap::new(),
+                Bytes::new(),
+            )
+            .ok()?;
             let mut conn = replica.pool.checkout().await.ok()?;
             let resp = conn.send(req).await.ok()?;
             let ok = resp.status().is_success();

@@ -117,9 +117,14 @@ pub enum SendError {
 impl Conn {
     /// Sends `req`. A reused connection that turns out closed before the request left gets
     /// one fresh connection (the request is handed back unsent, so nothing runs twice).
-    pub async fn send(&mut self, req: Request<Full<Bytes>>) -> Result<Response<Incoming>, SendError> {
+    pub async fn send(
+        &mut self,
+        req: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>, SendError> {
         let Some(sender) = self.sender.as_mut() else {
-            return Err(SendError::Dial(DialError::Io(std::io::ErrorKind::NotConnected.into())));
+            return Err(SendError::Dial(DialError::Io(
+                std::io::ErrorKind::NotConnected.into(),
+            )));
         };
         match sender.try_send_request(req).await {
             Ok(resp) => Ok(resp),

@@ -122,7 +122,9 @@ impl Replica {
     pub fn origin_for(&self, pq: Option<&PathAndQuery>) -> Result<Uri, http::Error> {
         let pq = pq.map(|p| p.as_str()).unwrap_or("/");
         if self.prefix.is_empty() {
-            return Ok(Uri::from_maybe_shared(bytes::Bytes::copy_from_slice(pq.as_bytes()))?);
+            return Ok(Uri::from_maybe_shared(bytes::Bytes::copy_from_slice(
+                pq.as_bytes(),
+            ))?);
         }
         Ok(Uri::try_from(format!("{}{pq}", self.prefix))?)
     }
@@ -247,6 +249,7 @@ mod tests {
         let b = Arc::new(Replica::with_metrics(
             "http://b:2/engine".parse().expect("uri"),
             &m,
+            Duration::from_millis(500),
         ));
         let pq: PathAndQuery = "/v1/models?x=1".parse().expect("pq");
         assert_eq!(
@@ -254,6 +257,11 @@ mod tests {
             "http://b:2/engine/v1/models?x=1"
         );
         assert_eq!(b.label, "b:2/engine");
+        assert_eq!(
+            b.origin_for(Some(&pq)).expect("origin").to_string(),
+            "/engine/v1/models?x=1"
+        );
+        assert_eq!(b.host, "b:2");
         let guard = InFlight::new(b.clone());
         b.set_healthy(false);
         b.count_failure(FailureKind::Connect);

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::gr::summary::Spread;
 use super::{BenchError, loadgen, static_upstream, wrk};
 
 #[derive(clap::Args, Debug)]
@@ -126,16 +127,10 @@ async fn measure(
     })
 }
 
-/// Median and range of `xs`.
-fn stats(mut xs: Vec<f64>) -> (f64, [f64; 2]) {
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    let median = if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-    };
-    (median, [xs[0], xs[n - 1]])
+/// Median and range of `xs` (the `bench gr` summary's [`Spread`]).
+fn stats(xs: Vec<f64>) -> (f64, [f64; 2]) {
+    let s = Spread::of(xs);
+    (s.median, [s.min, s.max])
 }
 
 fn round3(x: f64) -> f64 {

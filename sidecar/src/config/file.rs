@@ -1,0 +1,122 @@
+//! The TOML file of `recache serve --config`: one flat key per flag (its name with
+//! underscores), and the merge that fills what flags and environment left unset from it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use recache_adapters::Engine;
+use serde::Deserialize;
+
+use super::{ConfigError, ServeArgs};
+use crate::kvloop::config::KvLoopArgs;
+use crate::rank::config::{Admission, ItemReuse, RankArgs, SelectorKind};
+
+/// The same settings as read from a TOML file: one flat key per flag (but `--config`).
+/// Durations are strings with units, as on the command line.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileConfig {
+    listen: Option<SocketAddr>,
+    upstream: Option<Vec<String>>,
+    engine: Option<Engine>,
+    max_body_bytes: Option<usize>,
+    connect_timeout: Option<String>,
+    upstream_timeout: Option<String>,
+    health_interval: Option<String>,
+    drain_timeout: Option<String>,
+    worker_threads: Option<usize>,
+    admin_token: Option<String>,
+    eviction_policy: Option<String>,
+    rank_selector: Option<SelectorKind>,
+    rank_window: Option<usize>,
+    rank_user_cache_tokens: Option<u64>,
+    rank_label_base: Option<u32>,
+    rank_max_items: Option<usize>,
+    rank_item_reuse: Option<ItemReuse>,
+    rank_admission: Option<Admission>,
+    rank_item_pool: Option<usize>,
+    rank_item_pool_fills: Option<usize>,
+    rank_item_pool_refresh: Option<f64>,
+    rank_item_catalog: Option<PathBuf>,
+    kv_events: Option<String>,
+    kv_replay: Option<String>,
+    publish: Option<String>,
+    kv_engine_blocks: Option<usize>,
+    kv_block_size: Option<usize>,
+    sglang_priority: Option<bool>,
+}
+
+impl ServeArgs {
+    /// These arguments with what they leave unset taken from the file: the one place where
+    /// flag-or-environment beats the file.
+    pub(super) fn over(&self, file: FileConfig) -> Result<ServeArgs, ConfigError> {
+        let duration = |key: &'static str, text: Option<String>| {
+            text.map(|t| {
+                humantime::parse_duration(&t)
+                    .map_err(|source| ConfigError::Duration { key, source })
+            })
+            .transpose()
+        };
+        let (rank, kv) = (&self.rank, &self.kvloop);
+        Ok(ServeArgs {
+            listen: self.listen.or(file.listen),
+            upstream: if self.upstream.is_empty() {
+                file.upstream.unwrap_or_default()
+            } else {
+                self.upstream.clone()
+            },
+            config: self.config.clone(),
+            engine: self.engine.or(file.engine),
+            max_body_bytes: self.max_body_bytes.or(file.max_body_bytes),
+            connect_timeout: self
+                .connect_timeout
+                .or(duration("connect_timeout", file.connect_timeout)?),
+            upstream_timeout: self
+                .upstream_timeout
+                .or(duration("upstream_timeout", file.upstream_timeout)?),
+            health_interval: self
+                .health_interval
+                .or(duration("health_interval", file.health_interval)?),
+            drain_timeout: self
+                .drain_timeout
+                .or(duration("drain_timeout", file.drain_timeout)?),
+            worker_threads: self.worker_threads.or(file.worker_threads),
+            rank: RankArgs {
+                rank_selector: rank.rank_selector.or(file.rank_selector),
+                rank_window: rank.rank_window.or(file.rank_window),
+                rank_user_cache_tokens: rank.rank_user_cache_tokens.or(file.rank_user_cache_tokens),
+                rank_label_base: rank.rank_label_base.or(file.rank_label_base),
+                rank_max_items: rank.rank_max_items.or(file.rank_max_items),
+                rank_item_reuse: rank.rank_item_reuse.or(file.rank_item_reuse),
+                rank_admission: rank.rank_admission.or(file.rank_admission),
+                rank_item_pool: rank.rank_item_pool.or(file.rank_item_pool),
+                rank_item_pool_fills: rank.rank_item_pool_fills.or(file.rank_item_pool_fills),
+                rank_item_pool_refresh: rank.rank_item_pool_refresh.or(file.rank_item_pool_refresh),
+                rank_item_catalog: rank.rank_item_catalog.clone().or(file.rank_item_catalog),
+            },
+            kvloop: KvLoopArgs {
+                kv_events: kv.kv_events.clone().or(file.kv_events),
+                kv_replay: kv.kv_replay.clone().or(file.kv_replay),
+                publish: kv.publish.clone().or(file.publish),
+                kv_engine_blocks: kv.kv_engine_blocks.or(file.kv_engine_blocks),
+                kv_block_size: kv.kv_block_size.or(file.kv_block_size),
+                // A plain switch cannot say "off" on the command line, so the file's `true`
+                // holds unless the flag or its variable turned it on anyway.
+                sglang_priority: kv.sglang_priority || file.sglang_priority.unwrap_or(false),
+            },
+            admin_token: self.admin_token.clone().or(file.admin_token),
+            eviction_policy: self.eviction_policy.clone().or(file.eviction_policy),
+        })
+    }
+}
+
+pub(super) fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.into(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|source| ConfigError::Parse {
+        path: path.into(),
+        source,
+    })
+}

@@ -209,6 +209,13 @@ impl Cache {
         }
     }
 
+    /// The evictable leaves the policy would take next, at most `limit`, without evicting
+    /// ([`EvictionPolicy::next_leaves`]; None when the policy cannot rank without deciding).
+    pub fn next_leaves(&mut self, limit: usize) -> Option<Vec<BlockId>> {
+        self.flush();
+        self.policy.next_leaves(&self.idx, limit)
+    }
+
     /// Asks the policy for up to `n` victims and removes them; the caller
     /// tells the engine. Stops early when no leaf is evictable.
     pub fn evict(&mut self, n: usize, now: u64) -> Result<Vec<BlockId>, CacheError> {

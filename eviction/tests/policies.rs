@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{prefix_trace, random_steps, replay};
+use common::{cache_for, prefix_trace, random_steps, replay};
 use recache_eviction::PolicyConfig;
 use rstest::rstest;
 use rstest_reuse::{apply, template};
@@ -40,6 +40,35 @@ fn deterministic(name: &str, noise: f64) {
     let a = replay(&trace, &cfg, 100, noise).expect("run a");
     let b = replay(&trace, &cfg, 100, noise).expect("run b");
     assert_eq!(a, b);
+}
+
+#[apply(every_policy)]
+fn next_leaves_when_ranked_start_with_the_next_victim(name: &str, noise: f64) {
+    // What a server publishes ahead of the engine's need must be what the policy then takes.
+    let cfg = PolicyConfig::from_name(name).expect("valid");
+    let trace = prefix_trace(&random_steps(600, 13), 20);
+    let mut cache = cache_for(&trace, &cfg, 60, noise);
+    let mut ranked = 0;
+    for (t, req) in trace.iter().enumerate() {
+        cache.access(req, t as u64, None).expect("access");
+        if t % 50 != 49 {
+            continue;
+        }
+        let Some(next) = cache.next_leaves(8) else {
+            continue;
+        };
+        ranked += 1;
+        let mut seen = std::collections::HashSet::new();
+        for b in &next {
+            assert!(cache.index().is_evictable_leaf(*b), "{name}: {b} not a leaf");
+            assert!(seen.insert(*b), "{name}: {b} listed twice");
+        }
+        let victim = cache.evict(1, t as u64).expect("evict");
+        assert_eq!(next.first(), victim.first(), "{name} at request {t}");
+    }
+    if matches!(name, "lru" | "lfu") {
+        assert!(ranked > 0, "{name} ranks its leaves");
+    }
 }
 
 #[apply(every_policy)]

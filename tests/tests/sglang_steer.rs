@@ -85,10 +85,10 @@ async fn scenario(proxy: &Proxy, tb: &Testbed, probe: &str, a_first: bool) -> (u
     generate(&proxy.base, &b).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     if a_first {
-        // Steered: C must find an order that lists B, and B's pages get their hashes only from
-        // SGLang's KV events, which reach recache on their own schedule. Wait until recache
-        // mirrors A and B and has republished since (what a live deployment reaches within
-        // milliseconds; under CI load the events can trail the next request).
+        // Steered: C must find an order that ranks B first, and B's pages get their hashes
+        // only from SGLang's KV events, which reach recache on their own schedule. Wait until
+        // recache mirrors A and B and has republished since (what a live deployment reaches
+        // within milliseconds; under CI load the events can trail the next request).
         settle(&proxy.base, (A + B) as f64).await;
     }
     generate(&proxy.base, &c).await;
@@ -274,10 +274,12 @@ async fn sglang_evicts_what_recache_orders_first_through_the_plugin() {
     let (na, nb) = scenario(&native, &tb, &native.base, false).await;
     drop(native);
     let steered = Proxy::start_with(&args(Some(order.display().to_string()))).await;
-    // The order is republished after each arrival on the engine-loop thread, never waited
-    // for, so C can be allocated before the order that lists B reaches SGLang (then SGLang's
-    // own LRU takes A). A lost race is not the property under test: up to three tries, and A
-    // (the expected survivor) is probed first so the probes themselves evict nothing of it.
+    // The order is republished after each arrival, never waited for, so SGLang can allocate
+    // C before recache has seen C. What makes it take B then is the order published after B:
+    // no victims yet, but LFU's ranking of what it keeps (B's tip before A's). A (the expected
+    // survivor) is probed first so the probes themselves evict nothing of it. Up to three
+    // tries: an order older than the plugin's 2 s limit (a stalled machine) is not the
+    // property under test.
     let (mut sa, mut sb) = (0, 0);
     for _ in 0..3 {
         (sa, sb) = scenario(&steered, &tb, &steered.base, true).await;

@@ -66,4 +66,8 @@ impl EvictionPolicy for Lfu {
     fn select_victim(&mut self, _idx: &RadixIndex, _ctx: &EvictCtx) -> Option<BlockId> {
         self.order.first().map(|k| k.3)
     }
+
+    fn next_leaves(&self, _idx: &RadixIndex, limit: usize) -> Option<Vec<BlockId>> {
+        Some(self.order.iter().take(limit).map(|k| k.3).collect())
+    }
 }

@@ -16,4 +16,8 @@ impl EvictionPolicy for Lru {
     fn select_victim(&mut self, idx: &RadixIndex, _ctx: &EvictCtx) -> Option<BlockId> {
         idx.lru_first()
     }
+
+    fn next_leaves(&self, idx: &RadixIndex, limit: usize) -> Option<Vec<BlockId>> {
+        Some(idx.lru_iter().take(limit).collect())
+    }
 }

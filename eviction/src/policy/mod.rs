@@ -90,6 +90,14 @@ pub trait EvictionPolicy: Send {
     fn on_remove(&mut self, _block: BlockId) {}
     /// Chooses the next victim among `idx`'s evictable leaves.
     fn select_victim(&mut self, idx: &RadixIndex, ctx: &EvictCtx) -> Option<BlockId>;
+    /// The evictable leaves in the order this policy would take them next, at most `limit`,
+    /// without choosing (no state changes). A server publishes it after the blocks already
+    /// evicted, so an engine that must make room before the server has seen the request that
+    /// needs it still follows the policy. None: the policy cannot rank without deciding
+    /// (learned and sampled policies).
+    fn next_leaves(&self, _idx: &RadixIndex, _limit: usize) -> Option<Vec<BlockId>> {
+        None
+    }
     fn stats(&self) -> PolicyStats {
         PolicyStats::default()
     }

@@ -55,14 +55,8 @@ impl Replay {
     }
 }
 
-/// Replays `trace` with `cfg` (oracle predictor with noise `p` for learned
-/// policies), checking the capacity after every request.
-pub fn replay(
-    trace: &[Vec<BlockId>],
-    cfg: &PolicyConfig,
-    capacity: usize,
-    p: f64,
-) -> Result<Replay, CacheError> {
+/// An empty cache of `capacity` under `cfg` (oracle predictor over `trace`, noise `p`).
+pub fn cache_for(trace: &[Vec<BlockId>], cfg: &PolicyConfig, capacity: usize, p: f64) -> Cache {
     let future = Arc::new(FutureIndex::new(trace.iter().map(Vec::as_slice)));
     let predictor = cfg
         .uses_predictor()
@@ -72,8 +66,18 @@ pub fn replay(
         predictor,
         future: Some(future),
     };
-    let policy = policy::build(cfg, env).expect("policy builds");
-    let mut cache = Cache::new(capacity, policy);
+    Cache::new(capacity, policy::build(cfg, env).expect("policy builds"))
+}
+
+/// Replays `trace` with `cfg` (oracle predictor with noise `p` for learned
+/// policies), checking the capacity after every request.
+pub fn replay(
+    trace: &[Vec<BlockId>],
+    cfg: &PolicyConfig,
+    capacity: usize,
+    p: f64,
+) -> Result<Replay, CacheError> {
+    let mut cache = cache_for(trace, cfg, capacity, p);
     let mut hits = Vec::new();
     for (t, req) in trace.iter().enumerate() {
         hits.push(cache.access(req, t as u64, None)?.hits);

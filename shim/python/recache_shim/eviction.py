@@ -3,7 +3,8 @@
 vLLM evicts cached blocks in the order of its free-block queue (LRU, chains
 unwound from their tips). recache runs the active eviction policy over the same
 request stream and publishes, in a file named by ``RECACHE_SHIM_ORDER``, the
-block hashes the policy would have evicted already (evict-first first). Before
+block hashes the policy would have evicted already, then (LRU, LFU) the tips of
+what it keeps in its eviction order (evict-first first). Before
 vLLM hands out new blocks, :func:`_steer` moves the listed free blocks to the
 head of the queue, so the blocks vLLM evicts are the policy's victims; every
 other block keeps vLLM's own order.

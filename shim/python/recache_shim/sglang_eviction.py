@@ -5,7 +5,8 @@ strategy's ``get_priority(node)`` (LRU: last access time). recache runs the acti
 policy over the same request stream and publishes, in the file named by
 ``RECACHE_SHIM_ORDER`` (the vLLM shim's file format and reader, ``recache_order_*`` in
 ``librecache_shim.so``, read through :mod:`recache_shim.order_reader` like the vLLM plugin),
-the block hashes the policy would have evicted already. This module wraps the strategy so a
+the block hashes the policy would have evicted already, then (LRU, LFU) the tips of what it
+keeps in its eviction order. This module wraps the strategy so a
 leaf holding a listed page sorts before every unlisted leaf (listed leaves by their
 earliest-listed page); unlisted leaves keep SGLang's own order. The number of tokens SGLang
 evicts is unchanged; which leaves go is the policy's choice.

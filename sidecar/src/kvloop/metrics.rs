@@ -17,6 +17,7 @@ pub struct LoopMetrics {
     pub publishes: IntCounter,
     pub publish_errors: IntCounter,
     pub victims: IntGauge,
+    pub ranked: IntGauge,
     pub shadow_hit_blocks: IntCounter,
     pub shadow_blocks: IntCounter,
 }
@@ -81,7 +82,11 @@ impl LoopMetrics {
             publish_errors: c("kv_order_publish_errors_total", "Failed order writes")?,
             victims: g(
                 "kv_order_victims",
-                "Blocks in the last published eviction order",
+                "Blocks in the last published eviction order that the policy has evicted already",
+            )?,
+            ranked: g(
+                "kv_order_ranked",
+                "Blocks the policy keeps, listed after the victims in its eviction order",
             )?,
             shadow_hit_blocks: c(
                 "kv_shadow_hit_blocks_total",

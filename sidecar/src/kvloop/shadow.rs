@@ -1,13 +1,15 @@
 //! The shadow cache: the active eviction policy run over the request stream the proxy sees,
 //! at the engine's capacity (the eviction crate's `Cache`, keyed by content ids). What the
 //! shadow has evicted but the engine still holds is what the engine should evict first: that
-//! list, deepest blocks first, is the order recache publishes to the shim.
+//! list, deepest blocks first, then the tips of what the shadow keeps in its policy's eviction
+//! order (where the policy can rank), is the order recache publishes to the shim.
 //!
 //! On a policy hot-swap the shadow is rebuilt under the new policy and warmed with the
 //! recent requests, so the new order is sensible at once rather than empty.
 
 use std::collections::VecDeque;
 
+use std::collections::HashMap;
 use recache_eviction::{Cache, CacheError, PolicyConfig, PolicyEnv, PolicyError, policy};
 
 use super::mirror::Mirror;
@@ -99,9 +101,13 @@ impl Shadow {
         self.cache.index().blocks().collect()
     }
 
-    /// Engine blocks the policy would not keep, deepest first (children before parents, so
-    /// the engine unwinds chains from their tips like its own LRU does).
-    pub fn victims(&self, mirror: &Mirror) -> Vec<u64> {
+    /// The order to publish: engine blocks the policy would not keep, deepest first (children
+    /// before parents, so the engine unwinds chains from their tips like its own LRU does),
+    /// then, for policies that can rank without deciding (LRU, LFU), the engine blocks at the
+    /// tips of what the policy keeps, its next victim first. The second part is what makes the
+    /// engine follow the policy when it must make room for a request before the loop has seen
+    /// that request (the order is republished after each arrival, never waited for).
+    pub fn order(&mut self, mirror: &Mirror) -> Order {
         let idx = self.cache.index();
         let mut v: Vec<(u32, u64)> = mirror
             .iter()
@@ -109,6 +115,88 @@ impl Shadow {
             .map(|(h, _, depth)| (depth, h))
             .collect();
         v.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        v.into_iter().map(|(_, h)| h).collect()
+        let mut hashes: Vec<u64> = v.into_iter().map(|(_, h)| h).collect();
+        let victims = hashes.len();
+        if let Some(next) = self.cache.next_leaves(NEXT_LEAVES) {
+            let rank: HashMap<u64, usize> = next.iter().enumerate().map(|(i, &c)| (c, i)).collect();
+            let mut tips: Vec<(usize, u64)> = mirror
+                .iter()
+                .filter_map(|(h, content, _)| Some((*rank.get(&content?)?, h)))
+                .collect();
+            tips.sort_unstable();
+            hashes.extend(tips.into_iter().map(|(_, h)| h));
+        }
+        Order { hashes, victims }
+    }
+}
+
+/// Kept leaves ranked after the victims: plenty for the engine's next few allocations.
+const NEXT_LEAVES: usize = 4096;
+
+/// What [`Shadow::order`] publishes.
+pub struct Order {
+    /// Engine block hashes, evict-first first.
+    pub hashes: Vec<u64>,
+    /// How many of them the policy has evicted already (the rest it keeps, ranked).
+    pub victims: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use recache_adapters::kv_events::KvEvent;
+
+    use super::*;
+    use crate::kvloop::blocks;
+
+    /// The engine stores `tokens` as one chain of 2-token blocks hashed `base + i`.
+    fn store(m: &mut Mirror, tokens: &[u32], base: u64) {
+        m.apply(&KvEvent::BlockStored {
+            block_hashes: (0..tokens.len() as u64 / 2).map(|i| base + i).collect(),
+            parent: None,
+            token_ids: tokens.to_vec(),
+            block_size: 2,
+        });
+    }
+
+    #[test]
+    fn order_ranks_what_lfu_keeps_before_the_engine_needs_room() {
+        // LFU, room for everything so far: A asked three times, B once. Nothing is a victim
+        // yet, but B's tip comes before A's, so an engine that must make room for the next
+        // request before recache has seen it takes B, as LFU will.
+        let (a, b): (Vec<u32>, Vec<u32>) = ((0..8).collect(), (100..108).collect());
+        let cfg = PolicyConfig::from_name("lfu").expect("lfu");
+        let mut shadow = Shadow::new(&cfg, 100).expect("shadow");
+        for _ in 0..3 {
+            shadow.request(blocks::prompt_ids(&a, 2)).expect("a");
+        }
+        shadow.request(blocks::prompt_ids(&b, 2)).expect("b");
+        let mut mirror = Mirror::new();
+        store(&mut mirror, &a, 10);
+        store(&mut mirror, &b, 20);
+        let order = shadow.order(&mirror);
+        assert_eq!(order.victims, 0);
+        assert_eq!(order.hashes, vec![23, 13], "B's tip, then A's");
+
+        // Under pressure the evicted blocks lead, deepest first, then the kept tips.
+        let mut small = Shadow::new(&cfg, 6).expect("shadow");
+        for _ in 0..3 {
+            small.request(blocks::prompt_ids(&a, 2)).expect("a");
+        }
+        small.request(blocks::prompt_ids(&b, 2)).expect("b");
+        let order = small.order(&mirror);
+        assert_eq!(order.victims, 2);
+        assert!(order.hashes.len() > 2);
+    }
+
+    #[test]
+    fn policies_that_cannot_rank_publish_only_victims() {
+        let cfg = PolicyConfig::from_name("sieve").expect("sieve");
+        let mut shadow = Shadow::new(&cfg, 100).expect("shadow");
+        let a: Vec<u32> = (0..8).collect();
+        shadow.request(blocks::prompt_ids(&a, 2)).expect("a");
+        let mut mirror = Mirror::new();
+        store(&mut mirror, &a, 10);
+        let order = shadow.order(&mirror);
+        assert_eq!((order.victims, order.hashes.len()), (0, 0));
     }
 }

@@ -268,10 +268,13 @@ impl Worker {
         let Some(path) = &self.cfg.publish else {
             return;
         };
-        let victims = st.shadow.victims(&st.mirror);
-        self.metrics.victims.set(victims.len() as i64);
+        let order = st.shadow.order(&st.mirror);
+        self.metrics.victims.set(order.victims as i64);
+        self.metrics
+            .ranked
+            .set((order.hashes.len() - order.victims) as i64);
         st.published += 1;
-        match publish::write(path, st.active.generation, st.published, victims) {
+        match publish::write(path, st.active.generation, st.published, order.hashes) {
             Ok(()) => self.metrics.publishes.inc(),
             Err(e) => {
                 self.metrics.publish_errors.inc();

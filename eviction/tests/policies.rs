@@ -60,7 +60,10 @@ fn next_leaves_when_ranked_start_with_the_next_victim(name: &str, noise: f64) {
         ranked += 1;
         let mut seen = std::collections::HashSet::new();
         for b in &next {
-            assert!(cache.index().is_evictable_leaf(*b), "{name}: {b} not a leaf");
+            assert!(
+                cache.index().is_evictable_leaf(*b),
+                "{name}: {b} not a leaf"
+            );
             assert!(seen.insert(*b), "{name}: {b} listed twice");
         }
         let victim = cache.evict(1, t as u64).expect("evict");

@@ -9,8 +9,8 @@
 
 use std::collections::VecDeque;
 
-use std::collections::HashMap;
 use recache_eviction::{Cache, CacheError, PolicyConfig, PolicyEnv, PolicyError, policy};
+use std::collections::HashMap;
 
 use super::mirror::Mirror;
 

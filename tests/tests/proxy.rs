@@ -29,6 +29,23 @@ async fn post(url: String, body: Value) -> (u16, Value) {
 }
 
 /// A 200 with a JSON body (the checks that look at the status only).
+/// Reads a stream into `raw` for up to `within`: true when the connection was cut (a read
+/// error), false when it ended cleanly or is still open at the deadline.
+async fn read_to_end_or_cut(
+    resp: &mut reqwest::Response,
+    raw: &mut Vec<u8>,
+    within: Duration,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, resp.chunk()).await {
+            Ok(Ok(Some(c))) => raw.extend_from_slice(&c),
+            Ok(Ok(None)) | Err(_) => return false,
+            Ok(Err(_)) => return true,
+        }
+    }
+}
+
 fn assert_json_200((status, v): (u16, Value)) {
     assert_eq!(status, 200, "{v}");
     assert!(!v.is_string(), "not JSON: {v}");
@@ -223,14 +240,7 @@ async fn routes_pass_through(engine: Engine) {
             .expect("some data")
             .to_vec();
         tb.kill();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        let cut = loop {
-            match tokio::time::timeout_at(deadline, resp.chunk()).await {
-                Ok(Ok(Some(c))) => raw.extend_from_slice(&c),
-                Ok(Ok(None)) | Err(_) => break false,
-                Ok(Err(_)) => break true,
-            }
-        };
+        let cut = read_to_end_or_cut(&mut resp, &mut raw, Duration::from_secs(30)).await;
         let text = String::from_utf8_lossy(&raw);
         assert!(
             text.contains("upstream_stream_error") && cut,
@@ -364,14 +374,7 @@ async fn vllm_replicas_share_load_fail_over_die_mid_stream_and_come_back() {
     for (mut resp, first) in streams.into_iter().zip(firsts) {
         let mut raw = first;
         // The survivor may still be generating when we stop looking; that is fine.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        let cut = loop {
-            match tokio::time::timeout_at(deadline, resp.chunk()).await {
-                Ok(Ok(Some(c))) => raw.extend_from_slice(&c),
-                Ok(Ok(None)) | Err(_) => break false,
-                Ok(Err(_)) => break true,
-            }
-        };
+        let cut = read_to_end_or_cut(&mut resp, &mut raw, Duration::from_secs(20)).await;
         let text = String::from_utf8_lossy(&raw);
         if text.contains("upstream_stream_error") {
             assert!(

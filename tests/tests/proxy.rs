@@ -46,6 +46,16 @@ async fn read_to_end_or_cut(
     }
 }
 
+/// Sends `body` to `url` `n` times at once; every answer must be a 200 with JSON.
+async fn all_200(url: String, body: &Value, n: usize) {
+    let tasks: Vec<_> = (0..n)
+        .map(|_| tokio::spawn(post(url.clone(), body.clone())))
+        .collect();
+    for t in tasks {
+        assert_json_200(t.await.expect("join"));
+    }
+}
+
 fn assert_json_200((status, v): (u16, Value)) {
     assert_eq!(status, 200, "{v}");
     assert!(!v.is_string(), "not JSON: {v}");
@@ -286,16 +296,7 @@ async fn vllm_replicas_share_load_fail_over_die_mid_stream_and_come_back() {
         a.metric("vllm:request_success_total").await,
         b.metric("vllm:request_success_total").await,
     );
-    let mut tasks = Vec::new();
-    for _ in 0..8 {
-        tasks.push(tokio::spawn(post(
-            proxy.url("/v1/completions"),
-            req.clone(),
-        )));
-    }
-    for t in tasks {
-        assert_json_200(t.await.expect("join"));
-    }
+    all_200(proxy.url("/v1/completions"), &req, 8).await;
     let (da, db) = (
         a.metric("vllm:request_success_total").await - a0,
         b.metric("vllm:request_success_total").await - b0,
@@ -406,16 +407,7 @@ async fn vllm_replicas_share_load_fail_over_die_mid_stream_and_come_back() {
             tokio::time::Instant::now() < deadline,
             "restarted replica never received traffic"
         );
-        let mut tasks = Vec::new();
-        for _ in 0..4 {
-            tasks.push(tokio::spawn(post(
-                proxy.url("/v1/completions"),
-                req.clone(),
-            )));
-        }
-        for t in tasks {
-            assert_json_200(t.await.expect("join"));
-        }
+        all_200(proxy.url("/v1/completions"), &req, 4).await;
     }
     survivor.down();
     b2.down();

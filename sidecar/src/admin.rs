@@ -1,4 +1,5 @@
-//! The admin API: `GET` / `PUT /admin/eviction-policy`, behind a bearer token.
+//! The admin API, behind a bearer token: `GET` / `PUT /admin/eviction-policy` (the policy
+//! slot) and `GET` / `PUT /admin/routing` (the engine client's routing rule).
 //!
 //! Without `--admin-token` the admin API is off (403 saying how to turn it on): an
 //! unauthenticated policy switch on a shared proxy would be a foot-gun.
@@ -8,18 +9,35 @@ use http::{HeaderMap, Method, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
 
 use crate::Body;
+use crate::client::EngineClient;
+use crate::client::route::Routing;
 use crate::error::{ApiError, error_json, json_response};
 use crate::policy_slot::PolicySlot;
 
-/// The one admin route so far.
 pub const EVICTION_POLICY: &str = "/admin/eviction-policy";
+pub const ROUTING: &str = "/admin/routing";
+
+/// What an admin route reads and swaps.
+pub enum Target<'a> {
+    Policy(&'a PolicySlot),
+    Routing(&'a EngineClient),
+}
+
+impl Target<'_> {
+    fn path(&self) -> &'static str {
+        match self {
+            Self::Policy(_) => EVICTION_POLICY,
+            Self::Routing(_) => ROUTING,
+        }
+    }
+}
 
 /// Largest admin request body; policy configs are tiny.
 const MAX_ADMIN_BODY: usize = 64 * 1024;
 
-/// Answers one admin request against the policy slot; `token` is `--admin-token`.
+/// Answers one admin request against `target`; `token` is `--admin-token`.
 pub async fn handle(
-    slot: &PolicySlot,
+    target: Target<'_>,
     token: Option<&str>,
     method: &Method,
     headers: &HeaderMap,
@@ -40,7 +58,10 @@ pub async fn handle(
         .into_response();
     }
     match *method {
-        Method::GET => current(slot),
+        Method::GET => match target {
+            Target::Policy(slot) => current(slot),
+            Target::Routing(client) => current_routing(client),
+        },
         Method::PUT => {
             let bytes = match Limited::new(body, MAX_ADMIN_BODY).collect().await {
                 Ok(c) => c.to_bytes(),
@@ -51,10 +72,13 @@ pub async fn handle(
                     .into_response();
                 }
             };
-            put(slot, bytes)
+            match target {
+                Target::Policy(slot) => put(slot, bytes),
+                Target::Routing(client) => put_routing(client, &bytes),
+            }
         }
         _ => {
-            let msg = format!("{EVICTION_POLICY} supports GET and PUT");
+            let msg = format!("{} supports GET and PUT", target.path());
             json_response(
                 StatusCode::METHOD_NOT_ALLOWED,
                 &error_json(&msg, "invalid_request_error", "method_not_allowed", None),
@@ -80,6 +104,31 @@ fn put(slot: &PolicySlot, body: Bytes) -> http::Response<Body> {
         }
         .into_response(),
     }
+}
+
+fn put_routing(client: &EngineClient, body: &[u8]) -> http::Response<Body> {
+    let parsed = serde_json::from_slice::<Routing>(body)
+        .map_err(|e| {
+            format!("body must be like {{\"routing\": \"prefix\", \"balance\": 0.3}}: {e}")
+        })
+        .and_then(|r| r.check().map(|()| r));
+    match parsed {
+        Ok(routing) => {
+            client.set_routing(routing);
+            tracing::info!(routing = routing.name(), "routing switched");
+            current_routing(client)
+        }
+        Err(message) => ApiError::BadRequest {
+            message,
+            param: Some("routing".into()),
+        }
+        .into_response(),
+    }
+}
+
+fn current_routing(client: &EngineClient) -> http::Response<Body> {
+    let body = serde_json::json!({"routing": client.routing(), "valid": Routing::NAMES});
+    json_response(StatusCode::OK, &body)
 }
 
 fn current(slot: &PolicySlot) -> http::Response<Body> {

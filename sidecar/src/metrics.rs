@@ -1,5 +1,5 @@
 //! The Prometheus registry behind `/metrics`: request counts and latency by route and status,
-//! in-flight requests, upstream errors and per-upstream health.
+//! in-flight requests, upstream errors, per-upstream health and routing.
 //!
 //! Route labels are normalised ([`route_label`]) so arbitrary client paths cannot blow up the
 //! label cardinality.
@@ -7,8 +7,8 @@
 use std::sync::OnceLock;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 /// Every metric recache exports.
@@ -20,6 +20,9 @@ pub struct Metrics {
     pub upstream_errors: IntCounterVec,
     pub upstream_healthy: IntGaugeVec,
     pub upstream_in_flight: IntGaugeVec,
+    pub upstream_routed: IntCounterVec,
+    /// Time the routing rule took to pick a replica.
+    pub route_decision: Histogram,
     /// Per-route handles resolved at start, so counting a request does no label lookup.
     routes: Vec<RouteHandles>,
 }
@@ -47,6 +50,7 @@ const KNOWN_ROUTES: &[&str] = &[
     "/ready",
     "/metrics",
     "/admin/eviction-policy",
+    "/admin/routing",
 ];
 
 /// The label a request path is counted under.
@@ -107,6 +111,26 @@ impl Metrics {
             ),
             &["upstream"],
         )?;
+        let upstream_routed = IntCounterVec::new(
+            Opts::new(
+                "upstream_routed_total",
+                "Requests the routing rule sent to each upstream (each try counts)",
+            ),
+            &["upstream"],
+        )?;
+        // Sub-microsecond to a millisecond: the rule runs on every request.
+        let route_decision = Histogram::with_opts(
+            HistogramOpts::new(
+                "route_decision_seconds",
+                "Time the routing rule took to choose a replica",
+            )
+            .buckets(vec![
+                0.25e-6, 0.5e-6, 1e-6, 1.5e-6, 2e-6, 3e-6, 4e-6, 5e-6, 7.5e-6, 10e-6, 15e-6, 20e-6,
+                50e-6, 100e-6, 1e-3,
+            ]),
+        )?;
+        registry.register(Box::new(upstream_routed.clone()))?;
+        registry.register(Box::new(route_decision.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(duration.clone()))?;
         registry.register(Box::new(in_flight.clone()))?;
@@ -124,6 +148,8 @@ impl Metrics {
             upstream_errors,
             upstream_healthy,
             upstream_in_flight,
+            upstream_routed,
+            route_decision,
         })
     }
 

@@ -9,7 +9,6 @@ use http::{Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 
 use crate::Body;
-use crate::client::route::Routing;
 use crate::client::{ClientError, ClientSettings, EngineClient};
 use crate::config::Config;
 use crate::error::{ApiError, full, json_response};
@@ -42,7 +41,7 @@ impl AppState {
                 upstream_timeout: config.upstream_timeout,
                 health_interval: config.health_interval,
                 health_path: config.engine.health_path(),
-                routing: Routing::default(),
+                routing: config.routing,
             },
             &metrics,
         );
@@ -96,10 +95,16 @@ pub async fn handle(
         (&Method::GET, "/ready") => ready(&state),
         (&Method::GET, "/metrics") => metrics(&state),
         (&Method::POST, "/v1/rank") => crate::rank::handler::handle(&state.ranker, req).await,
-        (_, crate::admin::EVICTION_POLICY) => {
+        (_, crate::admin::EVICTION_POLICY | crate::admin::ROUTING) => {
+            use crate::admin::Target;
+            let target = if route == crate::admin::ROUTING {
+                Target::Routing(&state.client)
+            } else {
+                Target::Policy(&state.policy)
+            };
             let (parts, body) = req.into_parts();
             let token = state.config.admin_token.as_deref();
-            crate::admin::handle(&state.policy, token, &parts.method, &parts.headers, body).await
+            crate::admin::handle(target, token, &parts.method, &parts.headers, body).await
         }
         _ => return Ok(state.proxy.forward(req, record).await),
     };

@@ -30,7 +30,7 @@ use serde_json::Value;
 pub use self::error::ClientError;
 use self::pool::SendError;
 use self::replica::{FailureKind, InFlight, Replica};
-use self::route::{ReplicaChoice, RouteHint, Routing};
+use self::route::{RouteHint, RouteKeys, RouteSlot, Routing};
 use crate::metrics::Metrics;
 
 /// Connect failures are retried on other replicas only while the caller has waited less than
@@ -81,7 +81,10 @@ pub struct JsonAnswer {
 #[derive(Debug)]
 pub struct EngineClient {
     replicas: Vec<Arc<Replica>>,
-    route: Box<dyn ReplicaChoice>,
+    /// The routing rule, swapped whole by [`Self::set_routing`] (admin API) off the request
+    /// path.
+    route: arc_swap::ArcSwap<RouteSlot>,
+    decision: prometheus::Histogram,
     pub settings: ClientSettings,
 }
 
@@ -100,13 +103,30 @@ impl EngineClient {
             .collect();
         Arc::new(Self {
             replicas,
-            route: route::build(settings.routing),
+            route: arc_swap::ArcSwap::from_pointee(RouteSlot::new(settings.routing)),
+            decision: metrics.route_decision.clone(),
             settings,
         })
     }
 
     pub fn replicas(&self) -> &[Arc<Replica>] {
         &self.replicas
+    }
+
+    /// The routing rule in use.
+    pub fn routing(&self) -> Routing {
+        self.route.load().routing
+    }
+
+    /// Replaces the routing rule (a fresh one: what the old rule remembered is dropped).
+    pub fn set_routing(&self, routing: Routing) {
+        self.route.store(Arc::new(RouteSlot::new(routing)));
+    }
+
+    /// Whether the rule in use reads route keys (so the pipeline computes them). Never with
+    /// one replica: there is nothing to choose.
+    pub fn wants_keys(&self) -> bool {
+        self.replicas.len() > 1 && self.route.load().rule.wants_keys()
     }
 
     /// Ready once some replica is healthy and has answered at least once.
@@ -123,9 +143,15 @@ impl EngineClient {
         let mut headers = Some(pass_on(out.headers));
         let mut tried = Vec::new();
         let mut last_error = ClientError::NoHealthyUpstream;
-        while let Some(index) = self.route.choose(&self.replicas, &tried, &out.hint) {
+        let slot = self.route.load_full();
+        loop {
+            let t0 = Instant::now();
+            let chosen = slot.rule.choose(&self.replicas, &tried, &out.hint);
+            self.decision.observe(t0.elapsed().as_secs_f64());
+            let Some(index) = chosen else { break };
             tried.push(index);
             let replica = &self.replicas[index];
+            replica.count_routed();
             let mut in_flight = InFlight::new(replica.clone());
             // The last replica left takes the headers; earlier tries copy them (a retry needs
             // them again).
@@ -207,7 +233,10 @@ impl EngineClient {
                 path: pq.as_ref(),
                 headers,
                 body,
-                hint: RouteHint { path, prompts: &[] },
+                hint: RouteHint {
+                    path,
+                    keys: &RouteKeys::default(),
+                },
             })
             .await?;
         let Answer {

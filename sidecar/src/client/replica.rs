@@ -29,6 +29,7 @@ struct Gauges {
     failed: IntCounter,
     timeouts: IntCounter,
     stream: IntCounter,
+    routed: IntCounter,
 }
 
 /// Why a call to a replica failed, as counted in `recache_upstream_errors_total{kind}`.
@@ -99,6 +100,7 @@ impl Replica {
             failed: errors("failed"),
             timeouts: errors("timeout"),
             stream: errors("stream"),
+            routed: metrics.upstream_routed.with_label_values(&[l]),
         };
         gauges.healthy.set(1);
         r.gauges = Some(gauges);
@@ -168,6 +170,13 @@ impl Replica {
             g.healthy.set(i64::from(healthy));
         }
         changed
+    }
+
+    /// Counts a request the routing rule sent here.
+    pub fn count_routed(&self) {
+        if let Some(g) = &self.gauges {
+            g.routed.inc();
+        }
     }
 
     /// Counts a failed call.

@@ -27,6 +27,7 @@ pub(super) struct FileConfig {
     worker_threads: Option<usize>,
     admin_token: Option<String>,
     eviction_policy: Option<String>,
+    routing: Option<String>,
     rank_selector: Option<SelectorKind>,
     rank_window: Option<usize>,
     rank_user_cache_tokens: Option<u64>,
@@ -106,6 +107,7 @@ impl ServeArgs {
             },
             admin_token: self.admin_token.clone().or(file.admin_token),
             eviction_policy: self.eviction_policy.clone().or(file.eviction_policy),
+            routing: self.routing.clone().or(file.routing),
         })
     }
 }

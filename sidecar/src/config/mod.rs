@@ -17,6 +17,7 @@ use recache_eviction::PolicyConfig;
 mod file;
 
 use self::file::{FileConfig, read_file};
+use crate::client::route::Routing;
 use crate::kvloop::config::{InvalidKvLoop, KvLoopArgs};
 use crate::rank::config::{InvalidRank, RankArgs};
 
@@ -74,6 +75,11 @@ pub struct ServeArgs {
     /// switch later with PUT /admin/eviction-policy [default: lru]
     #[arg(long, env = "RECACHE_EVICTION_POLICY")]
     pub eviction_policy: Option<String>,
+    /// How a request picks its replica, NAME or NAME:key=value (least-loaded; prefix, e.g.
+    /// prefix:blocks=65536:ttl_s=600:balance=0.3); switch later with PUT /admin/routing
+    /// [default: least-loaded]
+    #[arg(long, env = "RECACHE_ROUTING")]
+    pub routing: Option<String>,
 }
 
 /// Resolved settings for one `recache serve`.
@@ -94,6 +100,7 @@ pub struct Config {
     pub kvloop: Option<crate::kvloop::config::KvLoopConfig>,
     pub admin_token: Option<String>,
     pub eviction_policy: PolicyConfig,
+    pub routing: Routing,
 }
 
 /// Settings that cannot be used, with what to change.
@@ -121,6 +128,8 @@ pub enum ConfigError {
         "no upstream given: pass --upstream URL (or RECACHE_UPSTREAM, or `upstream` in the config file)"
     )]
     NoUpstream,
+    #[error("--routing: {0}")]
+    Routing(#[from] crate::client::route::BadRouting),
     #[error("--eviction-policy: {0}")]
     Policy(String),
     #[error("upstream {url:?} is not usable: {why}")]
@@ -180,6 +189,10 @@ impl ServeArgs {
             PolicyConfig::from_spec(spec).map_err(|e| ConfigError::Policy(e.to_string()))?;
         crate::policy_slot::check_servable(&eviction_policy)
             .map_err(|e| ConfigError::Policy(e.to_string()))?;
+        let routing = match self.routing.as_deref() {
+            Some(spec) => Routing::from_spec(spec)?,
+            None => Routing::default(),
+        };
         let engine: Engine = self.engine.unwrap_or_default();
         let mut kvloop = self.kvloop.try_resolve()?;
         // An engine with fixed event granularity (SGLang: one token per block) sets the
@@ -224,6 +237,7 @@ impl ServeArgs {
             drain_timeout: self.drain_timeout.unwrap_or(DEFAULT_DRAIN_TIMEOUT),
             admin_token: self.admin_token.clone().filter(|t| !t.is_empty()),
             eviction_policy,
+            routing,
         })
     }
 }

@@ -64,7 +64,7 @@ impl Proxy {
                 body: prepared.body,
                 hint: RouteHint {
                     path: parts.uri.path(),
-                    prompts: &prepared.prompts,
+                    keys: &prepared.route_keys,
                 },
             })
             .await;

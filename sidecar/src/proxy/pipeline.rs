@@ -7,7 +7,8 @@
 //!    prompt (`crate::rank::extension`); its headers go on the response;
 //! 2. **validation** — OpenAI-route checks with 400s naming the field (`recache_adapters::openai`);
 //! 3. **prompts** — the token-id prompts, read once (the engine's dialect says which field),
-//!    for routing, priority and observation;
+//!    for routing, priority and observation; when the routing rule wants them, the prompt's
+//!    route keys (`crate::client::route::keys`, text prompts too);
 //! 4. **priority** — `--sglang-priority`: the policy's view of the prompt as `priority`;
 //! 5. **observation** — the engine loop's shadow cache sees the prompts. Not for rank-rewritten
 //!    bodies: the ranker already handed it the part it wants kept.
@@ -21,6 +22,7 @@ use recache_adapters::openai;
 use serde_json::{Map, Value};
 
 use super::Proxy;
+use crate::client::route::RouteKeys;
 use crate::error::ApiError;
 use crate::rank::{RankError, extension};
 
@@ -30,6 +32,8 @@ pub struct Prepared {
     pub body: Bytes,
     /// Token-id prompts of the request (empty for text or uninspected routes).
     pub prompts: Vec<Vec<u32>>,
+    /// The prompt's route keys, when the routing rule reads them.
+    pub route_keys: RouteKeys,
     /// Headers a step adds to the response.
     pub response_headers: HeaderMap,
 }
@@ -39,13 +43,15 @@ pub async fn run(proxy: &Proxy, path: &str, bytes: Bytes) -> Result<Prepared, Ra
     let mut out = Prepared {
         body: bytes,
         prompts: Vec::new(),
+        route_keys: RouteKeys::default(),
         response_headers: HeaderMap::new(),
     };
     let validated = openai::is_parsed_route(path);
     let prompt_field = proxy.engine.token_prompt_field(path);
     let kv = proxy.kvloop.as_deref();
     let steered = kv.is_some_and(|k| k.priority(path, &[]).is_some());
-    if !validated && !steered && (prompt_field.is_none() || kv.is_none()) {
+    let routed = proxy.client.wants_keys();
+    if !validated && !steered && (prompt_field.is_none() || (kv.is_none() && !routed)) {
         return Ok(out);
     }
     let mut obj = match serde_json::from_slice::<Value>(&out.body) {
@@ -70,6 +76,9 @@ pub async fn run(proxy: &Proxy, path: &str, bytes: Bytes) -> Result<Prepared, Ra
             .map(openai::token_prompts)
             .unwrap_or_default();
     }
+    if routed {
+        out.route_keys = route_keys(&obj, &out.prompts);
+    }
     if let Some(kv) = kv {
         // Read before this request reaches the shadow: the priority says how much of the
         // prompt the policy kept from earlier requests.
@@ -85,6 +94,20 @@ pub async fn run(proxy: &Proxy, path: &str, bytes: Bytes) -> Result<Prepared, Ra
         out.body = encode(obj)?;
     }
     Ok(out)
+}
+
+/// Token prompts by their tokens; a text `prompt` by its bytes; chat `messages` by their JSON.
+fn route_keys(obj: &Map<String, Value>, prompts: &[Vec<u32>]) -> RouteKeys {
+    if !prompts.is_empty() {
+        return RouteKeys::from_tokens(prompts);
+    }
+    match (obj.get("prompt"), obj.get("messages")) {
+        (Some(Value::String(text)), _) => RouteKeys::from_text(text.as_bytes()),
+        (_, Some(messages)) => serde_json::to_vec(messages)
+            .map(|b| RouteKeys::from_text(&b))
+            .unwrap_or_default(),
+        _ => RouteKeys::default(),
+    }
 }
 
 fn encode(obj: Map<String, Value>) -> Result<Bytes, RankError> {

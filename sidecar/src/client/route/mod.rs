@@ -1,24 +1,46 @@
 //! Where a request goes: the one place a replica is chosen.
 //!
 //! A [`ReplicaChoice`] sees the replica set and what the client knows about the request
-//! ([`RouteHint`]) and names one replica. Today's rule is [`least_outstanding`]; cache-aware
-//! routing is another file here and another [`Routing`] variant, nothing else changes.
+//! ([`RouteHint`]) and names one replica. The rules, one file each: [`least_loaded`]
+//! (fewest outstanding requests, blind to caches) and [`prefix`] (where the prompt's prefix
+//! was sent, traded against load). [`Routing`] names them (configuration, the admin API) and
+//! [`build`] is the one factory; the client swaps rules atomically ([`RouteSlot`]).
 
-pub mod least_outstanding;
+pub mod keys;
+pub mod least_loaded;
+pub mod prefix;
+pub mod sent;
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
+pub use self::keys::RouteKeys;
 use super::replica::Replica;
 
+static NO_KEYS: RouteKeys = RouteKeys {
+    keys: Vec::new(),
+    tokens: 0,
+};
+
 /// What is known about a request when its replica is chosen.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub struct RouteHint<'a> {
     /// The engine route, e.g. `/v1/completions`.
     pub path: &'a str,
-    /// The token-id prompt(s) when the body carries them (empty for text prompts).
-    pub prompts: &'a [Vec<u32>],
+    /// The prompt's route keys (empty unless the rule [`ReplicaChoice::wants_keys`] and the
+    /// body has a prompt).
+    pub keys: &'a RouteKeys,
+}
+
+impl Default for RouteHint<'_> {
+    fn default() -> Self {
+        Self {
+            path: "",
+            keys: &NO_KEYS,
+        }
+    }
 }
 
 /// A replica-choice rule.
@@ -31,79 +53,150 @@ pub trait ReplicaChoice: Send + Sync + std::fmt::Debug {
         tried: &[usize],
         hint: &RouteHint<'_>,
     ) -> Option<usize>;
+
+    /// Whether the rule reads [`RouteHint::keys`] (the pipeline only hashes prompts then).
+    fn wants_keys(&self) -> bool {
+        false
+    }
 }
 
-/// The rules there are, by name (configuration and the factory).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// The rules there are, by name, with their parameters (configuration, admin API, factory).
+/// On the command line: `NAME` or `NAME:key=value:key=value`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "routing", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Routing {
     /// Fewest outstanding requests among healthy replicas, ties round-robin.
     #[default]
-    LeastOutstanding,
+    #[serde(alias = "least-outstanding")]
+    LeastLoaded,
+    /// The replica holding most of the prompt's prefix, traded against load ([`prefix`]).
+    Prefix {
+        /// Route keys remembered per replica (32 tokens each).
+        #[serde(default = "default_blocks")]
+        blocks: usize,
+        /// Seconds after which an unsent key is taken to be evicted.
+        #[serde(default = "default_ttl_s")]
+        ttl_s: f64,
+        /// Allowed excess of a replica's recent request share over the mean.
+        #[serde(default = "default_balance")]
+        balance: f64,
+    },
+}
+
+fn default_blocks() -> usize {
+    65_536
+}
+fn default_ttl_s() -> f64 {
+    600.0
+}
+fn default_balance() -> f64 {
+    0.3
+}
+
+/// A routing spec that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("routing {spec:?}: {why} (rules: least-loaded, prefix[:blocks=N][:ttl_s=S][:balance=B])")]
+pub struct BadRouting {
+    pub spec: String,
+    pub why: String,
+}
+
+impl Routing {
+    pub const NAMES: [&'static str; 2] = ["least-loaded", "prefix"];
+
+    /// The default `prefix` rule.
+    pub fn prefix() -> Self {
+        Self::Prefix {
+            blocks: default_blocks(),
+            ttl_s: default_ttl_s(),
+            balance: default_balance(),
+        }
+    }
+
+    /// Parses `NAME[:key=value]...`, checking every parameter.
+    pub fn from_spec(spec: &str) -> Result<Self, BadRouting> {
+        let bad = |why: String| BadRouting {
+            spec: spec.to_string(),
+            why,
+        };
+        let mut parts = spec.split(':');
+        let mut obj = serde_json::Map::new();
+        obj.insert(
+            "routing".into(),
+            parts.next().unwrap_or_default().trim().into(),
+        );
+        for kv in parts {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| bad(format!("{kv:?} is not key=value")))?;
+            let v = serde_json::from_str(v.trim()).unwrap_or_else(|_| v.trim().into());
+            obj.insert(k.trim().to_string(), v);
+        }
+        let routing: Self = serde_json::from_value(obj.into()).map_err(|e| bad(e.to_string()))?;
+        routing.check().map_err(bad)?;
+        Ok(routing)
+    }
+
+    /// Refuses values no rule can run with.
+    pub fn check(&self) -> Result<(), String> {
+        if let Self::Prefix {
+            blocks,
+            ttl_s,
+            balance,
+        } = *self
+        {
+            if blocks == 0 {
+                return Err("blocks must be at least 1".into());
+            }
+            if !(ttl_s.is_finite() && ttl_s > 0.0) {
+                return Err("ttl_s must be a positive number of seconds".into());
+            }
+            if !(balance.is_finite() && balance >= 0.0) {
+                return Err("balance must be 0 or more (0.3: up to 1.3x the mean share)".into());
+            }
+        }
+        Ok(())
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::LeastLoaded => "least-loaded",
+            Self::Prefix { .. } => "prefix",
+        }
+    }
 }
 
 /// The one factory.
 pub fn build(routing: Routing) -> Box<dyn ReplicaChoice> {
     match routing {
-        Routing::LeastOutstanding => Box::new(least_outstanding::LeastOutstanding::default()),
+        Routing::LeastLoaded => Box::new(least_loaded::LeastLoaded::default()),
+        Routing::Prefix {
+            blocks,
+            ttl_s,
+            balance,
+        } => Box::new(prefix::Prefix::new(prefix::PrefixParams {
+            blocks,
+            ttl: Duration::from_secs_f64(ttl_s),
+            balance,
+        })),
+    }
+}
+
+/// The rule in use and its name, swapped as one.
+#[derive(Debug)]
+pub struct RouteSlot {
+    pub routing: Routing,
+    pub rule: Box<dyn ReplicaChoice>,
+}
+
+impl RouteSlot {
+    pub fn new(routing: Routing) -> Self {
+        Self {
+            routing,
+            rule: build(routing),
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::client::replica::InFlight;
-
-    fn set(urls: &[&str]) -> Vec<Arc<Replica>> {
-        urls.iter()
-            .map(|u| Arc::new(Replica::new(u.parse().expect("uri"))))
-            .collect()
-    }
-
-    /// Every rule: only healthy, untried replicas; None when none is left.
-    #[test]
-    fn every_rule_skips_unhealthy_and_tried_replicas() {
-        for routing in [Routing::LeastOutstanding] {
-            let rule = build(routing);
-            let reps = set(&["http://a:1", "http://b:2", "http://c:3"]);
-            let hint = RouteHint::default();
-            reps[2].set_healthy(false);
-            for _ in 0..6 {
-                let i = rule.choose(&reps, &[], &hint).expect("a healthy replica");
-                assert!(i < 2, "{routing:?} chose the unhealthy replica");
-            }
-            assert_eq!(rule.choose(&reps, &[0, 1], &hint), None, "{routing:?}");
-            reps.iter().for_each(|r| {
-                r.set_healthy(false);
-            });
-            assert_eq!(rule.choose(&reps, &[], &hint), None, "{routing:?}");
-        }
-    }
-
-    #[test]
-    fn least_outstanding_prefers_the_idle_replica() {
-        let rule = build(Routing::LeastOutstanding);
-        let reps = set(&["http://a:1", "http://b:2", "http://c:3"]);
-        let _a = InFlight::new(reps[0].clone());
-        let _b = InFlight::new(reps[1].clone());
-        assert_eq!(rule.choose(&reps, &[], &RouteHint::default()), Some(2));
-        let two = set(&["http://a:1", "http://b:2"]);
-        let picks: Vec<_> = (0..4)
-            .filter_map(|_| rule.choose(&two, &[], &RouteHint::default()))
-            .collect();
-        assert!(
-            picks.contains(&0) && picks.contains(&1),
-            "ties spread: {picks:?}"
-        );
-    }
-
-    #[test]
-    fn routing_names_parse() {
-        #[derive(Deserialize)]
-        struct W {
-            r: Routing,
-        }
-        let w: W = toml::from_str("r = \"least-outstanding\"").expect("parse");
-        assert_eq!(w.r, Routing::LeastOutstanding);
-    }
-}
+mod tests;

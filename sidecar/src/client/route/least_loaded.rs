@@ -1,4 +1,4 @@
-//! Fewest outstanding requests among healthy replicas; ties broken round-robin so equal
+//! `least-loaded`: fewest outstanding requests among healthy replicas; ties broken round-robin so equal
 //! replicas share the load. Blind to what each replica caches.
 
 use std::sync::Arc;
@@ -8,11 +8,11 @@ use super::{ReplicaChoice, RouteHint};
 use crate::client::replica::Replica;
 
 #[derive(Debug, Default)]
-pub struct LeastOutstanding {
+pub struct LeastLoaded {
     next: AtomicUsize,
 }
 
-impl ReplicaChoice for LeastOutstanding {
+impl ReplicaChoice for LeastLoaded {
     fn choose(
         &self,
         replicas: &[Arc<Replica>],

@@ -1,0 +1,103 @@
+//! Route keys: what the cache-aware rules remember about a prompt. A prompt is cut into
+//! fixed blocks and each block's key is a hash of it *and every block before it* (a chain),
+//! so equal keys mean equal prefixes, as in an engine's own prefix cache. Computed once per
+//! request in the pipeline, only when the routing rule asks for them.
+//!
+//! Token-id prompts are cut every [`TOKENS_PER_KEY`] tokens; text prompts (a completions
+//! `prompt` string, a chat `messages` array as sent) every [`BYTES_PER_KEY`] bytes. Only full
+//! blocks get a key: a partial tail is never cached by the engine either.
+
+use recache_hash::{finalize, fnv1a_from};
+
+/// Tokens per key of a token-id prompt (the testbed's vLLM block size).
+pub const TOKENS_PER_KEY: usize = 32;
+/// Bytes per key of a text prompt: about 32 tokens of English text.
+pub const BYTES_PER_KEY: usize = 128;
+/// Bytes per token assumed when a text prompt's length is estimated.
+const BYTES_PER_TOKEN: usize = 4;
+
+/// A prompt's chained block keys and its length in tokens (estimated for text).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RouteKeys {
+    pub keys: Vec<u64>,
+    pub tokens: usize,
+}
+
+impl RouteKeys {
+    /// Keys of the first token prompt (a batch goes to one replica; its first prompt decides),
+    /// counting the tokens of all of them.
+    pub fn from_tokens(prompts: &[Vec<u32>]) -> Self {
+        let tokens = prompts.iter().map(Vec::len).sum();
+        let Some(first) = prompts.first() else {
+            return Self::default();
+        };
+        let mut h = 0u64;
+        let keys = first
+            .chunks_exact(TOKENS_PER_KEY)
+            .map(|block| {
+                h = finalize(fnv1a_from(h, block.iter().flat_map(|t| t.to_le_bytes())));
+                h
+            })
+            .collect();
+        Self { keys, tokens }
+    }
+
+    /// Keys of a text prompt's bytes.
+    pub fn from_text(text: &[u8]) -> Self {
+        let mut h = 1u64;
+        let keys = text
+            .chunks_exact(BYTES_PER_KEY)
+            .map(|block| {
+                h = finalize(fnv1a_from(h, block.iter().copied()));
+                h
+            })
+            .collect();
+        Self {
+            keys,
+            tokens: text.len().div_ceil(BYTES_PER_TOKEN),
+        }
+    }
+
+    /// Tokens one key stands for (an estimate for text).
+    pub fn tokens_per_key(&self) -> usize {
+        if self.keys.is_empty() {
+            return TOKENS_PER_KEY;
+        }
+        (self.tokens / self.keys.len()).clamp(1, TOKENS_PER_KEY * 4)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_chain_so_equal_keys_mean_equal_prefixes() {
+        let a: Vec<u32> = (0..100).collect();
+        let mut b = a.clone();
+        b[40] = 9999; // second block differs
+        let ka = RouteKeys::from_tokens(&[a]);
+        let kb = RouteKeys::from_tokens(&[b]);
+        assert_eq!(ka.keys.len(), 3, "three full blocks of 32 in 100 tokens");
+        assert_eq!(ka.tokens, 100);
+        assert_eq!(ka.keys[0], kb.keys[0]);
+        assert_ne!(ka.keys[1], kb.keys[1]);
+        assert_ne!(
+            ka.keys[2], kb.keys[2],
+            "a later block differs once an earlier one does"
+        );
+        // The same block after a different prefix gets a different key.
+        let c: Vec<u32> = (32..64).chain(32..64).collect();
+        let kc = RouteKeys::from_tokens(&[c]);
+        assert_ne!(kc.keys[0], kc.keys[1]);
+    }
+
+    #[test]
+    fn text_keys_cover_full_chunks_only() {
+        let k = RouteKeys::from_text(&[b'x'; 300]);
+        assert_eq!(k.keys.len(), 2);
+        assert_eq!(k.tokens, 75);
+        assert!(RouteKeys::from_tokens(&[]).keys.is_empty());
+        assert!(RouteKeys::from_text(b"short").keys.is_empty());
+    }
+}

@@ -1,0 +1,138 @@
+//! `prefix`: send a request where most of its prompt is already cached, traded against load.
+//!
+//! **Cost model.** For each healthy replica `r`, the work the request adds there is the prompt
+//! tokens `r` does not hold, and the wait is the requests already outstanding on `r`, each
+//! about the mean prompt length `L` (a running mean): `cost(r) = (tokens − cached(r)) +
+//! outstanding(r) × L`. The cheapest replica wins; ties go to the one given the fewest recent
+//! requests.
+//!
+//! **Bounded load** (consistent hashing with bounded loads, Mirrokni et al. 2018): a replica
+//! whose share of recent requests (an exponentially decayed count over about
+//! [`WINDOW`] requests) would exceed `1 + balance` times the mean is skipped while another is
+//! available, so one hot prefix cannot pull all traffic to one replica.
+//!
+//! **What is cached where** comes from recache's own record of what it sent where
+//! ([`super::sent`]: approximate mode, no KV events needed, bounded by `blocks` keys per
+//! replica and a TTL).
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::sent::Sent;
+use super::{ReplicaChoice, RouteHint};
+use crate::client::replica::Replica;
+
+/// Requests over which the recent share is counted (decay 1 − 1/WINDOW per decision).
+pub const WINDOW: f64 = 1000.0;
+
+/// The rule's parameters (`--routing prefix:blocks=N:ttl_s=S:balance=B`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PrefixParams {
+    /// Keys remembered per replica (one key: 32 tokens, or 128 bytes of text).
+    pub blocks: usize,
+    /// A key not sent for this long is taken to be evicted.
+    pub ttl: Duration,
+    /// Allowed excess of a replica's recent share over the mean (0.3: up to 1.3×).
+    pub balance: f64,
+}
+
+#[derive(Debug)]
+pub struct Prefix {
+    params: PrefixParams,
+    state: Mutex<State>,
+    clock: Instant,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    sent: Vec<Sent>,
+    /// Decayed request counts per replica.
+    recent: Vec<f64>,
+    /// Running mean prompt length in tokens.
+    mean_tokens: f64,
+}
+
+impl Prefix {
+    pub fn new(params: PrefixParams) -> Self {
+        Self {
+            params,
+            state: Mutex::new(State::default()),
+            clock: Instant::now(),
+        }
+    }
+
+    /// Forgets what was sent to replica `index` (it restarted or left).
+    pub fn forget(&self, index: usize) {
+        if let Ok(mut s) = self.state.lock()
+            && let Some(sent) = s.sent.get_mut(index)
+        {
+            sent.clear();
+        }
+    }
+}
+
+impl ReplicaChoice for Prefix {
+    fn wants_keys(&self) -> bool {
+        true
+    }
+
+    fn choose(
+        &self,
+        replicas: &[Arc<Replica>],
+        tried: &[usize],
+        hint: &RouteHint<'_>,
+    ) -> Option<usize> {
+        let n = replicas.len();
+        let now = self.clock.elapsed().as_millis() as u64;
+        let ttl = self.params.ttl.as_millis() as u64;
+        // A poisoned lock only means another request panicked mid-update; the record is
+        // still a usable approximation.
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.sent.len() != n {
+            s.sent.resize_with(n, Sent::default);
+            s.recent.resize(n, 0.0);
+        }
+        let candidates: Vec<usize> = (0..n)
+            .filter(|i| !tried.contains(i) && replicas[*i].is_healthy())
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let tokens = hint.keys.tokens as f64;
+        if s.mean_tokens == 0.0 {
+            s.mean_tokens = tokens.max(1.0);
+        }
+        let total: f64 = candidates.iter().map(|&i| s.recent[i]).sum();
+        // Rounded up, as in the paper: with few requests counted, a bound below 2 would
+        // refuse a replica its second request.
+        let limit = ((1.0 + self.params.balance) * (total + 1.0) / candidates.len() as f64).ceil();
+        let per_key = hint.keys.tokens_per_key() as f64;
+        let mut best: Option<(f64, f64, usize)> = None;
+        for pass in 0..2 {
+            for &i in &candidates {
+                // First pass: only replicas within the load bound.
+                if pass == 0 && s.recent[i] + 1.0 > limit {
+                    continue;
+                }
+                let cached = s.sent[i].matched(&hint.keys.keys, now, ttl) as f64 * per_key;
+                let cost =
+                    (tokens - cached).max(0.0) + replicas[i].in_flight() as f64 * s.mean_tokens;
+                let key = (cost, s.recent[i], i);
+                if best.is_none_or(|b| (key.0, key.1) < (b.0, b.1)) {
+                    best = Some(key);
+                }
+            }
+            if best.is_some() {
+                break;
+            }
+        }
+        let (_, _, chosen) = best?;
+        let decay = 1.0 - 1.0 / WINDOW;
+        s.recent.iter_mut().for_each(|r| *r *= decay);
+        s.recent[chosen] += 1.0;
+        s.mean_tokens += (tokens - s.mean_tokens) / 64.0;
+        s.sent[chosen].touch(&hint.keys.keys, now, self.params.blocks);
+        Some(chosen)
+    }
+}

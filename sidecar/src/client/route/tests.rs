@@ -1,0 +1,179 @@
+//! One suite over every rule, then each rule's own behaviour.
+
+use super::*;
+use crate::client::replica::InFlight;
+
+fn set(urls: &[&str]) -> Vec<Arc<Replica>> {
+    urls.iter()
+        .map(|u| Arc::new(Replica::new(u.parse().expect("uri"))))
+        .collect()
+}
+
+fn every_rule() -> [Routing; 2] {
+    [Routing::LeastLoaded, Routing::prefix()]
+}
+
+fn prompt(seed: u32, len: u32) -> RouteKeys {
+    RouteKeys::from_tokens(&[(0..len).map(|t| seed * 100_000 + t).collect()])
+}
+
+/// Every rule: only healthy, untried replicas; None when none is left; with and without keys.
+#[test]
+fn every_rule_skips_unhealthy_and_tried_replicas() {
+    for routing in every_rule() {
+        let rule = build(routing);
+        let reps = set(&["http://a:1", "http://b:2", "http://c:3"]);
+        reps[2].set_healthy(false);
+        for i in 0..6 {
+            let keys = prompt(i % 2, 256);
+            let hint = RouteHint {
+                path: "/v1/completions",
+                keys: &keys,
+            };
+            let i = rule.choose(&reps, &[], &hint).expect("a healthy replica");
+            assert!(i < 2, "{routing:?} chose the unhealthy replica");
+        }
+        let hint = RouteHint::default();
+        assert_eq!(rule.choose(&reps, &[0, 1], &hint), None, "{routing:?}");
+        reps.iter().for_each(|r| {
+            r.set_healthy(false);
+        });
+        assert_eq!(rule.choose(&reps, &[], &hint), None, "{routing:?}");
+        assert_eq!(
+            rule.choose(&[], &[], &hint),
+            None,
+            "{routing:?}: no replicas"
+        );
+    }
+}
+
+/// Every rule spreads distinct prompts with no load over all replicas.
+#[test]
+fn every_rule_spreads_distinct_prompts() {
+    for routing in every_rule() {
+        let rule = build(routing);
+        let reps = set(&["http://a:1", "http://b:2"]);
+        let mut count = [0usize; 2];
+        for i in 0..100 {
+            let keys = prompt(i, 128);
+            let hint = RouteHint {
+                path: "/v1/completions",
+                keys: &keys,
+            };
+            count[rule.choose(&reps, &[], &hint).expect("some")] += 1;
+        }
+        assert!(count[0] >= 40 && count[1] >= 40, "{routing:?}: {count:?}");
+    }
+}
+
+#[test]
+fn least_loaded_prefers_the_idle_replica() {
+    let rule = build(Routing::LeastLoaded);
+    let reps = set(&["http://a:1", "http://b:2", "http://c:3"]);
+    let _a = InFlight::new(reps[0].clone());
+    let _b = InFlight::new(reps[1].clone());
+    assert_eq!(rule.choose(&reps, &[], &RouteHint::default()), Some(2));
+}
+
+#[test]
+fn prefix_sends_a_returning_prompt_where_its_prefix_went() {
+    let rule = build(Routing::prefix());
+    let reps = set(&["http://a:1", "http://b:2", "http://c:3"]);
+    let first = prompt(7, 512);
+    let hint = RouteHint {
+        path: "/v1/completions",
+        keys: &first,
+    };
+    let home = rule.choose(&reps, &[], &hint).expect("some");
+    // Other users in between, then the same user with a longer prompt.
+    for i in 0..5 {
+        let k = prompt(100 + i, 512);
+        rule.choose(&reps, &[], &RouteHint { path: "", keys: &k });
+    }
+    let mut longer: Vec<u32> = (0..512).map(|t| 7 * 100_000 + t).collect();
+    longer.extend(1..200);
+    let keys = RouteKeys::from_tokens(&[longer]);
+    let again = rule.choose(
+        &reps,
+        &[],
+        &RouteHint {
+            path: "",
+            keys: &keys,
+        },
+    );
+    assert_eq!(again, Some(home));
+}
+
+#[test]
+fn prefix_trades_cached_tokens_against_queued_work() {
+    let rule = build(Routing::prefix());
+    let reps = set(&["http://a:1", "http://b:2"]);
+    let p = prompt(1, 64);
+    let home = rule
+        .choose(&reps, &[], &RouteHint { path: "", keys: &p })
+        .expect("some");
+    // Four requests queued at home outweigh 64 cached tokens of a 64-token mean prompt.
+    let _queued: Vec<_> = (0..4).map(|_| InFlight::new(reps[home].clone())).collect();
+    let next = rule.choose(&reps, &[], &RouteHint { path: "", keys: &p });
+    assert_eq!(next, Some(1 - home));
+}
+
+#[test]
+fn prefix_bounds_a_hot_prompts_share() {
+    let balance = 0.3;
+    let rule = build(Routing::Prefix {
+        blocks: 1 << 16,
+        ttl_s: 600.0,
+        balance,
+    });
+    let reps = set(&["http://a:1", "http://b:2"]);
+    let hot = prompt(3, 1024);
+    let mut count = [0usize; 2];
+    for _ in 0..2000 {
+        count[rule
+            .choose(
+                &reps,
+                &[],
+                &RouteHint {
+                    path: "",
+                    keys: &hot,
+                },
+            )
+            .expect("some")] += 1;
+    }
+    let max_share = *count.iter().max().expect("two") as f64 / 1000.0;
+    assert!(max_share <= 1.0 + balance + 0.02, "{count:?}");
+}
+
+#[test]
+fn routing_specs_parse_and_bad_ones_name_the_problem() {
+    assert_eq!(
+        Routing::from_spec("least-loaded").expect("ok"),
+        Routing::LeastLoaded
+    );
+    assert_eq!(
+        Routing::from_spec("least-outstanding").expect("old name"),
+        Routing::LeastLoaded
+    );
+    assert_eq!(
+        Routing::from_spec("prefix:blocks=1024:balance=0.5").expect("ok"),
+        Routing::Prefix {
+            blocks: 1024,
+            ttl_s: 600.0,
+            balance: 0.5
+        }
+    );
+    for (spec, says) in [
+        ("nearest", "unknown variant"),
+        ("prefix:blocks=0", "blocks"),
+        ("prefix:balance=-1", "balance"),
+        ("prefix:ttl_s=0", "ttl_s"),
+        ("prefix:bogus=1", "unknown field"),
+        ("prefix:blocks", "key=value"),
+    ] {
+        let e = Routing::from_spec(spec).expect_err(spec).to_string();
+        assert!(e.contains(says), "{spec}: {e}");
+    }
+    let v = serde_json::to_value(Routing::prefix()).expect("json");
+    assert_eq!(v["routing"], "prefix");
+}

@@ -2,7 +2,8 @@
 //! `recache serve --engine sglang`). One body per engine: the OpenAI routes pass through
 //! unchanged (SGLang: also its native `/generate` and `/flush_cache`), streaming equals
 //! non-streaming at temperature 0 (SGLang: on both dialects), usage passes through, and
-//! recache's own 400s apply. Engine death mid-stream: on vLLM with two replicas that share load,
+//! recache's own 400s apply. On vLLM with two replicas: they share load, `--routing prefix`
+//! sends a returning prompt where its prefix is cached, and on engine death mid-stream they
 //! fail over and take a restarted replica back; on SGLang with its single instance (an error
 //! event and a cut, then recache's own 503), as a start costs about a minute on CI machines.
 
@@ -303,6 +304,61 @@ async fn vllm_replicas_share_load_fail_over_die_mid_stream_and_come_back() {
     );
     assert_eq!(da + db, 8.0);
     assert!(da >= 1.0 && db >= 1.0, "load not shared: a={da} b={db}");
+
+    // `--routing prefix` in front of the same replicas: a returning user's longer prompt goes
+    // where its prefix is cached, every time (least-loaded would land there about half the
+    // time), while other users' prompts spread.
+    let mut args = Engine::Vllm.serve_args(&[&a.upstream, &b.upstream]);
+    args.routing = Some("prefix".into());
+    let routed = Proxy::start_with(&args).await;
+    let prompt = |user: u32, len: u32| -> Vec<u32> {
+        (0..len).map(|t| 10 + (user * 997 + t * 7) % 3000).collect()
+    };
+    let cached = |v: &Value| v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64();
+    let url = routed.url("/v1/completions");
+    let first = post(
+        url.clone(),
+        json!({"model": a.model, "prompt": prompt(1, 512), "max_tokens": 1}),
+    )
+    .await;
+    assert_json_200(first);
+    for turn in 0..3u32 {
+        for other in 0..2u32 {
+            let body = json!({"model": a.model, "prompt": prompt(100 + turn * 2 + other, 512), "max_tokens": 1});
+            assert_json_200(post(url.clone(), body).await);
+        }
+        let mut longer = prompt(1, 512);
+        longer.extend(prompt(50 + turn, 40));
+        let (status, v) = post(
+            url.clone(),
+            json!({"model": a.model, "prompt": longer, "max_tokens": 1}),
+        )
+        .await;
+        assert_eq!(status, 200, "{v}");
+        assert!(
+            cached(&v).is_some_and(|c| c >= 512),
+            "turn {turn}: the returning prompt missed its cached prefix: {}",
+            v["usage"]
+        );
+    }
+    let spread: Vec<u64> = routed
+        .state
+        .client
+        .replicas()
+        .iter()
+        .map(|r| {
+            let text = String::from_utf8_lossy(&routed.state.metrics.render()).into_owned();
+            let key = format!("recache_upstream_routed_total{{upstream=\"{}\"}} ", r.label);
+            text.lines()
+                .find_map(|l| l.strip_prefix(key.as_str())?.trim().parse().ok())
+                .unwrap_or(0)
+        })
+        .collect();
+    assert!(
+        spread.iter().all(|n| *n >= 2),
+        "other users spread over both: {spread:?}"
+    );
+    drop(routed);
 
     // Kill a replica in the middle of a long stream: the client sees an error event and a cut.
     let long = json!({"model": a.model, "prompt": "long", "max_tokens": 7000, "ignore_eos": true, "stream": true});

@@ -6,6 +6,7 @@ pub mod gr;
 pub mod loadgen;
 pub mod overhead;
 pub mod replay;
+pub mod route;
 pub mod static_upstream;
 pub mod synth;
 pub mod wrk;
@@ -28,6 +29,9 @@ pub enum BenchCmd {
     /// Eviction on a real engine: a Mooncake trace replayed through recache per policy
     /// (native vLLM LRU, or a policy steered via the shim); engine vs simulated hit rate.
     Replay(Box<replay::ReplayArgs>),
+    /// Routing strategies side by side on real replicas: engine hit rate, rps, latency,
+    /// per-replica share and decision time per strategy.
+    Route(Box<route::RouteArgs>),
     /// A synthetic `bench gr` data set (Zipf item popularity, long-tailed histories) in the
     /// shared Amazon data's formats; prints a one-line JSON summary.
     Synth(synth::SynthArgs),
@@ -68,6 +72,7 @@ impl BenchCmd {
             BenchCmd::Overhead(args) => overhead::run(args).await,
             BenchCmd::Gr(args) => gr::run(*args).await,
             BenchCmd::Replay(args) => replay::run(*args).await,
+            BenchCmd::Route(args) => route::run(*args).await,
             BenchCmd::Synth(args) => tokio::task::block_in_place(|| synth::run(args)),
             BenchCmd::Predictor { trace } => {
                 // CPU-bound: keep it off the runtime's worker threads.

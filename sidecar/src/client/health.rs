@@ -44,6 +44,9 @@ async fn probe_one(client: &EngineClient, replica: &Arc<Replica>) {
                 upstream = label,
                 "upstream is healthy, taken back into rotation"
             );
+            // It may have restarted with an empty cache: what the rule remembers sending
+            // there no longer holds.
+            client.replica_returned(replica);
         } else {
             tracing::warn!(
                 upstream = label,

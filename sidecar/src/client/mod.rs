@@ -129,6 +129,13 @@ impl EngineClient {
         self.replicas.len() > 1 && self.route.load().rule.wants_keys()
     }
 
+    /// A replica came back after being out of rotation: the routing rule forgets it.
+    pub fn replica_returned(&self, replica: &Arc<Replica>) {
+        if let Some(i) = self.replicas.iter().position(|r| Arc::ptr_eq(r, replica)) {
+            self.route.load().rule.forget(i);
+        }
+    }
+
     /// Ready once some replica is healthy and has answered at least once.
     pub fn ready(&self) -> bool {
         self.replicas

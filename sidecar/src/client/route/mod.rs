@@ -58,6 +58,10 @@ pub trait ReplicaChoice: Send + Sync + std::fmt::Debug {
     fn wants_keys(&self) -> bool {
         false
     }
+
+    /// Replica `index` came back into rotation (it may have restarted with an empty cache):
+    /// forget what the rule knew of it.
+    fn forget(&self, _index: usize) {}
 }
 
 /// The rules there are, by name, with their parameters (configuration, admin API, factory).

@@ -61,18 +61,16 @@ impl Prefix {
             clock: Instant::now(),
         }
     }
-
-    /// Forgets what was sent to replica `index` (it restarted or left).
-    pub fn forget(&self, index: usize) {
-        if let Ok(mut s) = self.state.lock()
-            && let Some(sent) = s.sent.get_mut(index)
-        {
-            sent.clear();
-        }
-    }
 }
 
 impl ReplicaChoice for Prefix {
+    fn forget(&self, index: usize) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(sent) = s.sent.get_mut(index) {
+            sent.clear();
+        }
+    }
+
     fn wants_keys(&self) -> bool {
         true
     }

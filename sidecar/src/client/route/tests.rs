@@ -105,6 +105,26 @@ fn prefix_sends_a_returning_prompt_where_its_prefix_went() {
 }
 
 #[test]
+fn prefix_forgets_a_replica_that_came_back() {
+    let rule = build(Routing::prefix());
+    let reps = set(&["http://a:1", "http://b:2"]);
+    let p = prompt(9, 256);
+    let hint = RouteHint { path: "", keys: &p };
+    let home = rule.choose(&reps, &[], &hint).expect("some");
+    // One other prompt to the other replica; then home has the most recent requests, so
+    // only the record pulls the prompt back there.
+    let k = prompt(200, 256);
+    rule.choose(&reps, &[home], &RouteHint { path: "", keys: &k });
+    assert_eq!(rule.choose(&reps, &[], &hint), Some(home), "remembered");
+    rule.forget(home);
+    assert_eq!(
+        rule.choose(&reps, &[], &hint),
+        Some(1 - home),
+        "forgotten: no affinity left"
+    );
+}
+
+#[test]
 fn prefix_trades_cached_tokens_against_queued_work() {
     let rule = build(Routing::prefix());
     let reps = set(&["http://a:1", "http://b:2"]);

@@ -1,0 +1,59 @@
+//! Routing decision time with a full record: every replica's `prefix` record filled to
+//! `blocks` keys from the trace's own prompts, then each request's decision timed alone (no
+//! engine, no network). The live runs report the same from `recache_route_decision_seconds`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::client::replica::Replica;
+use crate::client::route::{self, RouteHint, RouteKeys, Routing};
+
+/// Times `rounds` decisions of `routing` over `replicas` replicas whose records hold about
+/// `blocks` keys each, prompts cycling through `prompts`.
+pub fn measure(routing: Routing, replicas: usize, prompts: &[Vec<u32>], rounds: usize) -> Value {
+    let set: Vec<Arc<Replica>> = (0..replicas)
+        .map(|i| {
+            Arc::new(Replica::new(
+                format!("http://r{i}:1").parse().expect("static uri"),
+            ))
+        })
+        .collect();
+    let rule = route::build(routing);
+    let keys: Vec<RouteKeys> = prompts
+        .iter()
+        .map(|p| RouteKeys::from_tokens(std::slice::from_ref(p)))
+        .collect();
+    let blocks = match routing {
+        Routing::Prefix { blocks, .. } => blocks,
+        Routing::LeastLoaded => 0,
+    };
+    // Fill: distinct synthetic prompts until each record is full, then the trace's prompts.
+    let per_prompt = 64usize;
+    let fill = (blocks * replicas).div_ceil(per_prompt);
+    for i in 0..fill {
+        let p: Vec<u32> = (0..(per_prompt * 32) as u32)
+            .map(|t| (i as u32).wrapping_mul(7919) ^ t.wrapping_mul(31))
+            .collect();
+        let k = RouteKeys::from_tokens(&[p]);
+        rule.choose(&set, &[], &RouteHint { path: "", keys: &k });
+    }
+    let mut times = Vec::with_capacity(rounds);
+    for i in 0..rounds {
+        let k = &keys[i % keys.len().max(1)];
+        let t = Instant::now();
+        let chosen = rule.choose(&set, &[], &RouteHint { path: "", keys: k });
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+        std::hint::black_box(chosen);
+    }
+    times.sort_by(f64::total_cmp);
+    let q = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    let mean_keys =
+        keys.iter().map(|k| k.keys.len()).sum::<usize>() as f64 / keys.len().max(1) as f64;
+    json!({
+        "strategy": routing.name(), "replicas": replicas, "blocks_per_replica": blocks,
+        "decisions": rounds, "mean_prompt_keys": mean_keys,
+        "decision_p50_us": q(0.5), "decision_p99_us": q(0.99),
+    })
+}

@@ -1,0 +1,414 @@
+//! `recache bench route`: routing strategies side by side on real engine replicas.
+//!
+//! One run: for each strategy, both replicas' prefix caches are emptied, an in-process recache
+//! with `--routing STRATEGY` is started in front of all of them, and the first `--requests`
+//! requests of a Mooncake trace go through it from `--concurrency` workers in trace order
+//! (each hash id a fixed 32-token block, as `bench replay` builds them). Per strategy it
+//! prints the engines' own prefix-cache hit rate (summed over replicas), rps, p50/p99
+//! latency, each replica's share of requests and the busiest one's over the mean
+//! (`max_share`), and the routing decision p99 (from `recache_route_decision_seconds`,
+//! bucket upper bound). A last row times decisions alone with 100k keys per replica
+//! ([`decisions`]).
+//!
+//! Not built yet (refused with a message, not faked): per-replica KV-event mirrors (the
+//! `prefix` rule runs on recache's own record of what it sent where; `--kv-events` is
+//! accepted and reported unused), GR ranking load (`--data/--items`) and the `gr` strategy.
+
+pub mod decisions;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::BenchError;
+use super::engine_ops;
+use super::gr::http::{self, counter};
+use super::replay::tokens;
+use crate::client::route::Routing;
+use crate::config::ServeArgs;
+use recache_adapters::Engine;
+
+const BLOCK: usize = 32;
+
+#[derive(clap::Args, Debug)]
+pub struct RouteArgs {
+    /// Engine replicas (repeat), e.g. http://127.0.0.1:8000
+    #[arg(long = "upstream", required = true)]
+    pub upstream: Vec<String>,
+    /// Each replica's KV-event publisher, in --upstream order (accepted; the mirrors that
+    /// would use them are not built yet: `prefix` runs on recache's record of what it sent)
+    #[arg(long = "kv-events")]
+    pub kv_events: Vec<String>,
+    /// Mooncake-format trace (JSONL with hash_ids)
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// GR ranking data (not built yet: refused)
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// GR item titles (not built yet: refused)
+    #[arg(long)]
+    pub items: Option<PathBuf>,
+    /// Comma-separated routing specs, as --routing takes them
+    #[arg(long, default_value = "least-loaded,prefix", value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// The engines' dialect: vllm or sglang [default: detected from the first replica]
+    #[arg(long)]
+    pub engine: Option<Engine>,
+    /// Requests replayed from the start of the trace
+    #[arg(long, default_value_t = 1000)]
+    pub requests: usize,
+    /// Requests in flight at once
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Each replica's KV cache in 32-token blocks (testbed --kv-blocks); `prefix` without
+    /// `blocks=` remembers this many keys per replica
+    #[arg(long, default_value_t = 512)]
+    pub kv_blocks: usize,
+    /// The engines' max model length; longer prompts are truncated to whole blocks
+    #[arg(long, default_value_t = 8192)]
+    pub max_model_len: usize,
+    /// Print one JSON object per strategy (else a table)
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A strategy as the run uses it: `prefix` sized to the engines' caches unless told.
+fn strategy(spec: &str, kv_blocks: usize) -> Result<Routing, BenchError> {
+    let spec = spec.trim();
+    if spec == "gr" {
+        return Err(BenchError::Setup(
+            "strategy gr is not built yet (GR-aware routing is the next step of cache-aware \
+             routing); run least-loaded,prefix"
+                .into(),
+        ));
+    }
+    let full = if spec == "prefix" {
+        format!("prefix:blocks={kv_blocks}")
+    } else {
+        spec.to_string()
+    };
+    Routing::from_spec(&full).map_err(|e| BenchError::Setup(e.to_string()))
+}
+
+fn load(args: &RouteArgs) -> Result<Vec<Vec<u64>>, BenchError> {
+    let Some(trace) = &args.trace else {
+        return Err(BenchError::Setup(
+            if args.data.is_some() || args.items.is_some() {
+                "GR ranking load (--data/--items) is not built yet; pass --trace FILE".into()
+            } else {
+                "pass --trace FILE (a Mooncake-format JSONL trace)".into()
+            },
+        ));
+    };
+    let text = std::fs::read_to_string(trace).map_err(BenchError::io("reading trace"))?;
+    let max_ids = args.max_model_len.saturating_sub(2) / BLOCK;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(args.requests)
+        .map(|l| {
+            let v: Value = serde_json::from_str(l)
+                .map_err(|e| BenchError::Setup(format!("trace line: {e}")))?;
+            let ids = v["hash_ids"]
+                .as_array()
+                .ok_or_else(|| BenchError::Setup("trace line without hash_ids".into()))?;
+            Ok(ids.iter().filter_map(Value::as_u64).take(max_ids).collect())
+        })
+        .collect()
+}
+
+pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
+    let routings = args
+        .strategies
+        .iter()
+        .map(|s| strategy(s, args.kv_blocks))
+        .collect::<Result<Vec<_>, _>>()?;
+    let reqs = load(&args)?;
+    if reqs.is_empty() {
+        return Err(BenchError::Setup("the trace has no requests".into()));
+    }
+    let client = http::client();
+    let engine = engine_ops::resolve(&client, &args.upstream[0], args.engine).await;
+    let model = http::first_model(&client, &args.upstream[0]).await?;
+    let prompts: Vec<Vec<u32>> = reqs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| tokens(r, i as u64))
+        .collect();
+    // A fresh engine's first requests can take minutes (kernel warm-up); that must not land
+    // in the first strategy's numbers.
+    for up in &args.upstream {
+        eprintln!("[route] warming up {up}");
+        for n in [64usize, 1024] {
+            let body = json!({"model": model, "prompt": vec![7u32; n], "max_tokens": 1});
+            http::post(&client, &format!("{up}/v1/completions"), &body).await?;
+        }
+    }
+    let mut rows = Vec::new();
+    for routing in &routings {
+        let row = one(&args, engine, &model, &prompts, *routing).await?;
+        print_row(&args, &row);
+        rows.push(row);
+    }
+    let row = tokio::task::block_in_place(|| {
+        decisions::measure(
+            Routing::Prefix {
+                blocks: 100_000,
+                ttl_s: 600.0,
+                balance: 0.3,
+            },
+            args.upstream.len(),
+            &prompts,
+            100_000,
+        )
+    });
+    print_row(&args, &row);
+    if !args.json {
+        table(&rows);
+    }
+    Ok(())
+}
+
+fn print_row(args: &RouteArgs, row: &Value) {
+    if args.json {
+        println!("{row}");
+    } else {
+        eprintln!("{row}");
+    }
+}
+
+async fn one(
+    args: &RouteArgs,
+    engine: Engine,
+    model: &str,
+    prompts: &[Vec<u32>],
+    routing: Routing,
+) -> Result<Value, BenchError> {
+    let client = http::client();
+    for up in &args.upstream {
+        engine_ops::reset_cache(&client, engine, up, false)
+            .await
+            .map_err(|e| BenchError::Setup(format!("{up}: {e}")))?;
+    }
+    let serve = ServeArgs {
+        upstream: args.upstream.clone(),
+        engine: Some(engine),
+        // Busy CPU engines answer probes late; a missed 2 s probe would eject a replica.
+        health_interval: Some(Duration::from_secs(10)),
+        routing: Some(
+            serde_json::to_value(routing)
+                .ok()
+                .and_then(|v| spec_of(&v))
+                .unwrap_or_else(|| routing.name().to_string()),
+        ),
+        ..Default::default()
+    };
+    let local = crate::local::LocalServer::start(&serve)
+        .await
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
+    let before = scrape(&client, &args.upstream).await?;
+    let url = format!("{}/v1/completions", local.base());
+    let next = Arc::new(AtomicUsize::new(0));
+    let t0 = Instant::now();
+    let mut workers = tokio::task::JoinSet::new();
+    let shared: Arc<[Vec<u32>]> = prompts.to_vec().into();
+    let errors = Arc::new(AtomicUsize::new(0));
+    for _ in 0..args.concurrency.max(1) {
+        let (client, url, next, model) =
+            (client.clone(), url.clone(), next.clone(), model.to_string());
+        let prompts = shared.clone();
+        let errors = errors.clone();
+        workers.spawn(async move {
+            let mut lat = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(p) = prompts.get(i) else { break };
+                let body = json!({"model": model, "prompt": p, "max_tokens": 1, "temperature": 0});
+                let t = Instant::now();
+                let (status, v) = http::post(&client, &url, &body).await?;
+                if status != 200 {
+                    // Counted and shown, not fatal: one engine hiccup should not throw away
+                    // minutes of measurement (the row says how many failed).
+                    eprintln!("[route] request {i} answered {status}: {v}");
+                    errors.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                if (i + 1) % 250 == 0 {
+                    eprintln!("[route] {}: {}/{}", routing.name(), i + 1, prompts.len());
+                }
+            }
+            Ok::<_, BenchError>(lat)
+        });
+    }
+    let mut lat = Vec::new();
+    while let Some(done) = workers.join_next().await {
+        lat.extend(done.map_err(|e| BenchError::Setup(format!("worker: {e}")))??);
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let failed = errors.load(Ordering::Relaxed);
+    if failed * 10 > prompts.len() {
+        return Err(BenchError::Setup(format!(
+            "{failed} of {} requests failed under {}: the engines are not healthy",
+            prompts.len(),
+            routing.name()
+        )));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = scrape(&client, &args.upstream).await?;
+    let (mut queries, mut hits) = (0.0, 0.0);
+    for (b, a) in before.iter().zip(&after) {
+        let (q, h) = engine_ops::cache_deltas(engine, b, a);
+        queries += q;
+        hits += h;
+    }
+    let ours = String::from_utf8_lossy(&local.state.metrics.render()).into_owned();
+    let shares: Vec<f64> = local
+        .state
+        .client
+        .replicas()
+        .iter()
+        .map(|r| {
+            counter(
+                &ours,
+                &format!("recache_upstream_routed_total{{upstream=\"{}\"}}", r.label),
+            )
+        })
+        .collect();
+    let mean = shares.iter().sum::<f64>() / shares.len().max(1) as f64;
+    let max_share = shares.iter().copied().fold(0.0, f64::max) / mean.max(1.0);
+    lat.sort_by(f64::total_cmp);
+    Ok(json!({
+        "strategy": routing.name(), "routing": routing, "requests": prompts.len(),
+        "errors": errors.load(Ordering::Relaxed),
+        "concurrency": args.concurrency, "hit_rate": hits / queries.max(1.0),
+        "rps": prompts.len() as f64 / wall, "p50_ms": pct(&lat, 0.5), "p99_ms": pct(&lat, 0.99),
+        "requests_per_replica": shares, "max_share": max_share,
+        "decision_p99_us": decision_p99_us(&ours),
+        "replicas": args.upstream.len(), "kv_blocks_per_replica": args.kv_blocks,
+        "mirrors": if args.kv_events.is_empty() { "none" } else { "given, not used yet (approximate mode)" },
+    }))
+}
+
+/// Every replica's `/metrics` text, in order.
+async fn scrape(
+    client: &crate::bench::HttpClient,
+    ups: &[String],
+) -> Result<Vec<String>, BenchError> {
+    let mut out = Vec::new();
+    for up in ups {
+        out.push(http::get_text(client, &format!("{up}/metrics")).await?);
+    }
+    Ok(out)
+}
+
+/// `{"routing":"prefix","blocks":512,...}` → `prefix:blocks=512:...`.
+fn spec_of(v: &Value) -> Option<String> {
+    let obj = v.as_object()?;
+    let mut spec = obj.get("routing")?.as_str()?.to_string();
+    for (k, v) in obj.iter().filter(|(k, _)| *k != "routing") {
+        spec.push_str(&format!(":{k}={v}"));
+    }
+    Some(spec)
+}
+
+fn pct(sorted: &[f64], q: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted.get(i).copied().unwrap_or(0.0)
+}
+
+/// The upper bound (µs) of the first decision-time bucket holding 99% of decisions.
+fn decision_p99_us(metrics: &str) -> Option<f64> {
+    let name = "recache_route_decision_seconds_bucket{le=\"";
+    let buckets: Vec<(f64, f64)> = metrics
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            let (le, count) = rest.split_once("\"} ")?;
+            Some((le.parse().ok()?, count.trim().parse().ok()?))
+        })
+        .collect();
+    let total = buckets.last()?.1;
+    buckets
+        .iter()
+        .find(|(_, c)| *c >= 0.99 * total)
+        .map(|(le, _)| le * 1e6)
+}
+
+fn table(rows: &[Value]) {
+    println!(
+        "{:<14} {:>9} {:>8} {:>8} {:>8} {:>10} {:>12}",
+        "strategy", "hit_rate", "rps", "p50_ms", "p99_ms", "max_share", "decision_us"
+    );
+    for r in rows {
+        println!(
+            "{:<14} {:>9.4} {:>8.2} {:>8.1} {:>8.1} {:>10.3} {:>12}",
+            r["strategy"].as_str().unwrap_or(""),
+            r["hit_rate"].as_f64().unwrap_or(0.0),
+            r["rps"].as_f64().unwrap_or(0.0),
+            r["p50_ms"].as_f64().unwrap_or(0.0),
+            r["p99_ms"].as_f64().unwrap_or(0.0),
+            r["max_share"].as_f64().unwrap_or(0.0),
+            r["decision_p99_us"]
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strategies_parse_and_unbuilt_ones_are_refused() {
+        assert_eq!(
+            strategy("prefix", 512).expect("ok"),
+            Routing::Prefix {
+                blocks: 512,
+                ttl_s: 600.0,
+                balance: 0.3
+            }
+        );
+        assert_eq!(
+            strategy("least-loaded", 512).expect("ok"),
+            Routing::LeastLoaded
+        );
+        let e = strategy("gr", 512).expect_err("not built").to_string();
+        assert!(e.contains("not built"), "{e}");
+        let v = serde_json::to_value(Routing::prefix()).expect("json");
+        let spec = spec_of(&v).expect("spec");
+        assert_eq!(
+            Routing::from_spec(&spec).expect("round trip"),
+            Routing::prefix()
+        );
+    }
+
+    #[test]
+    fn decision_p99_reads_the_histogram() {
+        let m = "recache_route_decision_seconds_bucket{le=\"0.000001\"} 50\n\
+                 recache_route_decision_seconds_bucket{le=\"0.000002\"} 99\n\
+                 recache_route_decision_seconds_bucket{le=\"+Inf\"} 100\n";
+        let p = decision_p99_us(m).expect("p99");
+        assert!((p - 2.0).abs() < 1e-9, "{p}");
+    }
+
+    #[test]
+    fn decisions_with_a_full_record_are_timed() {
+        let prompts: Vec<Vec<u32>> = (0..20)
+            .map(|u| (0..640).map(|t| u * 1000 + t).collect())
+            .collect();
+        let v = decisions::measure(
+            Routing::Prefix {
+                blocks: 2000,
+                ttl_s: 600.0,
+                balance: 0.3,
+            },
+            2,
+            &prompts,
+            200,
+        );
+        assert_eq!(v["decisions"], 200);
+        assert!(v["decision_p99_us"].as_f64().expect("p99") > 0.0);
+    }
+}

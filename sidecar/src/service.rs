@@ -42,6 +42,7 @@ impl AppState {
                 health_interval: config.health_interval,
                 health_path: config.engine.health_path(),
                 routing: config.routing,
+                engine: config.engine,
             },
             &metrics,
         );

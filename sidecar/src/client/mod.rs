@@ -47,6 +47,9 @@ pub struct ClientSettings {
     /// The engine's health route (`recache_adapters::Engine::health_path`).
     pub health_path: &'static str,
     pub routing: Routing,
+    /// The engine's dialect: which body field carries a token prompt (route keys of the
+    /// calls recache makes itself, e.g. ranking prompts).
+    pub engine: recache_adapters::Engine,
 }
 
 /// A request to send to some replica.
@@ -224,6 +227,7 @@ impl EngineClient {
     ) -> Result<JsonAnswer, ClientError> {
         let pq: Option<PathAndQuery> = path.parse().ok();
         let mut headers = HeaderMap::new();
+        let body_value = body;
         let body = match body {
             Some(v) => {
                 headers.insert(
@@ -234,16 +238,24 @@ impl EngineClient {
             }
             None => Bytes::new(),
         };
+        // recache's own prompts (ranking) route by their prefix too when the rule asks.
+        let keys = match (
+            self.wants_keys(),
+            self.settings.engine.token_prompt_field(path),
+        ) {
+            (true, Some(field)) => body_value
+                .and_then(|v| v.get(field))
+                .map(|p| RouteKeys::from_tokens(&recache_adapters::openai::token_prompts(p)))
+                .unwrap_or_default(),
+            _ => RouteKeys::default(),
+        };
         let answer = self
             .send(Outgoing {
                 method,
                 path: pq.as_ref(),
                 headers,
                 body,
-                hint: RouteHint {
-                    path,
-                    keys: &RouteKeys::default(),
-                },
+                hint: RouteHint { path, keys: &keys },
             })
             .await?;
         let Answer {

@@ -73,6 +73,10 @@ pub struct RouteArgs {
     /// Print one JSON object per strategy (else a table)
     #[arg(long)]
     pub json: bool,
+    /// Only time routing decisions with 100k keys per replica (no engine is called; the
+    /// trace's prompts are the requests; --upstream gives the replica count)
+    #[arg(long)]
+    pub decisions_only: bool,
 }
 
 /// A strategy as the run uses it: `prefix` sized to the engines' caches unless told.
@@ -129,14 +133,18 @@ pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
     if reqs.is_empty() {
         return Err(BenchError::Setup("the trace has no requests".into()));
     }
-    let client = http::client();
-    let engine = engine_ops::resolve(&client, &args.upstream[0], args.engine).await;
-    let model = http::first_model(&client, &args.upstream[0]).await?;
     let prompts: Vec<Vec<u32>> = reqs
         .iter()
         .enumerate()
         .map(|(i, r)| tokens(r, i as u64))
         .collect();
+    if args.decisions_only {
+        print_row(&args, &timed_decisions(&args, &prompts));
+        return Ok(());
+    }
+    let client = http::client();
+    let engine = engine_ops::resolve(&client, &args.upstream[0], args.engine).await;
+    let model = http::first_model(&client, &args.upstream[0]).await?;
     // A fresh engine's first requests can take minutes (kernel warm-up); that must not land
     // in the first strategy's numbers.
     for up in &args.upstream {
@@ -152,23 +160,29 @@ pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
         print_row(&args, &row);
         rows.push(row);
     }
-    let row = tokio::task::block_in_place(|| {
-        decisions::measure(
-            Routing::Prefix {
-                blocks: 100_000,
-                ttl_s: 600.0,
-                balance: 0.3,
-            },
-            args.upstream.len(),
-            &prompts,
-            100_000,
-        )
-    });
+    let row = timed_decisions(&args, &prompts);
     print_row(&args, &row);
     if !args.json {
         table(&rows);
     }
     Ok(())
+}
+
+/// Decisions alone, 100k keys per replica ([`decisions`]).
+fn timed_decisions(args: &RouteArgs, prompts: &[Vec<u32>]) -> Value {
+    tokio::task::block_in_place(|| {
+        decisions::measure(
+            Routing::Prefix {
+                blocks: 100_000,
+                ttl_s: 600.0,
+                balance: 0.3,
+                queue_gap: 8,
+            },
+            args.upstream.len(),
+            prompts,
+            100_000,
+        )
+    })
 }
 
 fn print_row(args: &RouteArgs, row: &Value) {
@@ -367,7 +381,8 @@ mod tests {
             Routing::Prefix {
                 blocks: 512,
                 ttl_s: 600.0,
-                balance: 0.3
+                balance: 0.3,
+                queue_gap: 8,
             }
         );
         assert_eq!(
@@ -403,6 +418,7 @@ mod tests {
                 blocks: 2000,
                 ttl_s: 600.0,
                 balance: 0.3,
+                queue_gap: 8,
             },
             2,
             &prompts,

@@ -84,6 +84,10 @@ pub enum Routing {
         /// Allowed excess of a replica's recent request share over the mean.
         #[serde(default = "default_balance")]
         balance: f64,
+        /// Outstanding-request gap past which the least loaded replica wins regardless of
+        /// cache.
+        #[serde(default = "default_queue_gap")]
+        queue_gap: usize,
     },
 }
 
@@ -96,10 +100,15 @@ fn default_ttl_s() -> f64 {
 fn default_balance() -> f64 {
     0.3
 }
+fn default_queue_gap() -> usize {
+    8
+}
 
 /// A routing spec that cannot be used.
 #[derive(Debug, thiserror::Error)]
-#[error("routing {spec:?}: {why} (rules: least-loaded, prefix[:blocks=N][:ttl_s=S][:balance=B])")]
+#[error(
+    "routing {spec:?}: {why} (rules: least-loaded, prefix[:blocks=N][:ttl_s=S][:balance=B][:queue_gap=G])"
+)]
 pub struct BadRouting {
     pub spec: String,
     pub why: String,
@@ -114,6 +123,7 @@ impl Routing {
             blocks: default_blocks(),
             ttl_s: default_ttl_s(),
             balance: default_balance(),
+            queue_gap: default_queue_gap(),
         }
     }
 
@@ -147,6 +157,7 @@ impl Routing {
             blocks,
             ttl_s,
             balance,
+            ..
         } = *self
         {
             if blocks == 0 {
@@ -178,10 +189,12 @@ pub fn build(routing: Routing) -> Box<dyn ReplicaChoice> {
             blocks,
             ttl_s,
             balance,
+            queue_gap,
         } => Box::new(prefix::Prefix::new(prefix::PrefixParams {
             blocks,
             ttl: Duration::from_secs_f64(ttl_s),
             balance,
+            queue_gap,
         })),
     }
 }

@@ -125,17 +125,24 @@ fn prefix_forgets_a_replica_that_came_back() {
 }
 
 #[test]
-fn prefix_trades_cached_tokens_against_queued_work() {
-    let rule = build(Routing::prefix());
+fn prefix_keeps_affinity_until_the_queue_gap() {
+    let rule = build(Routing::prefix()); // queue_gap 8
     let reps = set(&["http://a:1", "http://b:2"]);
     let p = prompt(1, 64);
-    let home = rule
-        .choose(&reps, &[], &RouteHint { path: "", keys: &p })
-        .expect("some");
-    // Four requests queued at home outweigh 64 cached tokens of a 64-token mean prompt.
-    let _queued: Vec<_> = (0..4).map(|_| InFlight::new(reps[home].clone())).collect();
-    let next = rule.choose(&reps, &[], &RouteHint { path: "", keys: &p });
-    assert_eq!(next, Some(1 - home));
+    let hint = RouteHint { path: "", keys: &p };
+    let home = rule.choose(&reps, &[], &hint).expect("some");
+    let mut queued: Vec<_> = (0..8).map(|_| InFlight::new(reps[home].clone())).collect();
+    assert_eq!(
+        rule.choose(&reps, &[], &hint),
+        Some(home),
+        "8 queued: within the gap"
+    );
+    queued.push(InFlight::new(reps[home].clone()));
+    assert_eq!(
+        rule.choose(&reps, &[], &hint),
+        Some(1 - home),
+        "9 queued: past the gap, the idle replica wins"
+    );
 }
 
 #[test]
@@ -145,6 +152,7 @@ fn prefix_bounds_a_hot_prompts_share() {
         blocks: 1 << 16,
         ttl_s: 600.0,
         balance,
+        queue_gap: 8,
     });
     let reps = set(&["http://a:1", "http://b:2"]);
     let hot = prompt(3, 1024);
@@ -180,7 +188,8 @@ fn routing_specs_parse_and_bad_ones_name_the_problem() {
         Routing::Prefix {
             blocks: 1024,
             ttl_s: 600.0,
-            balance: 0.5
+            balance: 0.5,
+            queue_gap: 8,
         }
     );
     for (spec, says) in [

@@ -25,7 +25,7 @@
 pub mod bench;
 pub mod cache;
 pub mod future;
-mod hash;
+pub mod hash;
 pub mod index;
 pub mod policy;
 pub mod predict;

@@ -7,13 +7,16 @@
 //! append-only log of touches, compacted when it outgrows twice the capacity), so memory and
 //! lookup cost do not grow with traffic.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+// Keys are already hashes: the eviction crate's integer hasher, not SipHash.
+use recache_eviction::hash::FastMap;
 
 /// One replica's record.
 #[derive(Debug, Default)]
 pub struct Sent {
     /// Key → when it was last sent (ms on the rule's clock).
-    last: HashMap<u64, u64>,
+    last: FastMap<u64, u64>,
     /// Touches in time order; entries whose time no longer matches `last` are stale.
     log: VecDeque<(u64, u64)>,
 }

@@ -78,12 +78,22 @@ pub fn tokens(ids: &[u64], tail: u64) -> Vec<u32> {
 }
 
 fn load(args: &ReplayArgs) -> Result<Vec<Vec<u64>>, BenchError> {
-    let text = std::fs::read_to_string(&args.trace).map_err(BenchError::io("reading trace"))?;
+    load_trace(&args.trace, args.requests, args.max_model_len)
+}
+
+/// The first `requests` requests' hash ids of a Mooncake-format trace, each cut to what fits
+/// in `max_model_len` as [`tokens`] builds prompts.
+pub fn load_trace(
+    trace: &std::path::Path,
+    requests: usize,
+    max_model_len: usize,
+) -> Result<Vec<Vec<u64>>, BenchError> {
+    let text = std::fs::read_to_string(trace).map_err(BenchError::io("reading trace"))?;
     // Room for the tail token and the one generated token.
-    let max_ids = (args.max_model_len.saturating_sub(2)) / BLOCK;
+    let max_ids = (max_model_len.saturating_sub(2)) / BLOCK;
     text.lines()
         .filter(|l| !l.trim().is_empty())
-        .take(args.requests)
+        .take(requests)
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l)
                 .map_err(|e| BenchError::Setup(format!("trace line: {e}")))?;
@@ -162,7 +172,8 @@ async fn start(
     })
 }
 
-fn pct(sorted: &[f64], q: f64) -> f64 {
+/// The `q` quantile of sorted samples (nearest rank).
+pub fn pct(sorted: &[f64], q: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
     sorted.get(i).copied().unwrap_or(0.0)
 }

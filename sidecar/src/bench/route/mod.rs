@@ -26,12 +26,10 @@ use serde_json::{Value, json};
 use super::BenchError;
 use super::engine_ops;
 use super::gr::http::{self, counter};
-use super::replay::tokens;
+use super::replay::{load_trace, pct, tokens};
 use crate::client::route::Routing;
 use crate::config::ServeArgs;
 use recache_adapters::Engine;
-
-const BLOCK: usize = 32;
 
 #[derive(clap::Args, Debug)]
 pub struct RouteArgs {
@@ -107,20 +105,7 @@ fn load(args: &RouteArgs) -> Result<Vec<Vec<u64>>, BenchError> {
             },
         ));
     };
-    let text = std::fs::read_to_string(trace).map_err(BenchError::io("reading trace"))?;
-    let max_ids = args.max_model_len.saturating_sub(2) / BLOCK;
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .take(args.requests)
-        .map(|l| {
-            let v: Value = serde_json::from_str(l)
-                .map_err(|e| BenchError::Setup(format!("trace line: {e}")))?;
-            let ids = v["hash_ids"]
-                .as_array()
-                .ok_or_else(|| BenchError::Setup("trace line without hash_ids".into()))?;
-            Ok(ids.iter().filter_map(Value::as_u64).take(max_ids).collect())
-        })
-        .collect()
+    load_trace(trace, args.requests, args.max_model_len)
 }
 
 pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
@@ -211,17 +196,12 @@ async fn one(
         engine: Some(engine),
         // Busy CPU engines answer probes late; a missed 2 s probe would eject a replica.
         health_interval: Some(Duration::from_secs(10)),
-        routing: Some(
-            serde_json::to_value(routing)
-                .ok()
-                .and_then(|v| spec_of(&v))
-                .unwrap_or_else(|| routing.name().to_string()),
-        ),
         ..Default::default()
     };
     let local = crate::local::LocalServer::start(&serve)
         .await
         .map_err(|e| BenchError::Setup(e.to_string()))?;
+    local.state.client.set_routing(routing);
     let before = scrape(&client, &args.upstream).await?;
     let url = format!("{}/v1/completions", local.base());
     let next = Arc::new(AtomicUsize::new(0));
@@ -318,21 +298,6 @@ async fn scrape(
     Ok(out)
 }
 
-/// `{"routing":"prefix","blocks":512,...}` → `prefix:blocks=512:...`.
-fn spec_of(v: &Value) -> Option<String> {
-    let obj = v.as_object()?;
-    let mut spec = obj.get("routing")?.as_str()?.to_string();
-    for (k, v) in obj.iter().filter(|(k, _)| *k != "routing") {
-        spec.push_str(&format!(":{k}={v}"));
-    }
-    Some(spec)
-}
-
-fn pct(sorted: &[f64], q: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    sorted.get(i).copied().unwrap_or(0.0)
-}
-
 /// The upper bound (µs) of the first decision-time bucket holding 99% of decisions.
 fn decision_p99_us(metrics: &str) -> Option<f64> {
     let name = "recache_route_decision_seconds_bucket{le=\"";
@@ -391,12 +356,6 @@ mod tests {
         );
         let e = strategy("gr", 512).expect_err("not built").to_string();
         assert!(e.contains("not built"), "{e}");
-        let v = serde_json::to_value(Routing::prefix()).expect("json");
-        let spec = spec_of(&v).expect("spec");
-        assert_eq!(
-            Routing::from_spec(&spec).expect("round trip"),
-            Routing::prefix()
-        );
     }
 
     #[test]

@@ -31,14 +31,8 @@ impl RouteKeys {
         let Some(first) = prompts.first() else {
             return Self::default();
         };
-        let mut h = 0u64;
-        let keys = first
-            .chunks_exact(TOKENS_PER_KEY)
-            .map(|block| {
-                h = finalize(fnv1a_from(h, block.iter().flat_map(|t| t.to_le_bytes())));
-                h
-            })
-            .collect();
+        // The engine loop's block ids, so a key here names the same block as its mirror's.
+        let keys = crate::kvloop::blocks::prompt_ids(first, TOKENS_PER_KEY);
         Self { keys, tokens }
     }
 

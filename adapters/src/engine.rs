@@ -185,6 +185,35 @@ impl Engine {
         }
     }
 
+    /// The smallest generation for a token prompt (one greedy token): the routing canary's
+    /// request, (path, body).
+    pub fn probe_body(self, tokens: &[u32]) -> (&'static str, Value) {
+        match self {
+            Engine::Vllm => (
+                vllm::COMPLETIONS_PATH,
+                serde_json::json!({"prompt": tokens, "max_tokens": 1, "temperature": 0}),
+            ),
+            Engine::Sglang => (
+                sglang::GENERATE_PATH,
+                serde_json::json!({
+                    "input_ids": tokens,
+                    "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+                }),
+            ),
+        }
+    }
+
+    /// Prompt tokens an answer says the engine reused from its cache; None when the engine
+    /// does not report them (vLLM without `--enable-prompt-tokens-details`).
+    pub fn reported_cached_tokens(self, answer: &Value) -> Option<u64> {
+        match self {
+            Engine::Vllm => answer["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64(),
+            Engine::Sglang => answer["meta_info"]["cached_tokens"]
+                .as_u64()
+                .or_else(|| answer["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64()),
+        }
+    }
+
     /// Reads a scoring answer; `labels` as in the request.
     pub fn read_score(self, answer: &Value, labels: &[u32]) -> Result<ScoreAnswer, ScoreError> {
         match self {
@@ -241,6 +270,28 @@ mod tests {
             err.as_deref(),
             Some("unknown engine \"tgi\"; valid engines: vllm, sglang")
         );
+    }
+
+    #[test]
+    fn probe_answers_say_cached_tokens_or_that_they_do_not() {
+        let (path, body) = Engine::Vllm.probe_body(&[1, 2]);
+        assert_eq!(
+            (path, body["max_tokens"].as_u64()),
+            ("/v1/completions", Some(1))
+        );
+        let (path, body) = Engine::Sglang.probe_body(&[1, 2]);
+        assert_eq!(
+            (path, body["input_ids"][1].as_u64()),
+            ("/generate", Some(2))
+        );
+        let v = serde_json::json!({"usage": {"prompt_tokens_details": {"cached_tokens": 64}}});
+        assert_eq!(Engine::Vllm.reported_cached_tokens(&v), Some(64));
+        assert_eq!(
+            Engine::Vllm.reported_cached_tokens(&serde_json::json!({"usage": {}})),
+            None
+        );
+        let s = serde_json::json!({"meta_info": {"cached_tokens": 7}});
+        assert_eq!(Engine::Sglang.reported_cached_tokens(&s), Some(7));
     }
 
     #[test]

@@ -21,6 +21,12 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> bool {
     let health = crate::client::health::spawn(state.client.clone());
+    // Dropped when serving ends: feeds and canaries stop with the server.
+    let _mirrors = crate::client::mirror::start(
+        &state.client,
+        &state.config.route_events,
+        state.config.route_canary,
+    );
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {

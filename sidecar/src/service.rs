@@ -115,7 +115,11 @@ pub async fn handle(
 
 fn ready(state: &AppState) -> Response<Body> {
     if state.client.ready() {
-        json_response(StatusCode::OK, &serde_json::json!({"status": "ready"}))
+        let upstreams = state.client.replica_detail();
+        json_response(
+            StatusCode::OK,
+            &serde_json::json!({"status": "ready", "upstreams": upstreams}),
+        )
     } else {
         let err = ApiError::from(ClientError::NoHealthyUpstream);
         let body = crate::error::error_json(

@@ -41,7 +41,7 @@ fn worker_follows_events_resyncs_and_publishes() {
     std::fs::create_dir_all(&dir).expect("dir");
     let order = dir.join("order.bin");
     let mut cfg = KvLoopArgs {
-        kv_events: Some("tcp://127.0.0.1:1".into()),
+        kv_events: vec!["tcp://127.0.0.1:1".into()],
         publish: Some(order.display().to_string()),
         kv_engine_blocks: Some(5),
         kv_block_size: Some(2),

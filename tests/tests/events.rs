@@ -32,7 +32,7 @@ async fn start_vllm(tb: &Testbed, order: &str) -> Proxy {
         admin_token: Some(TOKEN.into()),
         health_interval: Some(Duration::from_millis(500)),
         kvloop: KvLoopArgs {
-            kv_events: Some(tb.kv_events.clone()),
+            kv_events: vec![tb.kv_events.clone()],
             publish: Some(order.into()),
             kv_engine_blocks: Some(VLLM_KV_BLOCKS),
             ..Default::default()
@@ -240,7 +240,7 @@ async fn sglang_mirror_and_flush() {
     );
     let args = ServeArgs {
         kvloop: KvLoopArgs {
-            kv_events: Some(tb.kv_events.clone()),
+            kv_events: vec![tb.kv_events.clone()],
             // Token-granular: the engine's capacity in tokens (block size 1 comes with
             // --engine sglang).
             kv_engine_blocks: Some(SGLANG_KV_TOKENS),

@@ -163,7 +163,7 @@ async fn sglang_evicts_what_recache_ranks_low_when_priorities_are_steered() {
         health_interval: Some(Duration::from_secs(10)),
         eviction_policy: Some("lfu".into()),
         kvloop: KvLoopArgs {
-            kv_events: Some(tb.kv_events.clone()),
+            kv_events: vec![tb.kv_events.clone()],
             kv_engine_blocks: Some(KV_TOKENS),
             sglang_priority: steer,
             ..Default::default()
@@ -261,7 +261,7 @@ async fn sglang_evicts_what_recache_orders_first_through_the_plugin() {
         health_interval: Some(Duration::from_secs(10)),
         eviction_policy: Some("lfu".into()),
         kvloop: KvLoopArgs {
-            kv_events: Some(tb.kv_events.clone()),
+            kv_events: vec![tb.kv_events.clone()],
             kv_engine_blocks: Some(KV_TOKENS),
             publish,
             ..Default::default()

@@ -87,7 +87,7 @@ async fn bat_admission_follows_the_engines_cache() {
     let args = bat_args(
         &tb,
         KvLoopArgs {
-            kv_events: Some(tb.kv_events.clone()),
+            kv_events: vec![tb.kv_events.clone()],
             ..Default::default()
         },
     );
@@ -162,7 +162,7 @@ async fn refused_users_are_evicted_first_when_recache_steers_vllm() {
     );
     let args = |publish: bool| {
         let kvloop = KvLoopArgs {
-            kv_events: Some(tb.kv_events.clone()),
+            kv_events: vec![tb.kv_events.clone()],
             kv_engine_blocks: Some(128),
             publish: publish.then(|| order_s.clone()),
             ..Default::default()

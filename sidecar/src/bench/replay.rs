@@ -154,7 +154,7 @@ async fn start(
         health_interval: Some(Duration::from_secs(10)),
         eviction_policy: Some(policy.to_string()),
         kvloop: KvLoopArgs {
-            kv_events: Some(args.kv_events.clone()),
+            kv_events: vec![args.kv_events.clone()],
             publish,
             kv_engine_blocks: Some(engine_blocks),
             sglang_priority,

@@ -4,7 +4,8 @@
 //!
 //! - the replica set ([`replica`]: health, outstanding requests, their gauges) and each
 //!   replica's keep-alive connections ([`pool`]),
-//! - where a request goes ([`route`]: the [`route::ReplicaChoice`] rule — the one place),
+//! - where a request goes ([`route`]: the [`route::ReplicaChoice`] rule — the one place) and
+//!   what each replica caches ([`mirror`]: per-replica KV-event mirrors, checked by canaries),
 //! - the retry executor: a call that cannot connect is retried on another replica while the
 //!   caller has waited under [`RETRY_BUDGET`]; other failures are not retried (the engine may
 //!   have started the work),
@@ -12,6 +13,8 @@
 
 pub mod error;
 pub mod health;
+pub mod mirror;
+mod pinned;
 pub mod pool;
 pub mod replica;
 pub mod route;
@@ -94,14 +97,17 @@ pub struct EngineClient {
 impl EngineClient {
     /// A client for `upstreams`, exporting replica health and load through `metrics`.
     pub fn new(upstreams: &[Uri], settings: ClientSettings, metrics: &Metrics) -> Arc<Self> {
+        let mirror_metrics = mirror::MirrorMetricVecs::new(metrics)
+            .map_err(|e| tracing::error!(error = %e, "routing mirror metrics not registered"))
+            .ok();
         let replicas = upstreams
             .iter()
             .map(|u| {
-                Arc::new(Replica::with_metrics(
-                    u.clone(),
-                    metrics,
-                    settings.connect_timeout,
-                ))
+                let r = Replica::with_metrics(u.clone(), metrics, settings.connect_timeout);
+                Arc::new(match &mirror_metrics {
+                    Some(vecs) => r.with_mirror_metrics(vecs),
+                    None => r,
+                })
             })
             .collect();
         Arc::new(Self {
@@ -137,6 +143,24 @@ impl EngineClient {
         if let Some(i) = self.replicas.iter().position(|r| Arc::ptr_eq(r, replica)) {
             self.route.load().rule.forget(i);
         }
+    }
+
+    /// Per replica, for `/ready`'s detail: health, outstanding requests, and its routing
+    /// mirror's state with the reason.
+    pub fn replica_detail(&self) -> Vec<Value> {
+        self.replicas
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "upstream": r.label,
+                    "healthy": r.is_healthy(),
+                    "in_flight": r.in_flight(),
+                    "mirror": r.mirror.state().name(),
+                    "mirror_why": r.mirror.why(),
+                    "silent_zero": r.mirror.silent_zero(),
+                })
+            })
+            .collect()
     }
 
     /// Ready once some replica is healthy and has answered at least once.
@@ -249,6 +273,20 @@ impl EngineClient {
                 .unwrap_or_default(),
             _ => RouteKeys::default(),
         };
+        // Each exact mirror's prediction, taken before the call stores its own blocks, to
+        // set against what the chosen engine reports.
+        let predicted: Vec<Option<usize>> = if keys.keys.is_empty() {
+            Vec::new()
+        } else {
+            self.replicas
+                .iter()
+                .map(|r| {
+                    r.mirror
+                        .exact()
+                        .map(|v| mirror::held_prefix(&v, &keys.keys))
+                })
+                .collect()
+        };
         let answer = self
             .send(Outgoing {
                 method,
@@ -271,9 +309,21 @@ impl EngineClient {
             .map_err(|source| ClientError::ReadAnswer { upstream, source })?
             .to_bytes();
         in_flight.finished();
-        let value = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
-            serde_json::json!({"error": {"message": String::from_utf8_lossy(&bytes), "type": "upstream_error"}})
-        });
+        let value = json_or_error(&bytes);
+        let chosen = self
+            .replicas
+            .iter()
+            .position(|r| Arc::ptr_eq(r, in_flight.replica()));
+        if let Some(Some(p)) = chosen.and_then(|i| predicted.get(i))
+            && let Some(delivered) = self.settings.engine.reported_cached_tokens(&value)
+        {
+            let r = in_flight.replica();
+            r.mirror.observe(
+                (p * route::keys::TOKENS_PER_KEY) as u64,
+                delivered,
+                &r.label,
+            );
+        }
         Ok(JsonAnswer { status, value })
     }
 
@@ -301,6 +351,13 @@ impl EngineClient {
         };
         matches!(tokio::time::timeout(limit, probe).await, Ok(Some(true)))
     }
+}
+
+/// An answer's body as JSON; an `{"error": ...}` object carrying the text when it is not.
+fn json_or_error(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes).unwrap_or_else(|_| {
+        serde_json::json!({"error": {"message": String::from_utf8_lossy(bytes), "type": "upstream_error"}})
+    })
 }
 
 fn build(

@@ -13,6 +13,7 @@ use http::uri::PathAndQuery;
 use http::{HeaderValue, Uri};
 use prometheus::{IntCounter, IntGauge};
 
+use super::mirror::{MirrorMetricVecs, ReplicaMirror};
 use super::pool::{Conn, ConnPool};
 use crate::metrics::Metrics;
 
@@ -59,6 +60,8 @@ pub struct Replica {
     pub(crate) pool: Arc<ConnPool>,
     /// The `Host` header of requests to it.
     pub(crate) host: HeaderValue,
+    /// What it caches, from its KV events, and how far that is trusted.
+    pub mirror: ReplicaMirror,
 }
 
 impl Replica {
@@ -85,6 +88,7 @@ impl Replica {
             answered: AtomicBool::new(false),
             probe_failures: AtomicU32::new(0),
             gauges: None,
+            mirror: ReplicaMirror::default(),
         }
     }
 
@@ -105,6 +109,12 @@ impl Replica {
         gauges.healthy.set(1);
         r.gauges = Some(gauges);
         r
+    }
+
+    /// Exports this replica's routing-mirror series through `vecs`.
+    pub fn with_mirror_metrics(mut self, vecs: &MirrorMetricVecs) -> Self {
+        self.mirror = ReplicaMirror::new(Some(vecs.for_upstream(&self.label)));
+        self
     }
 
     /// The upstream URL for a client's path and query.

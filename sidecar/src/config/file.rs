@@ -28,6 +28,7 @@ pub(super) struct FileConfig {
     admin_token: Option<String>,
     eviction_policy: Option<String>,
     routing: Option<String>,
+    route_canary: Option<String>,
     rank_selector: Option<SelectorKind>,
     rank_window: Option<usize>,
     rank_user_cache_tokens: Option<u64>,
@@ -39,12 +40,29 @@ pub(super) struct FileConfig {
     rank_item_pool_fills: Option<usize>,
     rank_item_pool_refresh: Option<f64>,
     rank_item_catalog: Option<PathBuf>,
-    kv_events: Option<String>,
+    kv_events: Option<OneOrMany>,
     kv_replay: Option<String>,
     publish: Option<String>,
     kv_engine_blocks: Option<usize>,
     kv_block_size: Option<usize>,
     sglang_priority: Option<bool>,
+}
+
+/// A key that takes one value or a list (`kv_events = "tcp://a:1"` or `["tcp://a:1", ...]`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            Self::One(s) => vec![s],
+            Self::Many(v) => v,
+        }
+    }
 }
 
 impl ServeArgs {
@@ -96,7 +114,11 @@ impl ServeArgs {
                 rank_item_catalog: rank.rank_item_catalog.clone().or(file.rank_item_catalog),
             },
             kvloop: KvLoopArgs {
-                kv_events: kv.kv_events.clone().or(file.kv_events),
+                kv_events: if kv.kv_events.is_empty() {
+                    file.kv_events.map(OneOrMany::into_vec).unwrap_or_default()
+                } else {
+                    kv.kv_events.clone()
+                },
                 kv_replay: kv.kv_replay.clone().or(file.kv_replay),
                 publish: kv.publish.clone().or(file.publish),
                 kv_engine_blocks: kv.kv_engine_blocks.or(file.kv_engine_blocks),
@@ -108,6 +130,9 @@ impl ServeArgs {
             admin_token: self.admin_token.clone().or(file.admin_token),
             eviction_policy: self.eviction_policy.clone().or(file.eviction_policy),
             routing: self.routing.clone().or(file.routing),
+            route_canary: self
+                .route_canary
+                .or(duration("route_canary", file.route_canary)?),
         })
     }
 }

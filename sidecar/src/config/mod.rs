@@ -28,6 +28,7 @@ const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
 const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(2);
 const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_ROUTE_CANARY: Duration = Duration::from_secs(30);
 
 /// Flags of `recache serve` (each also read from the environment variable shown).
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -80,6 +81,11 @@ pub struct ServeArgs {
     /// [default: least-loaded]
     #[arg(long, env = "RECACHE_ROUTING")]
     pub routing: Option<String>,
+    /// How often a canary prompt checks each replica's routing mirror against the cached
+    /// tokens its engine reports (with one --kv-events per --upstream); 0s turns canaries off
+    /// and trusts the mirror unverified [default: 30s]
+    #[arg(long, env = "RECACHE_ROUTE_CANARY", value_parser = humantime::parse_duration)]
+    pub route_canary: Option<Duration>,
 }
 
 /// Resolved settings for one `recache serve`.
@@ -101,6 +107,11 @@ pub struct Config {
     pub admin_token: Option<String>,
     pub eviction_policy: PolicyConfig,
     pub routing: Routing,
+    /// One KV-event endpoint per upstream (same order) for the routing mirrors; empty with
+    /// one upstream or one `--kv-events`.
+    pub route_events: Vec<String>,
+    /// Canary period; None: canaries off.
+    pub route_canary: Option<Duration>,
 }
 
 /// Settings that cannot be used, with what to change.
@@ -205,6 +216,25 @@ impl ServeArgs {
             k.block_size = bs;
         }
         let steered = kvloop.as_ref().is_some_and(|k| k.publish.is_some());
+        let events = &self.kvloop.kv_events;
+        if events.len() > 1 && events.len() != upstreams.len() {
+            return Err(invalid(
+                "--kv-events",
+                &format!(
+                    "{} given for {} --upstream: give one per upstream, in the same order (or one, \
+                     for the engine loop alone)",
+                    events.len(),
+                    upstreams.len()
+                ),
+            ));
+        }
+        let route_events = if upstreams.len() > 1 && events.len() == upstreams.len() {
+            events.clone()
+        } else {
+            Vec::new()
+        };
+        let route_canary =
+            Some(self.route_canary.unwrap_or(DEFAULT_ROUTE_CANARY)).filter(|d| !d.is_zero());
         let max_body_bytes = self.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
         if max_body_bytes == 0 {
             return Err(invalid("--max-body-bytes", "must be at least 1 (bytes)"));
@@ -238,6 +268,8 @@ impl ServeArgs {
             admin_token: self.admin_token.clone().filter(|t| !t.is_empty()),
             eviction_policy,
             routing,
+            route_events,
+            route_canary,
         })
     }
 }

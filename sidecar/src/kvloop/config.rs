@@ -15,9 +15,12 @@ const MIN_ENGINE_BLOCKS: usize = 2;
 /// Flags of the engine loop.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct KvLoopArgs {
-    /// vLLM's KV-event publisher to mirror, e.g. tcp://127.0.0.1:5557 (off when absent)
-    #[arg(long, env = "RECACHE_KV_EVENTS")]
-    pub kv_events: Option<String>,
+    /// The engine's KV-event publisher to mirror, e.g. tcp://127.0.0.1:5557 (off when
+    /// absent). With several --upstream, repeat it (or comma-separate) once per upstream, in
+    /// the same order: each replica then gets its own routing mirror; the engine loop
+    /// (eviction order, GR prefix selection) follows the first
+    #[arg(long, env = "RECACHE_KV_EVENTS", value_delimiter = ',')]
+    pub kv_events: Vec<String>,
     /// vLLM's KV-event replay endpoint (`replay_endpoint`), used to fill sequence gaps;
     /// without it a gap clears the mirror
     #[arg(long, env = "RECACHE_KV_REPLAY")]
@@ -77,7 +80,7 @@ impl KvLoopArgs {
             setting,
             why: why.to_string(),
         };
-        let Some(kv_events) = self.kv_events.clone().filter(|e| !e.is_empty()) else {
+        let Some(kv_events) = self.kv_events.first().cloned().filter(|e| !e.is_empty()) else {
             if self.sglang_priority {
                 return Err(invalid(
                     "--sglang-priority",
@@ -123,7 +126,7 @@ mod tests {
 
     fn events() -> KvLoopArgs {
         KvLoopArgs {
-            kv_events: Some("tcp://127.0.0.1:5557".into()),
+            kv_events: vec!["tcp://127.0.0.1:5557".into()],
             ..Default::default()
         }
     }

@@ -295,7 +295,11 @@ impl LocalProxyRun {
             .kv_event_block_size()
             .unwrap_or(args.block_size as usize);
         let kvloop = crate::kvloop::config::KvLoopArgs {
-            kv_events: kv_events.map(str::to_string).filter(|_| follows_engine),
+            kv_events: kv_events
+                .map(str::to_string)
+                .filter(|_| follows_engine)
+                .into_iter()
+                .collect(),
             publish: args.publish.clone().filter(|_| follows_engine),
             // A token-granular engine (SGLang) counts its capacity and events in tokens.
             kv_engine_blocks: (engine_blocks > 0)

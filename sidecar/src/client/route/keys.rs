@@ -21,6 +21,9 @@ const BYTES_PER_TOKEN: usize = 4;
 pub struct RouteKeys {
     pub keys: Vec<u64>,
     pub tokens: usize,
+    /// Keys of token ids (the engine loop's block ids, which a replica's KV-event mirror
+    /// also holds), not of text.
+    pub token_ids: bool,
 }
 
 impl RouteKeys {
@@ -33,7 +36,11 @@ impl RouteKeys {
         };
         // The engine loop's block ids, so a key here names the same block as its mirror's.
         let keys = crate::kvloop::blocks::prompt_ids(first, TOKENS_PER_KEY);
-        Self { keys, tokens }
+        Self {
+            keys,
+            tokens,
+            token_ids: true,
+        }
     }
 
     /// Keys of a text prompt's bytes.
@@ -49,6 +56,7 @@ impl RouteKeys {
         Self {
             keys,
             tokens: text.len().div_ceil(BYTES_PER_TOKEN),
+            token_ids: false,
         }
     }
 

@@ -22,6 +22,7 @@ use super::replica::Replica;
 static NO_KEYS: RouteKeys = RouteKeys {
     keys: Vec::new(),
     tokens: 0,
+    token_ids: false,
 };
 
 /// What is known about a request when its replica is chosen.

@@ -14,9 +14,11 @@
 //! [`WINDOW`] requests) would exceed `1 + balance` times the mean is skipped while another is
 //! available, so one hot prefix cannot pull all traffic to one replica.
 //!
-//! **What is cached where** comes from recache's own record of what it sent where
+//! **What is cached where**: for a token-id prompt on a replica whose KV-event mirror is
+//! `exact` ([`crate::client::mirror`]), the mirror (plus what was sent there in the last
+//! [`PENDING`], still being computed); otherwise recache's own record of what it sent where
 //! ([`super::sent`]: approximate mode, no KV events needed, bounded by `blocks` keys per
-//! replica and a TTL).
+//! replica and a TTL). Text prompts always use the record: the mirror knows token ids only.
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -24,10 +26,15 @@ use std::time::{Duration, Instant};
 
 use super::sent::Sent;
 use super::{ReplicaChoice, RouteHint};
+use crate::client::mirror;
 use crate::client::replica::Replica;
 
 /// Requests over which the recent share is counted (decay 1 − 1/WINDOW per decision).
 pub const WINDOW: f64 = 1000.0;
+
+/// With an exact mirror, how long a prompt sent to a replica counts as cached there before
+/// its blocks show up in the replica's KV events (they are stored once computed).
+pub const PENDING: Duration = Duration::from_secs(10);
 
 /// The rule's parameters (`--routing prefix:blocks=N:ttl_s=S:balance=B:queue_gap=G`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -63,6 +70,21 @@ impl Prefix {
             state: Mutex::new(State::default()),
             clock: Instant::now(),
         }
+    }
+}
+
+/// Leading keys of the prompt replica `r` holds: from its KV-event mirror when that is
+/// `exact` and the keys are token blocks (plus what was sent there in the last [`PENDING`]:
+/// blocks being computed are not in the events yet), else from the record of what was sent.
+fn cached_keys(r: &Replica, sent: &Sent, hint: &RouteHint<'_>, now: u64, ttl: u64) -> usize {
+    let keys = &hint.keys.keys;
+    match r.mirror.exact().filter(|_| hint.keys.token_ids) {
+        Some(view) => mirror::held_prefix(&view, keys).max(sent.matched(
+            keys,
+            now,
+            ttl.min(PENDING.as_millis() as u64),
+        )),
+        None => sent.matched(keys, now, ttl),
     }
 }
 
@@ -121,8 +143,8 @@ impl ReplicaChoice for Prefix {
                 let cost = if imbalanced {
                     0.0
                 } else {
-                    let cached = s.sent[i].matched(&hint.keys.keys, now, ttl) as f64 * per_key;
-                    (tokens - cached).max(0.0)
+                    let cached = cached_keys(&replicas[i], &s.sent[i], hint, now, ttl) as f64;
+                    (tokens - cached * per_key).max(0.0)
                 };
                 let key = (cost, load(i), s.recent[i], i);
                 if best.is_none_or(|b| (key.0, key.1, key.2) < (b.0, b.1, b.2)) {

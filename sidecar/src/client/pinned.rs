@@ -1,0 +1,87 @@
+//! Calls to one named replica, past the routing rule and without retries elsewhere: what a
+//! check of that replica needs (the routing canary asks *this* engine what it has cached).
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::uri::PathAndQuery;
+use http::{Method, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::Value;
+
+use super::pool::SendError;
+use super::replica::{FailureKind, InFlight};
+use super::{ClientError, EngineClient, JsonAnswer, build};
+
+impl EngineClient {
+    /// POSTs (or GETs, without a body) JSON to replica `index` and reads the whole answer.
+    pub async fn json_to(
+        &self,
+        index: usize,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<JsonAnswer, ClientError> {
+        let replica = self
+            .replicas()
+            .get(index)
+            .ok_or(ClientError::NoHealthyUpstream)?;
+        let pq: Option<PathAndQuery> = path.parse().ok();
+        let mut headers = HeaderMap::new();
+        let bytes = match body {
+            Some(v) => {
+                headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                Bytes::from(v.to_string())
+            }
+            None => Bytes::new(),
+        };
+        let req = build(replica, &method, pq.as_ref(), headers, bytes)?;
+        let mut in_flight = InFlight::new(replica.clone());
+        let upstream = replica.label.clone();
+        let conn = replica
+            .pool
+            .checkout()
+            .await
+            .map_err(|source| ClientError::Connect {
+                upstream: upstream.clone(),
+                source,
+            })?;
+        let conn = in_flight.attach(conn);
+        let response =
+            match tokio::time::timeout(self.settings.upstream_timeout, conn.send(req)).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(SendError::Dial(source))) => {
+                    replica.count_failure(FailureKind::Connect);
+                    return Err(ClientError::Connect { upstream, source });
+                }
+                Ok(Err(SendError::Failed(source))) => {
+                    replica.count_failure(FailureKind::Failed);
+                    return Err(ClientError::Failed { upstream, source });
+                }
+                Err(_) => {
+                    replica.count_failure(FailureKind::Timeout);
+                    return Err(ClientError::Timeout {
+                        upstream,
+                        after: self.settings.upstream_timeout,
+                    });
+                }
+            };
+        let status: StatusCode = response.status();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|source| ClientError::ReadAnswer {
+                upstream: upstream.clone(),
+                source,
+            })?
+            .to_bytes();
+        in_flight.finished();
+        Ok(JsonAnswer {
+            status,
+            value: super::json_or_error(&bytes),
+        })
+    }
+}

@@ -1,0 +1,251 @@
+//! Per-replica routing mirrors on loopback: each stand-in engine keeps a prefix cache of
+//! 32-token blocks, answers with the cached tokens it reused, and publishes its stores as KV
+//! events on its own ZMQ socket (the real-engine version is in tests/tests/proxy.rs). Checked:
+//! the canary verifies each mirror (`exact`), `prefix` routes by what the events say, an
+//! engine that delivers no hits while its events say it could is flagged (silent 0%), and a
+//! dead event stream turns a mirror `approximate` while requests still succeed.
+
+mod support;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use recache::kvloop::blocks::prompt_ids;
+use rmpv::Value;
+use support::{FakeUpstream, TestProxy, body};
+use tokio::sync::mpsc;
+use zeromq::{PubSocket, Socket, SocketSend, ZmqMessage};
+
+const BS: usize = 32;
+
+/// A stand-in engine: its name, its cache, and the channel to its event publisher.
+struct Engine {
+    http: FakeUpstream,
+    events: String,
+    publisher: tokio::task::JoinHandle<()>,
+}
+
+async fn engine(name: &'static str, report_hits: bool) -> Engine {
+    let mut sock = PubSocket::new();
+    let events = sock
+        .bind("tcp://127.0.0.1:0")
+        .await
+        .expect("bind events")
+        .to_string();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u32>>();
+    let publisher = tokio::spawn(async move {
+        let mut seq = 0u64;
+        while let Some(tokens) = rx.recv().await {
+            // One BlockStored per prompt: content ids double as the engine's block hashes.
+            let ids = prompt_ids(&tokens, BS);
+            let ev = Value::Map(vec![
+                ("type".into(), "BlockStored".into()),
+                (
+                    "block_hashes".into(),
+                    Value::Array(ids.iter().map(|&h| h.into()).collect()),
+                ),
+                ("parent_block_hash".into(), Value::Nil),
+                (
+                    "token_ids".into(),
+                    Value::Array(tokens[..ids.len() * BS].iter().map(|&t| t.into()).collect()),
+                ),
+                ("block_size".into(), (BS as u64).into()),
+            ]);
+            let mut payload = Vec::new();
+            rmpv::encode::write_value(
+                &mut payload,
+                &Value::Array(vec![0.0f64.into(), Value::Array(vec![ev])]),
+            )
+            .expect("encode");
+            let mut m = ZmqMessage::from(Bytes::from_static(b"kv"));
+            m.push_back(Bytes::copy_from_slice(&seq.to_be_bytes()));
+            m.push_back(payload.into());
+            seq += 1;
+            if sock.send(m).await.is_err() {
+                return;
+            }
+        }
+    });
+    let cache = Arc::new(Mutex::new(HashSet::<u64>::new()));
+    let http = FakeUpstream::start(move |req| {
+        let (cache, tx) = (cache.clone(), tx.clone());
+        async move {
+            if req.uri().path() == "/health" {
+                return support::json("{}");
+            }
+            let bytes = req.into_body().collect().await.expect("body").to_bytes();
+            let v: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+            let tokens: Vec<u32> = v["prompt"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|t| t.as_u64())
+                        .map(|t| t as u32)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let ids = prompt_ids(&tokens, BS);
+            let cached = {
+                let mut c = cache.lock().expect("cache");
+                let hit = ids.iter().take_while(|i| c.contains(i)).count();
+                c.extend(ids.iter().copied());
+                hit * BS
+            };
+            let _ = tx.send(tokens.clone());
+            let reported = if report_hits { cached } else { 0 };
+            let answer = serde_json::json!({
+                "replica": name,
+                "usage": {"prompt_tokens": tokens.len(),
+                          "prompt_tokens_details": {"cached_tokens": reported}},
+            });
+            http::Response::builder()
+                .header("content-type", "application/json")
+                .body(body(answer.to_string()))
+                .expect("response")
+        }
+    })
+    .await;
+    Engine {
+        http,
+        events,
+        publisher,
+    }
+}
+
+async fn ready(proxy: &TestProxy) -> serde_json::Value {
+    reqwest::get(proxy.url("/ready"))
+        .await
+        .expect("ready")
+        .json()
+        .await
+        .expect("json")
+}
+
+/// Polls `/ready` until every upstream's mirror state is in `want` (in order), or panics.
+async fn wait_states(proxy: &TestProxy, want: &[&str]) -> serde_json::Value {
+    let mut last = serde_json::Value::Null;
+    for _ in 0..150 {
+        if let Ok(r) = reqwest::get(proxy.url("/ready")).await
+            && r.status() == 200
+        {
+            last = r.json().await.expect("json");
+            let got: Vec<&str> = last["upstreams"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|u| u["mirror"].as_str()).collect())
+                .unwrap_or_default();
+            if got == want {
+                return last;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("mirror states never became {want:?}; last /ready: {last}");
+}
+
+async fn post(url: &str, tokens: &[u32]) -> serde_json::Value {
+    reqwest::Client::new()
+        .post(url)
+        .json(&serde_json::json!({"model": "m", "prompt": tokens, "max_tokens": 1}))
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json")
+}
+
+fn prompt(user: u32) -> Vec<u32> {
+    (0..600).map(|t| 5000 + user * 1000 + t).collect()
+}
+
+#[tokio::test]
+async fn canaries_verify_mirrors_and_prefix_routes_by_events() {
+    let (a, b) = (engine("a", true).await, engine("b", true).await);
+    let proxy = TestProxy::start(&[a.http.url(), b.http.url()], |s| {
+        s.routing = Some("prefix".into());
+        s.kvloop.kv_events = vec![a.events.clone(), b.events.clone()];
+        s.route_canary = Some(Duration::from_millis(300));
+    })
+    .await;
+    proxy.wait_ready().await;
+    let r = wait_states(&proxy, &["exact", "exact"]).await;
+    assert!(
+        r["upstreams"][0]["mirror_why"]
+            .as_str()
+            .is_some_and(|w| w.contains("canary")),
+        "{r}"
+    );
+    // Prompts computed on one engine behind recache's back: only its events say so. (Not
+    // alternating: blind tie-breaking would alternate too.)
+    let homes = ["b", "b", "a", "b"];
+    for (user, home) in homes.iter().enumerate() {
+        let home = if *home == "a" { &a } else { &b };
+        post(
+            &format!("{}/v1/completions", home.http.url()),
+            &prompt(user as u32),
+        )
+        .await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (user, want) in homes.iter().enumerate() {
+        let user = user as u32;
+        let got = post(&proxy.url("/v1/completions"), &prompt(user)).await;
+        assert_eq!(got["replica"], *want, "user {user}: {got}");
+        assert_eq!(
+            got["usage"]["prompt_tokens_details"]["cached_tokens"], 576,
+            "the engine reused the prefix"
+        );
+    }
+    let metrics = reqwest::get(proxy.url("/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    for want in [
+        "recache_route_canary_total{outcome=\"agree\"",
+        "recache_route_mirror_state{state=\"exact\"",
+        "recache_route_delivered_cached_tokens_total",
+        "recache_route_mirror_blocks",
+    ] {
+        assert!(metrics.contains(want), "{want} missing:\n{metrics}");
+    }
+}
+
+#[tokio::test]
+async fn silent_zero_is_flagged_and_a_dead_event_stream_falls_back() {
+    let (a, z) = (engine("a", true).await, engine("z", false).await);
+    let proxy = TestProxy::start(&[a.http.url(), z.http.url()], |s| {
+        s.routing = Some("prefix".into());
+        s.kvloop.kv_events = vec![a.events.clone(), z.events.clone()];
+        s.route_canary = Some(Duration::from_millis(300));
+    })
+    .await;
+    proxy.wait_ready().await;
+    // z's events say its canary prefix is cached; z reports no cached tokens.
+    let r = wait_states(&proxy, &["exact", "degraded"]).await;
+    assert_eq!(r["upstreams"][1]["silent_zero"], true, "{r}");
+    let metrics = reqwest::get(proxy.url("/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let silent = format!(
+        "recache_route_silent_zero{{upstream=\"{}\"}} 1",
+        z.http.addr
+    );
+    assert!(metrics.contains(&silent), "{silent} missing:\n{metrics}");
+    // a's publisher goes away: its mirror turns approximate; requests still succeed.
+    a.publisher.abort();
+    let _ = a.publisher.await;
+    wait_states(&proxy, &["approximate", "degraded"]).await;
+    for user in 0..4u32 {
+        let got = post(&proxy.url("/v1/completions"), &prompt(user)).await;
+        assert!(got["replica"].is_string(), "{got}");
+    }
+    assert_eq!(ready(&proxy).await["status"], "ready");
+}

@@ -3,8 +3,9 @@
 //! unchanged (SGLang: also its native `/generate` and `/flush_cache`), streaming equals
 //! non-streaming at temperature 0 (SGLang: on both dialects), usage passes through, and
 //! recache's own 400s apply. On vLLM with two replicas: they share load, `--routing prefix`
-//! sends a returning prompt where its prefix is cached, and on engine death mid-stream they
-//! fail over and take a restarted replica back; on SGLang with its single instance (an error
+//! sends a returning prompt where its prefix is cached (with each replica's KV events:
+//! canaries verify both mirrors `exact`, and a restarted replica's mirror is resynced), and on
+//! engine death mid-stream they fail over and take a restarted replica back; on SGLang with its single instance (an error
 //! event and a cut, then recache's own 503), as a start costs about a minute on CI machines.
 
 use std::time::Duration;
@@ -308,9 +309,13 @@ async fn vllm_replicas_share_load_fail_over_die_mid_stream_and_come_back() {
     // `--routing prefix` in front of the same replicas: a returning user's longer prompt goes
     // where its prefix is cached, every time (least-loaded would land there about half the
     // time), while other users' prompts spread.
+    // With each replica's KV events, canaries every 2 s: both mirrors verified `exact`.
     let mut args = Engine::Vllm.serve_args(&[&a.upstream, &b.upstream]);
     args.routing = Some("prefix".into());
+    args.kvloop.kv_events = vec![a.kv_events.clone(), b.kv_events.clone()];
+    args.route_canary = Some(Duration::from_secs(2));
     let routed = Proxy::start_with(&args).await;
+    wait_mirrors(&routed, &["exact", "exact"], Duration::from_secs(60)).await;
     let prompt = |user: u32, len: u32| -> Vec<u32> {
         (0..len).map(|t| 10 + (user * 997 + t * 7) % 3000).collect()
     };
@@ -358,7 +363,20 @@ async fn vllm_replicas_share_load_fail_over_die_mid_stream_and_come_back() {
         spread.iter().all(|n| *n >= 2),
         "other users spread over both: {spread:?}"
     );
-    drop(routed);
+    // The canaries agreed on both engines: predicted cached tokens = reported ones.
+    let text = String::from_utf8_lossy(&routed.state.metrics.render()).into_owned();
+    for r in routed.state.client.replicas() {
+        let agree = format!(
+            "recache_route_canary_total{{outcome=\"agree\",upstream=\"{}\"}} ",
+            r.label
+        );
+        assert!(
+            text.lines().any(|l| l.starts_with(&agree)),
+            "no agreeing canary on {}: {text}",
+            r.label
+        );
+        assert!(!r.mirror.silent_zero(), "{}: silent 0% raised", r.label);
+    }
 
     // Kill a replica in the middle of a long stream: the client sees an error event and a cut.
     let long = json!({"model": a.model, "prompt": "long", "max_tokens": 7000, "ignore_eos": true, "stream": true});
@@ -454,7 +472,12 @@ async fn vllm_replicas_share_load_fail_over_die_mid_stream_and_come_back() {
     }
 
     // Restart the victim on the same port: health probes take it back and it serves again.
-    let b2 = recache_integration::Testbed::up(&victim.name, &["--port", &victim.port()]);
+    // Same ports, events included: the routing proxy's mirror of it must resync.
+    let events_port = victim.kv_events.rsplit(':').next().unwrap_or_default();
+    let b2 = recache_integration::Testbed::up(
+        &victim.name,
+        &["--port", &victim.port(), "--kv-events-port", events_port],
+    );
     assert_eq!(b2.upstream, victim.upstream);
     let before = b2.metric("vllm:request_success_total").await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -465,6 +488,48 @@ async fn vllm_replicas_share_load_fail_over_die_mid_stream_and_come_back() {
         );
         all_200(proxy.url("/v1/completions"), &req, 4).await;
     }
+    // The routing proxy saw the victim's events stop and start again: cleared, re-verified.
+    wait_mirrors(&routed, &["exact", "exact"], Duration::from_secs(60)).await;
+    let text = String::from_utf8_lossy(&routed.state.metrics.render()).into_owned();
+    assert!(
+        text.contains("recache_route_mirror_resyncs_total{reason=\"reconnect\""),
+        "the restarted replica's mirror was not resynced: {text}"
+    );
+    drop(routed);
     survivor.down();
     b2.down();
+}
+
+/// Waits until `/ready` shows these routing-mirror states, in replica order.
+async fn wait_mirrors(proxy: &Proxy, want: &[&str], limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let (status, v) = get_json(proxy.url("/ready")).await;
+        let got: Vec<String> = v["upstreams"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|u| u["mirror"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if status == 200 && got == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "routing mirrors never became {want:?}: /ready {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn get_json(url: String) -> (u16, Value) {
+    match reqwest::get(url).await {
+        Ok(r) => {
+            let status = r.status().as_u16();
+            (status, r.json().await.unwrap_or(Value::Null))
+        }
+        Err(_) => (0, Value::Null),
+    }
 }

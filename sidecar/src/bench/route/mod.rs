@@ -10,9 +10,14 @@
 //! bucket upper bound). A last row times decisions alone with 100k keys per replica
 //! ([`decisions`]).
 //!
-//! Not built yet (refused with a message, not faked): per-replica KV-event mirrors (the
-//! `prefix` rule runs on recache's own record of what it sent where; `--kv-events` is
-//! accepted and reported unused), GR ranking load (`--data/--items`) and the `gr` strategy.
+//! With `--kv-events` (one per `--upstream`, same order) each replica gets its routing mirror
+//! and canaries: the run waits until both mirrors are verified `exact` (up to 60 s, else it
+//! says so in the row) and each row reports the mirrors' states at its end, the canary
+//! outcomes and predicted vs delivered cached tokens. Without it `prefix` runs on recache's
+//! own record of what it sent where.
+//!
+//! Not built yet (refused with a message, not faked): GR ranking load (`--data/--items`) and
+//! the `gr` strategy.
 
 pub mod decisions;
 
@@ -36,8 +41,8 @@ pub struct RouteArgs {
     /// Engine replicas (repeat), e.g. http://127.0.0.1:8000
     #[arg(long = "upstream", required = true)]
     pub upstream: Vec<String>,
-    /// Each replica's KV-event publisher, in --upstream order (accepted; the mirrors that
-    /// would use them are not built yet: `prefix` runs on recache's record of what it sent)
+    /// Each replica's KV-event publisher, in --upstream order: per-replica routing mirrors
+    /// (checked by canaries); without them `prefix` runs on recache's record of what it sent
     #[arg(long = "kv-events")]
     pub kv_events: Vec<String>,
     /// Mooncake-format trace (JSONL with hash_ids)
@@ -196,12 +201,23 @@ async fn one(
         engine: Some(engine),
         // Busy CPU engines answer probes late; a missed 2 s probe would eject a replica.
         health_interval: Some(Duration::from_secs(10)),
+        kvloop: crate::kvloop::config::KvLoopArgs {
+            kv_events: args.kv_events.clone(),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let local = crate::local::LocalServer::start(&serve)
         .await
         .map_err(|e| BenchError::Setup(e.to_string()))?;
     local.state.client.set_routing(routing);
+    let verified = args.kv_events.is_empty() || wait_exact(&local, Duration::from_secs(60)).await;
+    if !verified {
+        eprintln!(
+            "[route] warning: mirrors not verified exact within 60 s: {:?}",
+            local.state.client.replica_detail()
+        );
+    }
     let before = scrape(&client, &args.upstream).await?;
     let url = format!("{}/v1/completions", local.base());
     let next = Arc::new(AtomicUsize::new(0));
@@ -282,8 +298,57 @@ async fn one(
         "requests_per_replica": shares, "max_share": max_share,
         "decision_p99_us": decision_p99_us(&ours),
         "replicas": args.upstream.len(), "kv_blocks_per_replica": args.kv_blocks,
-        "mirrors": if args.kv_events.is_empty() { "none" } else { "given, not used yet (approximate mode)" },
+        "mirrors": mirrors(&local, &ours, args.kv_events.is_empty(), verified),
     }))
+}
+
+/// Waits until every replica's routing mirror is `exact`.
+async fn wait_exact(local: &crate::local::LocalServer, limit: Duration) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        let replicas = local.state.client.replicas();
+        if replicas
+            .iter()
+            .all(|r| r.mirror.state() == crate::client::mirror::MirrorState::Exact)
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    false
+}
+
+/// The mirrors' part of a row: per replica its state at the end, canary outcomes, and the
+/// cached tokens predicted against delivered on the checked calls.
+fn mirrors(local: &crate::local::LocalServer, ours: &str, none: bool, verified: bool) -> Value {
+    if none {
+        return json!("none (approximate mode: recache's record of what it sent where)");
+    }
+    let per: Vec<Value> = local
+        .state
+        .client
+        .replicas()
+        .iter()
+        .map(|r| {
+            let l = &r.label;
+            let series = |name: &str| counter(ours, &format!("{name}{{upstream=\"{l}\"}}"));
+            let outcome = |o: &str| {
+                counter(
+                    ours,
+                    &format!("recache_route_canary_total{{outcome=\"{o}\",upstream=\"{l}\"}}"),
+                )
+            };
+            json!({
+                "upstream": l, "state": r.mirror.state().name(), "why": r.mirror.why(),
+                "canary_agree": outcome("agree"), "canary_missed_events": outcome("missed_events"),
+                "canary_silent_zero": outcome("silent_zero"),
+                "predicted_cached_tokens": series("recache_route_predicted_cached_tokens_total"),
+                "delivered_cached_tokens": series("recache_route_delivered_cached_tokens_total"),
+                "mirror_blocks": series("recache_route_mirror_blocks"),
+            })
+        })
+        .collect();
+    json!({"verified_before_run": verified, "replicas": per})
 }
 
 /// Every replica's `/metrics` text, in order.

@@ -157,6 +157,15 @@ async fn post(url: &str, tokens: &[u32]) -> serde_json::Value {
         .expect("json")
 }
 
+async fn metrics(proxy: &TestProxy) -> String {
+    reqwest::get(proxy.url("/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text")
+}
+
 fn prompt(user: u32) -> Vec<u32> {
     (0..600).map(|t| 5000 + user * 1000 + t).collect()
 }
@@ -199,12 +208,7 @@ async fn canaries_verify_mirrors_and_prefix_routes_by_events() {
             "the engine reused the prefix"
         );
     }
-    let metrics = reqwest::get(proxy.url("/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = metrics(&proxy).await;
     for want in [
         "recache_route_canary_total{outcome=\"agree\"",
         "recache_route_mirror_state{state=\"exact\"",
@@ -228,12 +232,7 @@ async fn silent_zero_is_flagged_and_a_dead_event_stream_falls_back() {
     // z's events say its canary prefix is cached; z reports no cached tokens.
     let r = wait_states(&proxy, &["exact", "degraded"]).await;
     assert_eq!(r["upstreams"][1]["silent_zero"], true, "{r}");
-    let metrics = reqwest::get(proxy.url("/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = metrics(&proxy).await;
     let silent = format!(
         "recache_route_silent_zero{{upstream=\"{}\"}} 1",
         z.http.addr

@@ -227,6 +227,29 @@ impl Proxy {
         resp.json().await.expect("json")
     }
 
+    /// Waits until `/ready` lists these routing-mirror states, in replica order.
+    pub async fn wait_mirrors(&self, want: &[&str], limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let v: serde_json::Value = match reqwest::get(self.url("/ready")).await {
+                Ok(r) if r.status() == 200 => r.json().await.unwrap_or_default(),
+                _ => serde_json::Value::Null,
+            };
+            let got: Vec<&str> = v["upstreams"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|u| u["mirror"].as_str()).collect())
+                .unwrap_or_default();
+            if got == want {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "routing mirrors never became {want:?}: /ready {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
     /// Waits until `/ready` is 200.
     pub async fn wait_ready(&self, limit: Duration) {
         let deadline = tokio::time::Instant::now() + limit;

@@ -315,7 +315,9 @@ async fn vllm_replicas_share_load_fail_over_die_mid_stream_and_come_back() {
     args.kvloop.kv_events = vec![a.kv_events.clone(), b.kv_events.clone()];
     args.route_canary = Some(Duration::from_secs(2));
     let routed = Proxy::start_with(&args).await;
-    wait_mirrors(&routed, &["exact", "exact"], Duration::from_secs(60)).await;
+    routed
+        .wait_mirrors(&["exact", "exact"], Duration::from_secs(60))
+        .await;
     let prompt = |user: u32, len: u32| -> Vec<u32> {
         (0..len).map(|t| 10 + (user * 997 + t * 7) % 3000).collect()
     };
@@ -489,7 +491,9 @@ async fn vllm_replicas_share_load_fail_over_die_mid_stream_and_come_back() {
         all_200(proxy.url("/v1/completions"), &req, 4).await;
     }
     // The routing proxy saw the victim's events stop and start again: cleared, re-verified.
-    wait_mirrors(&routed, &["exact", "exact"], Duration::from_secs(60)).await;
+    routed
+        .wait_mirrors(&["exact", "exact"], Duration::from_secs(60))
+        .await;
     let text = String::from_utf8_lossy(&routed.state.metrics.render()).into_owned();
     assert!(
         text.contains("recache_route_mirror_resyncs_total{reason=\"reconnect\""),
@@ -498,38 +502,4 @@ async fn vllm_replicas_share_load_fail_over_die_mid_stream_and_come_back() {
     drop(routed);
     survivor.down();
     b2.down();
-}
-
-/// Waits until `/ready` shows these routing-mirror states, in replica order.
-async fn wait_mirrors(proxy: &Proxy, want: &[&str], limit: Duration) {
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        let (status, v) = get_json(proxy.url("/ready")).await;
-        let got: Vec<String> = v["upstreams"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|u| u["mirror"].as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        if status == 200 && got == want {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "routing mirrors never became {want:?}: /ready {v}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-async fn get_json(url: String) -> (u16, Value) {
-    match reqwest::get(url).await {
-        Ok(r) => {
-            let status = r.status().as_u16();
-            (status, r.json().await.unwrap_or(Value::Null))
-        }
-        Err(_) => (0, Value::Null),
-    }
 }

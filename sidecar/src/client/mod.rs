@@ -250,18 +250,8 @@ impl EngineClient {
         body: Option<&Value>,
     ) -> Result<JsonAnswer, ClientError> {
         let pq: Option<PathAndQuery> = path.parse().ok();
-        let mut headers = HeaderMap::new();
         let body_value = body;
-        let body = match body {
-            Some(v) => {
-                headers.insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                );
-                Bytes::from(v.to_string())
-            }
-            None => Bytes::new(),
-        };
+        let (headers, body) = json_request(body);
         // recache's own prompts (ranking) route by their prefix too when the rule asks.
         let keys = match (
             self.wants_keys(),
@@ -351,6 +341,19 @@ impl EngineClient {
         };
         matches!(tokio::time::timeout(limit, probe).await, Ok(Some(true)))
     }
+}
+
+/// Headers and bytes of a JSON request body (none: an empty body without a content type).
+fn json_request(body: Option<&Value>) -> (HeaderMap, Bytes) {
+    let mut headers = HeaderMap::new();
+    let Some(v) = body else {
+        return (headers, Bytes::new());
+    };
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    (headers, Bytes::from(v.to_string()))
 }
 
 /// An answer's body as JSON; an `{"error": ...}` object carrying the text when it is not.

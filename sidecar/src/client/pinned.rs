@@ -1,8 +1,6 @@
 //! Calls to one named replica, past the routing rule and without retries elsewhere: what a
 //! check of that replica needs (the routing canary asks *this* engine what it has cached).
 
-use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderValue};
 use http::uri::PathAndQuery;
 use http::{Method, StatusCode};
 use http_body_util::BodyExt;
@@ -26,17 +24,7 @@ impl EngineClient {
             .get(index)
             .ok_or(ClientError::NoHealthyUpstream)?;
         let pq: Option<PathAndQuery> = path.parse().ok();
-        let mut headers = HeaderMap::new();
-        let bytes = match body {
-            Some(v) => {
-                headers.insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                );
-                Bytes::from(v.to_string())
-            }
-            None => Bytes::new(),
-        };
+        let (headers, bytes) = super::json_request(body);
         let req = build(replica, &method, pq.as_ref(), headers, bytes)?;
         let mut in_flight = InFlight::new(replica.clone());
         let upstream = replica.label.clone();

@@ -30,6 +30,13 @@ pub enum ApiError {
     Unauthorized(&'static str),
     #[error("{0}")]
     NotFound(String),
+    #[error("{0}")]
+    Forbidden(&'static str),
+    #[error(
+        "this client address already has {limit} requests in flight \
+         (--max-in-flight-per-client); retry when some have finished"
+    )]
+    TooManyRequests { limit: usize },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -42,6 +49,8 @@ impl ApiError {
             ApiError::Upstream(e) => e.status(),
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -50,6 +59,7 @@ impl ApiError {
     fn kind(&self) -> &'static str {
         match self.status() {
             StatusCode::UNAUTHORIZED => "authentication_error",
+            StatusCode::TOO_MANY_REQUESTS => "rate_limit_error",
             s if s.is_client_error() => "invalid_request_error",
             _ => "upstream_error",
         }
@@ -64,6 +74,8 @@ impl ApiError {
             ApiError::Upstream(e) => e.code(),
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::NotFound(_) => "not_found",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::TooManyRequests { .. } => "too_many_requests",
             ApiError::Internal(_) => "internal_error",
         }
     }

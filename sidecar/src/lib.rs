@@ -15,7 +15,8 @@
 //!   ([`proxy::stream`]).
 //! - [`client`]: the one engine client: the replica set, where a request goes
 //!   ([`client::route`]), retries, timeouts, health probes, one typed error.
-//! - [`body`]: reading request bodies under `--max-body-bytes`.
+//! - [`body`]: reading request bodies under `--max-body-bytes`; [`limits`]: header size and
+//!   read time, requests in flight per client address.
 //! - [`shutdown`]: background tasks owned by a guard that stops them.
 //! - [`policy_slot`]: the eviction policy in use, swapped atomically; [`admin`] serves
 //!   `GET`/`PUT /admin/eviction-policy` behind a bearer token.
@@ -38,6 +39,7 @@ pub mod client;
 pub mod config;
 pub mod error;
 pub mod kvloop;
+pub mod limits;
 pub mod local;
 pub mod metrics;
 pub mod policy_slot;

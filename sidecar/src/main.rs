@@ -77,10 +77,20 @@ async fn serve(config: recache::config::Config) -> anyhow::Result<()> {
         engine = %config.engine,
         "recache serving"
     );
+    let admin = match config.admin_listen {
+        Some(addr) => {
+            let l = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding --admin-listen {addr}"))?;
+            tracing::info!(admin_listen = %l.local_addr()?, "admin API on its own port");
+            Some(l)
+        }
+        None => None,
+    };
     let state = recache::service::AppState::new(config).context("creating metrics")?;
     // Label check, item pool adoption and catalog precompute, once a replica is healthy.
     let _startup = recache::rank::startup::spawn(state.ranker.clone());
-    let drained = recache::server::run(listener, state, shutdown_signal()).await;
+    let drained = recache::server::run_with_admin(listener, admin, state, shutdown_signal()).await;
     if !drained {
         anyhow::bail!("exited with requests still in flight after the drain deadline");
     }

@@ -1,22 +1,36 @@
 //! The accept loop. [`run`] serves HTTP/1 and HTTP/2 (cleartext) on an already-bound listener
-//! until `shutdown` resolves, then stops accepting, lets in-flight requests finish for up to
-//! `--drain-timeout`, and returns.
+//! (and [`run_with_admin`] on the `--admin-listen` one beside it) until `shutdown` resolves,
+//! then stops accepting, lets in-flight requests finish for up to `--drain-timeout`, and
+//! returns. The HTTP server enforces the request-head limits of [`crate::limits`]: a head
+//! over `--max-header-bytes` gets 431, one not complete within `--header-read-timeout` has
+//! its connection closed.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
-use crate::service::{AppState, handle};
+use crate::limits::Limits;
+use crate::service::{AppState, Origin, Port, handle};
 
 /// Serves until `shutdown` resolves, then drains. Returns false when the drain deadline passed
 /// with requests still in flight.
 pub async fn run(
     listener: TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl Future<Output = ()>,
+) -> bool {
+    run_with_admin(listener, None, state, shutdown).await
+}
+
+/// [`run`], with the admin API on `admin` (bound from `--admin-listen`) when given.
+pub async fn run_with_admin(
+    listener: TcpListener,
+    admin: Option<TcpListener>,
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()>,
 ) -> bool {
@@ -28,35 +42,48 @@ pub async fn run(
         state.config.route_canary,
     );
     let graceful = GracefulShutdown::new();
+    let builder = http_builder(state.config.limits);
     tokio::pin!(shutdown);
     loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let stream = match accepted {
-                    Ok((stream, _)) => stream,
-                    Err(e) => {
-                        // Usually EMFILE: back off briefly instead of spinning.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
-                let state = state.clone();
-                let service = service_fn(move |req| handle(state.clone(), req));
-                let builder = auto::Builder::new(TokioExecutor::new());
-                let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
-                let conn = graceful.watch(conn);
-                tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
-                });
+        let admin_accept = async {
+            match &admin {
+                Some(l) => l.accept().await,
+                None => std::future::pending().await,
             }
+        };
+        let (accepted, port) = tokio::select! {
+            accepted = listener.accept() => (accepted, Port::Main),
+            accepted = admin_accept => (accepted, Port::Admin),
             () = &mut shutdown => break,
-        }
+        };
+        let (stream, peer) = match accepted {
+            Ok(conn) => conn,
+            Err(e) => {
+                // Usually EMFILE: back off briefly instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        let origin = Origin {
+            port,
+            peer: peer.ip(),
+        };
+        let service = service_fn(move |req| handle(state.clone(), origin, req));
+        let conn = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        });
     }
     drop(listener);
+    drop(admin);
     let open = graceful.count();
     tracing::info!(
         open_connections = open,
@@ -71,4 +98,21 @@ pub async fn run(
     };
     health.shutdown().await;
     drained
+}
+
+/// The HTTP/1 + HTTP/2 server with the request-head limits applied.
+fn http_builder(limits: Limits) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    let mut h1 = builder.http1();
+    // The read buffer's cap is the head's cap: hyper refuses (431) a head that does not fit.
+    // `--max-header-bytes` is checked to be at least hyper's minimum buffer (8 KiB).
+    h1.max_buf_size(limits.max_header_bytes);
+    // hyper enforces the head read timeout only with a timer; without one it stays off.
+    if let Some(timeout) = limits.header_read_timeout {
+        h1.timer(TokioTimer::new()).header_read_timeout(timeout);
+    }
+    builder
+        .http2()
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
+    builder
 }

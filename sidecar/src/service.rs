@@ -1,7 +1,10 @@
 //! Routes one request: recache's own `/health`, `/ready` and `/metrics`; everything else is
-//! forwarded to an upstream by [`crate::proxy`].
+//! forwarded to an upstream by [`crate::proxy`]. A request first takes its client's place
+//! under `--max-in-flight-per-client` ([`crate::limits`]); with `--admin-listen`, the admin API
+//! answers on that port only and that port answers nothing else.
 
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -13,6 +16,7 @@ use crate::client::{ClientError, ClientSettings, EngineClient};
 use crate::config::Config;
 use crate::error::{ApiError, full, json_response};
 use crate::kvloop::{KvLoopHandle, LoopMetrics};
+use crate::limits::{ClientLimits, per_client};
 use crate::metrics::{Metrics, RequestRecord, route_label};
 use crate::policy_slot::PolicySlot;
 use crate::proxy::Proxy;
@@ -29,6 +33,24 @@ pub struct AppState {
     pub proxy: Proxy,
     /// The engine loop, when `--kv-events` is set.
     pub kvloop: Option<Arc<KvLoopHandle>>,
+    /// `--max-in-flight-per-client`; None when off.
+    pub client_limits: Option<Arc<ClientLimits>>,
+}
+
+/// Which of recache's ports a connection came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Port {
+    /// `--listen`: the API clients use.
+    Main,
+    /// `--admin-listen`: the admin API only.
+    Admin,
+}
+
+/// Where a request came from.
+#[derive(Debug, Clone, Copy)]
+pub struct Origin {
+    pub port: Port,
+    pub peer: IpAddr,
 }
 
 impl AppState {
@@ -47,6 +69,18 @@ impl AppState {
             &metrics,
         );
         let policy = Arc::new(PolicySlot::new(config.eviction_policy.clone(), &metrics)?);
+        let client_limits = match config.limits.max_in_flight_per_client {
+            Some(max) => {
+                let refused = prometheus::IntCounter::new(
+                    "client_limit_refusals_total",
+                    "Requests answered 429 because their client address had \
+                     --max-in-flight-per-client requests in flight",
+                )?;
+                metrics.register(Box::new(refused.clone()))?;
+                Some(ClientLimits::new(max, refused))
+            }
+            None => None,
+        };
         let kvloop = match config.kvloop.clone() {
             Some(cfg) => Some(Arc::new(KvLoopHandle::start(
                 cfg,
@@ -78,6 +112,7 @@ impl AppState {
             policy,
             proxy,
             kvloop,
+            client_limits,
         }))
     }
 }
@@ -85,10 +120,31 @@ impl AppState {
 /// Answers one request; never fails at the HTTP level (errors become JSON responses).
 pub async fn handle(
     state: Arc<AppState>,
+    origin: Origin,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     let route = route_label(req.uri().path());
     let mut record = RequestRecord::start(state.metrics.clone(), route);
+    if origin.port == Port::Admin {
+        let resp = admin_port(&state, route, req).await;
+        record.set_status(resp.status().as_u16());
+        return Ok(resp);
+    }
+    // Probes and scrapes are never refused: a busy client must not look like a dead recache.
+    let permit = match (&state.client_limits, route) {
+        (None, _) | (_, "/health" | "/ready" | "/metrics") => None,
+        (Some(limits), _) => match limits.acquire(origin.peer) {
+            Some(permit) => Some(permit),
+            None => {
+                let resp = ApiError::TooManyRequests {
+                    limit: limits.max(),
+                }
+                .into_response();
+                record.set_status(resp.status().as_u16());
+                return Ok(resp);
+            }
+        },
+    };
     let resp = match (req.method(), route) {
         (&Method::GET, "/health") => {
             json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))
@@ -97,20 +153,60 @@ pub async fn handle(
         (&Method::GET, "/metrics") => metrics(&state),
         (&Method::POST, "/v1/rank") => crate::rank::handler::handle(&state.ranker, req).await,
         (_, crate::admin::EVICTION_POLICY | crate::admin::ROUTING) => {
-            use crate::admin::Target;
-            let target = if route == crate::admin::ROUTING {
-                Target::Routing(&state.client)
+            if state.config.admin_listen.is_some() {
+                ApiError::Forbidden(
+                    "the admin API is served on the --admin-listen address only, not this port",
+                )
+                .into_response()
             } else {
-                Target::Policy(&state.policy)
-            };
-            let (parts, body) = req.into_parts();
-            let token = state.config.admin_token.as_deref();
-            crate::admin::handle(target, token, &parts.method, &parts.headers, body).await
+                admin(&state, route, req).await
+            }
         }
-        _ => return Ok(state.proxy.forward(req, record).await),
+        _ => {
+            let resp = state.proxy.forward(req, record).await;
+            return Ok(hold(resp, permit));
+        }
     };
     record.set_status(resp.status().as_u16());
-    Ok(resp)
+    Ok(hold(resp, permit))
+}
+
+/// The response with its client's place held until its body is sent.
+fn hold(resp: Response<Body>, permit: Option<per_client::Permit>) -> Response<Body> {
+    match permit {
+        Some(permit) => resp.map(|body| per_client::hold(body, permit)),
+        None => resp,
+    }
+}
+
+/// The `--admin-listen` port: the admin API and a liveness answer, nothing else.
+async fn admin_port(state: &AppState, route: &str, req: Request<Incoming>) -> Response<Body> {
+    match (req.method(), route) {
+        (_, crate::admin::EVICTION_POLICY | crate::admin::ROUTING) => {
+            admin(state, route, req).await
+        }
+        (&Method::GET, "/health") => {
+            json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))
+        }
+        _ => ApiError::NotFound(format!(
+            "{} is not on the admin port: it serves /admin/eviction-policy, /admin/routing \
+             and /health",
+            req.uri().path()
+        ))
+        .into_response(),
+    }
+}
+
+async fn admin(state: &AppState, route: &str, req: Request<Incoming>) -> Response<Body> {
+    use crate::admin::Target;
+    let target = if route == crate::admin::ROUTING {
+        Target::Routing(&state.client)
+    } else {
+        Target::Policy(&state.policy)
+    };
+    let (parts, body) = req.into_parts();
+    let token = state.config.admin_token.as_ref().map(|t| t.expose());
+    crate::admin::handle(target, token, &parts.method, &parts.headers, body).await
 }
 
 fn ready(state: &AppState) -> Response<Body> {

@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::{ConfigError, ServeArgs};
 use crate::kvloop::config::KvLoopArgs;
+use crate::limits::LimitArgs;
 use crate::rank::config::{Admission, ItemReuse, RankArgs, SelectorKind};
 
 /// The same settings as read from a TOML file: one flat key per flag (but `--config`).
@@ -26,6 +27,10 @@ pub(super) struct FileConfig {
     drain_timeout: Option<String>,
     worker_threads: Option<usize>,
     admin_token: Option<String>,
+    admin_listen: Option<SocketAddr>,
+    max_header_bytes: Option<usize>,
+    header_read_timeout: Option<String>,
+    max_in_flight_per_client: Option<usize>,
     eviction_policy: Option<String>,
     routing: Option<String>,
     route_canary: Option<String>,
@@ -127,7 +132,19 @@ impl ServeArgs {
                 // holds unless the flag or its variable turned it on anyway.
                 sglang_priority: kv.sglang_priority || file.sglang_priority.unwrap_or(false),
             },
+            limits: LimitArgs {
+                max_header_bytes: self.limits.max_header_bytes.or(file.max_header_bytes),
+                header_read_timeout: self
+                    .limits
+                    .header_read_timeout
+                    .or(duration("header_read_timeout", file.header_read_timeout)?),
+                max_in_flight_per_client: self
+                    .limits
+                    .max_in_flight_per_client
+                    .or(file.max_in_flight_per_client),
+            },
             admin_token: self.admin_token.clone().or(file.admin_token),
+            admin_listen: self.admin_listen.or(file.admin_listen),
             eviction_policy: self.eviction_policy.clone().or(file.eviction_policy),
             routing: self.routing.clone().or(file.routing),
             route_canary: self

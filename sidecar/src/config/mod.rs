@@ -19,6 +19,7 @@ mod file;
 use self::file::{FileConfig, read_file};
 use crate::client::route::Routing;
 use crate::kvloop::config::{InvalidKvLoop, KvLoopArgs};
+use crate::limits::{InvalidLimit, LimitArgs, Limits};
 use crate::rank::config::{InvalidRank, RankArgs};
 
 const DEFAULT_LISTEN: SocketAddr =
@@ -69,9 +70,15 @@ pub struct ServeArgs {
     pub rank: RankArgs,
     #[command(flatten)]
     pub kvloop: KvLoopArgs,
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// Bearer token for the admin API (/admin/...); without one the admin API is off
     #[arg(long, env = "RECACHE_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
+    /// Serve the admin API on this address only (e.g. 127.0.0.1:8081, reachable by operators
+    /// but not by clients); the main port then refuses /admin/... [default: the main port]
+    #[arg(long, env = "RECACHE_ADMIN_LISTEN")]
+    pub admin_listen: Option<SocketAddr>,
     /// Eviction policy at start-up, NAME or NAME:key=value (lru, lfu, sieve, fpb, hf, laru);
     /// switch later with PUT /admin/eviction-policy [default: lru]
     #[arg(long, env = "RECACHE_EVICTION_POLICY")]
@@ -104,7 +111,11 @@ pub struct Config {
     pub rank: crate::rank::config::RankConfig,
     /// The engine loop (KV-event mirror, order publishing); None without `--kv-events`.
     pub kvloop: Option<crate::kvloop::config::KvLoopConfig>,
-    pub admin_token: Option<String>,
+    pub admin_token: Option<Secret>,
+    /// The admin API's own address; None: the main port serves it.
+    pub admin_listen: Option<SocketAddr>,
+    /// What recache's port accepts from a client.
+    pub limits: Limits,
     pub eviction_policy: PolicyConfig,
     pub routing: Routing,
     /// One KV-event endpoint per upstream (same order) for the routing mirrors; empty with
@@ -156,6 +167,31 @@ impl From<InvalidRank> for ConfigError {
             setting: e.setting,
             why: e.why,
         }
+    }
+}
+
+impl From<InvalidLimit> for ConfigError {
+    fn from(e: InvalidLimit) -> Self {
+        ConfigError::Invalid {
+            setting: e.setting,
+            why: e.why,
+        }
+    }
+}
+
+/// A value that must never reach a log: `Debug` prints a placeholder.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
     }
 }
 
@@ -265,7 +301,13 @@ impl ServeArgs {
             )?,
             // Zero is fine here: exit without waiting.
             drain_timeout: self.drain_timeout.unwrap_or(DEFAULT_DRAIN_TIMEOUT),
-            admin_token: self.admin_token.clone().filter(|t| !t.is_empty()),
+            admin_token: self
+                .admin_token
+                .clone()
+                .filter(|t| !t.is_empty())
+                .map(Secret),
+            admin_listen: self.admin_listen,
+            limits: self.limits.try_resolve()?,
             eviction_policy,
             routing,
             route_events,
@@ -341,6 +383,7 @@ mod tests {
         assert_eq!(c.drain_timeout, Duration::from_secs(5));
         assert_eq!(c.connect_timeout, DEFAULT_CONNECT_TIMEOUT);
         assert_eq!(c.upstreams[0].to_string(), "http://a:1/");
+        assert_eq!(c.limits, crate::limits::Limits::default());
         let args = ServeArgs {
             upstream: vec!["http://b:2".into()],
             ..args
@@ -383,6 +426,7 @@ mod tests {
             ("sglang_priority = true", "--sglang-priority"),
             (&format!("{on}kv_engine_blocks = 1"), "--kv-engine-blocks"),
             (&format!("{on}kv_block_size = 0"), "--kv-block-size"),
+            ("max_header_bytes = 10", "--max-header-bytes"),
         ];
         for (text, setting) in cases {
             match from_file(&file(text)).resolve() {
@@ -432,6 +476,21 @@ mod tests {
         listed.sort_unstable();
         keys.sort_unstable();
         assert_eq!(listed, keys);
+    }
+
+    #[test]
+    fn the_admin_token_never_shows_in_debug_output() {
+        let args = ServeArgs {
+            upstream: vec!["http://a:1".into()],
+            admin_token: Some("hunter2-token".into()),
+            ..Default::default()
+        };
+        let config = args.resolve().expect("resolve");
+        assert_eq!(
+            config.admin_token.as_ref().map(Secret::expose),
+            Some("hunter2-token")
+        );
+        assert!(!format!("{config:?}").contains("hunter2"));
     }
 
     #[test]

@@ -66,12 +66,9 @@ pub async fn run_with_admin(
             }
         };
         let _ = stream.set_nodelay(true);
+        let origin = Origin::new(&state, port, peer.ip());
         let state = state.clone();
-        let origin = Origin {
-            port,
-            peer: peer.ip(),
-        };
-        let service = service_fn(move |req| handle(state.clone(), origin, req));
+        let service = service_fn(move |req| handle(state.clone(), origin.clone(), req));
         let conn = builder
             .serve_connection(TokioIo::new(stream), service)
             .into_owned();

@@ -16,6 +16,7 @@ use crate::client::{ClientError, ClientSettings, EngineClient};
 use crate::config::Config;
 use crate::error::{ApiError, full, json_response};
 use crate::kvloop::{KvLoopHandle, LoopMetrics};
+use crate::limits::per_client::Client;
 use crate::limits::{ClientLimits, per_client};
 use crate::metrics::{Metrics, RequestRecord, route_label};
 use crate::policy_slot::PolicySlot;
@@ -46,11 +47,23 @@ pub enum Port {
     Admin,
 }
 
-/// Where a request came from.
-#[derive(Debug, Clone, Copy)]
+/// Where a request came from: the port, and the client address's in-flight count (looked up
+/// once per connection; None when the limit is off).
+#[derive(Clone)]
 pub struct Origin {
     pub port: Port,
-    pub peer: IpAddr,
+    pub client: Option<Arc<Client>>,
+}
+
+impl Origin {
+    /// A connection from `peer` on `port`.
+    pub fn new(state: &AppState, port: Port, peer: IpAddr) -> Self {
+        let client = match port {
+            Port::Main => state.client_limits.as_ref().map(|l| l.client(peer)),
+            Port::Admin => None,
+        };
+        Self { port, client }
+    }
 }
 
 impl AppState {
@@ -131,9 +144,9 @@ pub async fn handle(
         return Ok(resp);
     }
     // Probes and scrapes are never refused: a busy client must not look like a dead recache.
-    let permit = match (&state.client_limits, route) {
-        (None, _) | (_, "/health" | "/ready" | "/metrics") => None,
-        (Some(limits), _) => match limits.acquire(origin.peer) {
+    let permit = match (&origin.client, &state.client_limits, route) {
+        (None, _, _) | (_, None, _) | (_, _, "/health" | "/ready" | "/metrics") => None,
+        (Some(client), Some(limits), _) => match client.acquire() {
             Some(permit) => Some(permit),
             None => {
                 let resp = ApiError::TooManyRequests {

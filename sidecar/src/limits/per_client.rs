@@ -1,13 +1,18 @@
 //! Requests in flight per client address (`--max-in-flight-per-client`): a count per IP,
-//! taken when a request arrives and given back when its answer's last byte is sent (or the
-//! client goes away), so a client streaming many long generations cannot hold every engine
-//! slot. One short lock per request and per answer; an address whose count falls to zero is
-//! forgotten, so the map holds only clients with requests in flight.
+//! taken when a request arrives and given back when its answer is sent (a streamed answer:
+//! when its last byte is, or the client goes away), so a client streaming many long
+//! generations cannot hold every engine slot.
+//!
+//! The request path stays cheap: a connection looks its address up once, when accepted
+//! ([`ClientLimits::client`]), and each request then only bumps an atomic counter. An address
+//! is forgotten when its last connection and its last answer are gone, so the map holds only
+//! clients that are connected.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -20,14 +25,20 @@ use crate::{Body, BoxError};
 /// Counts per client address, against one limit.
 pub struct ClientLimits {
     max: usize,
-    counts: Mutex<HashMap<IpAddr, usize>>,
+    clients: Mutex<HashMap<IpAddr, Weak<Client>>>,
     refused: IntCounter,
+}
+
+/// One address's count, shared by its connections and the answers in flight.
+pub struct Client {
+    ip: IpAddr,
+    in_flight: AtomicUsize,
+    limits: Arc<ClientLimits>,
 }
 
 /// One request's place in its client's count; dropping it gives the place back.
 pub struct Permit {
-    limits: Arc<ClientLimits>,
-    ip: IpAddr,
+    client: Arc<Client>,
 }
 
 impl ClientLimits {
@@ -35,7 +46,7 @@ impl ClientLimits {
     pub fn new(max: usize, refused: IntCounter) -> Arc<Self> {
         Arc::new(Self {
             max,
-            counts: Mutex::new(HashMap::new()),
+            clients: Mutex::new(HashMap::new()),
             refused,
         })
     }
@@ -44,45 +55,86 @@ impl ClientLimits {
         self.max
     }
 
-    /// A place for one more request from `ip`, or None when it already has `max` in flight.
-    pub fn acquire(self: &Arc<Self>, ip: IpAddr) -> Option<Permit> {
-        // A poisoned lock only means another request panicked mid-update of a counter: the
-        // counts are still usable, so keep serving.
-        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        let n = counts.entry(ip).or_insert(0);
-        if *n >= self.max {
-            drop(counts);
-            self.refused.inc();
-            return None;
+    /// The count for `ip`, shared with its other connections (once per accepted connection).
+    pub fn client(self: &Arc<Self>, ip: IpAddr) -> Arc<Client> {
+        // A poisoned lock only means a thread panicked while holding it; the map is still a
+        // valid map, so keep serving.
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(client) = clients.get(&ip).and_then(Weak::upgrade) {
+            return client;
         }
-        *n += 1;
-        Some(Permit {
-            limits: self.clone(),
+        let client = Arc::new(Client {
             ip,
-        })
+            in_flight: AtomicUsize::new(0),
+            limits: self.clone(),
+        });
+        clients.insert(ip, Arc::downgrade(&client));
+        client
     }
 
     /// Requests in flight from `ip` now.
     pub fn in_flight(&self, ip: IpAddr) -> usize {
-        let counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        counts.get(&ip).copied().unwrap_or(0)
+        let clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        clients
+            .get(&ip)
+            .and_then(Weak::upgrade)
+            .map_or(0, |c| c.in_flight.load(Ordering::Relaxed))
+    }
+
+    /// Addresses remembered now (connected, or with answers in flight).
+    pub fn clients(&self) -> usize {
+        self.clients.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 }
 
-impl Drop for Permit {
-    fn drop(&mut self) {
-        let mut counts = self.limits.counts.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = counts.get_mut(&self.ip) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                counts.remove(&self.ip);
+impl Client {
+    /// A place for one more request, or None when the address already has `max` in flight.
+    pub fn acquire(self: &Arc<Self>) -> Option<Permit> {
+        let max = self.limits.max;
+        let taken = self
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
+                (n < max).then_some(n + 1)
+            });
+        match taken {
+            Ok(_) => Some(Permit {
+                client: self.clone(),
+            }),
+            Err(_) => {
+                self.limits.refused.inc();
+                None
             }
         }
     }
 }
 
-/// `body` holding `permit` until it is sent or dropped.
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.client.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let mut clients = self
+            .limits
+            .clients
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        // A new connection from the same address may already have put a live entry there.
+        if clients.get(&self.ip).is_some_and(|w| w.strong_count() == 0) {
+            clients.remove(&self.ip);
+        }
+    }
+}
+
+/// `body` holding `permit` until it is sent or dropped. A body already complete in memory
+/// (exact size known: recache's own answers, buffered small upstream answers) lets the place
+/// go now instead: sending it cannot hold an engine slot.
 pub fn hold(body: Body, permit: Permit) -> Body {
+    if body.size_hint().exact().is_some() {
+        return body;
+    }
     Held {
         inner: body,
         _permit: permit,
@@ -119,37 +171,69 @@ impl HttpBody for Held {
 mod tests {
     use super::*;
 
-    #[test]
-    fn counts_per_address_and_forgets_idle_ones() {
+    fn limits(max: usize) -> (Arc<ClientLimits>, IntCounter) {
         let refused = IntCounter::new("r", "r").expect("counter");
-        let limits = ClientLimits::new(2, refused.clone());
+        (ClientLimits::new(max, refused.clone()), refused)
+    }
+
+    #[test]
+    fn counts_per_address_across_connections_and_forgets_gone_ones() {
+        let (limits, refused) = limits(2);
         let a: IpAddr = [10, 0, 0, 1].into();
         let b: IpAddr = [10, 0, 0, 2].into();
-        let p1 = limits.acquire(a).expect("first");
-        let p2 = limits.acquire(a).expect("second");
-        assert!(
-            limits.acquire(a).is_none(),
-            "third from a is over the limit"
-        );
+        let (conn1, conn2) = (limits.client(a), limits.client(a));
+        let p1 = conn1.acquire().expect("first");
+        let p2 = conn2.acquire().expect("second, on another connection");
+        assert!(conn1.acquire().is_none(), "third from a is over the limit");
         assert_eq!(refused.get(), 1);
-        let _pb = limits.acquire(b).expect("b has its own count");
+        let pb = limits.client(b).acquire().expect("b has its own count");
         drop(p1);
-        let p3 = limits.acquire(a).expect("a place came back");
+        let p3 = conn2.acquire().expect("a place came back");
         drop((p2, p3));
         assert_eq!(limits.in_flight(a), 0);
-        let counts = limits.counts.lock().expect("lock");
-        assert!(!counts.contains_key(&a), "an idle address is forgotten");
+        drop((conn1, conn2));
+        assert_eq!(limits.clients(), 1, "b's answer is still in flight");
+        drop(pb);
+        assert_eq!(limits.clients(), 0, "both addresses are gone");
     }
 
     #[tokio::test]
-    async fn a_held_body_gives_its_place_back_when_sent() {
-        let limits = ClientLimits::new(1, IntCounter::new("r", "r").expect("counter"));
+    async fn a_streamed_body_holds_its_place_until_sent_a_complete_one_does_not() {
+        let (limits, _) = limits(1);
         let ip: IpAddr = [127, 0, 0, 1].into();
-        let permit = limits.acquire(ip).expect("permit");
-        let body = hold(crate::error::full(Bytes::from_static(b"hi")), permit);
+        let client = limits.client(ip);
+        let full = hold(
+            crate::error::full(Bytes::from_static(b"hi")),
+            client.acquire().expect("permit"),
+        );
+        assert_eq!(
+            limits.in_flight(ip),
+            0,
+            "a complete body frees its place at once"
+        );
+        drop(full);
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let body = hold(Channel(rx).boxed(), client.acquire().expect("permit"));
         assert_eq!(limits.in_flight(ip), 1);
+        tx.send(Bytes::from_static(b"x")).await.expect("send");
+        drop(tx);
         let bytes = body.collect().await.expect("body").to_bytes();
-        assert_eq!(&bytes[..], b"hi");
+        assert_eq!(&bytes[..], b"x");
         assert_eq!(limits.in_flight(ip), 0);
+    }
+
+    /// A body of unknown length, fed by the test.
+    struct Channel(tokio::sync::mpsc::Receiver<Bytes>);
+
+    impl HttpBody for Channel {
+        type Data = Bytes;
+        type Error = BoxError;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+            self.0.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
+        }
     }
 }

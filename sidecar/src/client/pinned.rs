@@ -37,25 +37,24 @@ impl EngineClient {
                 source,
             })?;
         let conn = in_flight.attach(conn);
-        let response =
-            match tokio::time::timeout(self.settings.upstream_timeout, conn.send(req)).await {
-                Ok(Ok(r)) => r,
-                Ok(Err(SendError::Dial(source))) => {
-                    replica.count_failure(FailureKind::Connect);
-                    return Err(ClientError::Connect { upstream, source });
-                }
-                Ok(Err(SendError::Failed(source))) => {
-                    replica.count_failure(FailureKind::Failed);
-                    return Err(ClientError::Failed { upstream, source });
-                }
-                Err(_) => {
-                    replica.count_failure(FailureKind::Timeout);
-                    return Err(ClientError::Timeout {
-                        upstream,
-                        after: self.settings.upstream_timeout,
-                    });
-                }
-            };
+        let response = match conn.send(req, self.settings.upstream_timeout).await {
+            Ok(r) => r,
+            Err(SendError::Dial(source)) => {
+                replica.count_failure(FailureKind::Connect);
+                return Err(ClientError::Connect { upstream, source });
+            }
+            Err(SendError::Failed(source)) => {
+                replica.count_failure(FailureKind::Failed);
+                return Err(ClientError::Failed { upstream, source });
+            }
+            Err(SendError::Timeout) => {
+                replica.count_failure(FailureKind::Timeout);
+                return Err(ClientError::Timeout {
+                    upstream,
+                    after: self.settings.upstream_timeout,
+                });
+            }
+        };
         let status: StatusCode = response.status();
         let bytes = response
             .into_body()

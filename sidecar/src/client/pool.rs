@@ -4,7 +4,12 @@
 //! whose answer was abandoned half-way is dropped, never reused. No general-purpose pool
 //! (keys, lazy connect futures, absolute-form rewriting): one replica, one authority, one
 //! stack, which keeps the per-request cost of the engine client small.
+//!
+//! Each connection carries its own `--upstream-timeout` timer, pushed forward for every call
+//! it serves: a later deadline on a registered tokio timer is one atomic update, where a fresh
+//! timer per call would register in and leave the timer wheel each time.
 
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,8 +19,19 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
+use tokio::time::{Instant, Sleep};
 
 type Sender = SendRequest<Full<Bytes>>;
+
+/// A connection's deadline timer (see the module doc).
+type Timer = Pin<Box<Sleep>>;
+
+/// A connection waiting in the pool, with its timer.
+#[derive(Debug)]
+struct Idle {
+    sender: Sender,
+    timer: Timer,
+}
 
 /// Idle connections kept per replica; more are closed when they come back.
 const MAX_IDLE: usize = 256;
@@ -37,7 +53,7 @@ pub struct ConnPool {
     /// `host:port` to dial.
     authority: String,
     connect_timeout: Duration,
-    idle: Mutex<Vec<Sender>>,
+    idle: Mutex<Vec<Idle>>,
 }
 
 impl ConnPool {
@@ -49,14 +65,14 @@ impl ConnPool {
         })
     }
 
-    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Sender>> {
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
         self.idle.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// An open connection: the most recently returned idle one, else a new one.
     pub async fn checkout(self: &Arc<Self>) -> Result<Conn, DialError> {
         loop {
-            let Some(mut sender) = self.idle().pop() else {
+            let Some(Idle { mut sender, timer }) = self.idle().pop() else {
                 break;
             };
             if sender.is_closed() {
@@ -64,10 +80,10 @@ impl ConnPool {
             }
             // Returned only after its answer was read, so it is ready or about to be.
             if sender.is_ready() || sender.ready().await.is_ok() {
-                return Ok(self.conn(sender, true));
+                return Ok(self.conn(sender, Some(timer), true));
             }
         }
-        Ok(self.conn(self.dial().await?, false))
+        Ok(self.conn(self.dial().await?, None, false))
     }
 
     async fn dial(&self) -> Result<Sender, DialError> {
@@ -87,9 +103,10 @@ impl ConnPool {
         Ok(sender)
     }
 
-    fn conn(self: &Arc<Self>, sender: Sender, reused: bool) -> Conn {
+    fn conn(self: &Arc<Self>, sender: Sender, timer: Option<Timer>, reused: bool) -> Conn {
         Conn {
             sender: Some(sender),
+            timer,
             pool: self.clone(),
             reused,
             finished: false,
@@ -101,6 +118,7 @@ impl ConnPool {
 #[derive(Debug)]
 pub struct Conn {
     sender: Option<Sender>,
+    timer: Option<Timer>,
     pool: Arc<ConnPool>,
     reused: bool,
     finished: bool,
@@ -112,28 +130,57 @@ pub enum SendError {
     /// Not sent: dialing a fresh connection failed.
     Dial(DialError),
     Failed(hyper::Error),
+    /// No response headers within the call's timeout.
+    Timeout,
 }
 
 impl Conn {
-    /// Sends `req`. A reused connection that turns out closed before the request left gets
-    /// one fresh connection (the request is handed back unsent, so nothing runs twice).
+    /// Sends `req` and waits up to `timeout` for the response headers.
     pub async fn send(
         &mut self,
         req: Request<Full<Bytes>>,
+        timeout: Duration,
     ) -> Result<Response<Incoming>, SendError> {
-        let Some(sender) = self.sender.as_mut() else {
+        let deadline = Instant::now() + timeout;
+        let Conn {
+            sender,
+            timer,
+            pool,
+            reused,
+            ..
+        } = self;
+        let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        timer.as_mut().reset(deadline);
+        let sent = Self::send_on(sender, pool, reused, req);
+        tokio::pin!(sent);
+        tokio::select! {
+            biased;
+            answer = &mut sent => answer,
+            () = timer.as_mut() => Err(SendError::Timeout),
+        }
+    }
+
+    /// Sends `req`. A reused connection that turns out closed before the request left gets
+    /// one fresh connection (the request is handed back unsent, so nothing runs twice).
+    async fn send_on(
+        sender: &mut Option<Sender>,
+        pool: &ConnPool,
+        reused: &mut bool,
+        req: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>, SendError> {
+        let Some(conn) = sender.as_mut() else {
             return Err(SendError::Dial(DialError::Io(
                 std::io::ErrorKind::NotConnected.into(),
             )));
         };
-        match sender.try_send_request(req).await {
+        match conn.try_send_request(req).await {
             Ok(resp) => Ok(resp),
             Err(mut e) => match e.take_message() {
-                Some(req) if self.reused => {
-                    self.reused = false;
-                    let fresh = self.pool.dial().await.map_err(SendError::Dial)?;
-                    let sender = self.sender.insert(fresh);
-                    sender.send_request(req).await.map_err(SendError::Failed)
+                Some(req) if *reused => {
+                    *reused = false;
+                    let fresh = pool.dial().await.map_err(SendError::Dial)?;
+                    let conn = sender.insert(fresh);
+                    conn.send_request(req).await.map_err(SendError::Failed)
                 }
                 _ => Err(SendError::Failed(e.into_error())),
             },
@@ -149,12 +196,13 @@ impl Conn {
 impl Drop for Conn {
     fn drop(&mut self) {
         if let Some(sender) = self.sender.take()
+            && let Some(timer) = self.timer.take()
             && self.finished
             && !sender.is_closed()
         {
             let mut idle = self.pool.idle();
             if idle.len() < MAX_IDLE {
-                idle.push(sender);
+                idle.push(Idle { sender, timer });
             }
         }
     }

@@ -201,8 +201,10 @@ impl SeqTracker {
     pub fn check(&mut self, seq: u64) -> SeqCheck {
         let verdict = match self.last {
             None => SeqCheck::InOrder,
-            Some(last) if seq == last + 1 => SeqCheck::InOrder,
-            Some(last) if seq > last + 1 => SeqCheck::Gap {
+            // checked_add: a frame claiming seq u64::MAX must not overflow (found by
+            // adapters/tests/fuzz.rs: it panicked the subscriber in debug builds).
+            Some(last) if last.checked_add(1) == Some(seq) => SeqCheck::InOrder,
+            Some(last) if seq > last => SeqCheck::Gap {
                 expected: last + 1,
                 got: seq,
             },

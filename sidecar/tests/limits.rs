@@ -69,6 +69,35 @@ async fn a_head_that_never_completes_has_its_connection_closed() {
 }
 
 #[tokio::test]
+async fn the_head_timer_does_not_cut_a_slow_answer() {
+    // The upstream takes longer than the head timeout to answer: a long generation.
+    let up = FakeUpstream::start(|_| async {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        json(r#"{"data":[]}"#)
+    })
+    .await;
+    let proxy = TestProxy::start(&[up.url()], |a| {
+        a.limits.header_read_timeout = Some(Duration::from_millis(200));
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let resp = client
+        .post(proxy.url("/v1/models"))
+        .body("{}")
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(resp.status(), 200);
+    // The same keep-alive connection serves a second request after the first answer.
+    let again = client
+        .get(proxy.url("/v1/models"))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(again.status(), 200);
+}
+
+#[tokio::test]
 async fn one_client_past_its_in_flight_limit_gets_429_and_probes_still_pass() {
     // Answers wait for a permit, so requests stay in flight until the test releases them.
     let gate = Arc::new(Semaphore::new(0));

@@ -135,7 +135,15 @@ impl Mirror {
             });
             e.copies += 1;
             if let Some(c) = content {
-                e.content = Some(c);
+                // A hash stored again with other content (a collision, or a garbled event)
+                // drops its old content id, which would otherwise outlive the block
+                // (found by sidecar/tests/model_mirror.rs).
+                if let Some(old) = e.content.replace(c)
+                    && old != c
+                    && self.by_content.get(&old) == Some(&h)
+                {
+                    self.by_content.remove(&old);
+                }
                 self.by_content.insert(c, h);
             }
         }
@@ -148,7 +156,11 @@ impl Mirror {
         };
         e.copies -= 1;
         if e.copies == 0 {
-            if let Some(c) = e.content {
+            // Only if the id still names this block: two hashes can share a content id
+            // (e.g. the same tokens under two cache salts) and the other one stays cached.
+            if let Some(c) = e.content
+                && self.by_content.get(&c) == Some(&h)
+            {
                 self.by_content.remove(&c);
             }
             self.blocks.remove(&h);

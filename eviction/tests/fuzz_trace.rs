@@ -8,10 +8,10 @@
 //! 2 s by default; longer:
 //! `RECACHE_FUZZ_SECONDS=60 cargo test -p recache-eviction --test fuzz_trace -- --nocapture`.
 
-#[path = "../../adapters/tests/fuzzkit/mod.rs"]
-mod fuzzkit;
 #[path = "../../adapters/tests/fuzzkit/json.rs"]
 mod fuzzjson;
+#[path = "../../adapters/tests/fuzzkit/mod.rs"]
+mod fuzzkit;
 
 use fuzzkit::{mutate, run};
 use recache_eviction::trace::{Request, TraceError, load_mooncake};
@@ -25,7 +25,8 @@ fn mooncake_trace() {
         json!({"hash_ids": []}),
     ];
     let raw: Vec<Vec<u8>> = seeds.iter().map(|v| v.to_string().into_bytes()).collect();
-    let path = std::env::temp_dir().join(format!("recache-fuzz-trace-{}.jsonl", std::process::id()));
+    let path =
+        std::env::temp_dir().join(format!("recache-fuzz-trace-{}.jsonl", std::process::id()));
     run(
         "mooncake_trace",
         |rng| {
@@ -39,7 +40,11 @@ fn mooncake_trace() {
                 file.extend(line);
                 file.extend_from_slice(if rng.one_in(4) { b"\n  \n" } else { b"\n" });
             }
-            if rng.one_in(4) { mutate(rng, &file, &raw) } else { file }
+            if rng.one_in(4) {
+                mutate(rng, &file, &raw)
+            } else {
+                file
+            }
         },
         |input| {
             std::fs::write(&path, input).expect("write trace");

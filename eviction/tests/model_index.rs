@@ -16,8 +16,15 @@ use recache_eviction::{BlockId, IndexError, RadixIndex};
 
 #[derive(Debug, Clone)]
 enum Op {
-    Insert { block: BlockId, parent: Option<BlockId>, now: u64 },
-    Touch { block: BlockId, now: u64 },
+    Insert {
+        block: BlockId,
+        parent: Option<BlockId>,
+        now: u64,
+    },
+    Touch {
+        block: BlockId,
+        now: u64,
+    },
     Pin(BlockId),
     Unpin(BlockId),
     Remove(BlockId),
@@ -72,7 +79,15 @@ impl Model {
                         None => return Err(IndexError::UnknownParent { block, parent: p }),
                     },
                 };
-                self.nodes.insert(block, M { parent, depth, last: now, pins: 0 });
+                self.nodes.insert(
+                    block,
+                    M {
+                        parent,
+                        depth,
+                        last: now,
+                        pins: 0,
+                    },
+                );
             }
             Op::Touch { block, now } => {
                 let m = self.known(block)?;
@@ -140,7 +155,11 @@ fn check(ix: &mut RadixIndex, model: &Model, shadow: &mut BTreeSet<BlockId>) {
         assert_eq!(ix.parent(b), Some(m.parent), "parent of {b}");
         assert_eq!(ix.depth(b), Some(m.depth), "depth of {b}");
         if let Some(p) = m.parent {
-            assert_eq!(ix.depth(p).map(|d| d + 1), Some(m.depth), "depth chain at {b}");
+            assert_eq!(
+                ix.depth(p).map(|d| d + 1),
+                Some(m.depth),
+                "depth chain at {b}"
+            );
         }
         assert_eq!(ix.children(b), Some(model.children(b)), "children of {b}");
         assert_eq!(ix.pins(b), Some(m.pins), "pins of {b}");
@@ -161,7 +180,10 @@ fn check(ix: &mut RadixIndex, model: &Model, shadow: &mut BTreeSet<BlockId>) {
         };
         assert!(changed, "event {e:?} does not change the block's status");
     }
-    assert_eq!(shadow.iter().copied().collect::<BTreeSet<_>>(), lru.iter().copied().collect());
+    assert_eq!(
+        shadow.iter().copied().collect::<BTreeSet<_>>(),
+        lru.iter().copied().collect()
+    );
 }
 
 proptest! {

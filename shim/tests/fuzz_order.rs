@@ -91,7 +91,11 @@ fn order_reader() {
             let state = reader.state(60_000);
             assert_eq!(state == OrderState::Absent, reader.order().is_none());
             if reader.order().is_some_and(|o| o.publish_unix_ms >= now_ms) {
-                assert_eq!(state, OrderState::Fresh, "an order from now (or later) is fresh");
+                assert_eq!(
+                    state,
+                    OrderState::Fresh,
+                    "an order from now (or later) is fresh"
+                );
             }
         },
     );

@@ -10,11 +10,11 @@
 //! 2 s per target by default; longer:
 //! `RECACHE_FUZZ_SECONDS=60 cargo test -p recache --test fuzz_http -- --nocapture`.
 
-mod support;
-#[path = "../../adapters/tests/fuzzkit/mod.rs"]
-mod fuzzkit;
 #[path = "../../adapters/tests/fuzzkit/json.rs"]
 mod fuzzjson;
+#[path = "../../adapters/tests/fuzzkit/mod.rs"]
+mod fuzzkit;
+mod support;
 
 use recache::client::route::Routing;
 use recache_adapters::openai::{self, CHAT_COMPLETIONS, COMPLETIONS};
@@ -28,8 +28,12 @@ fn assert_error_shape(status: u16, body: &[u8]) {
     let err = &v["error"];
     let ok = err["message"].is_string()
         && err["type"].is_string()
-        && err.get("param").is_some_and(|p| p.is_string() || p.is_null())
-        && err.get("code").is_some_and(|c| c.is_string() || c.is_null());
+        && err
+            .get("param")
+            .is_some_and(|p| p.is_string() || p.is_null())
+        && err
+            .get("code")
+            .is_some_and(|c| c.is_string() || c.is_null());
     assert!(ok, "{status} answer is not OpenAI-shaped: {v}");
 }
 
@@ -97,15 +101,24 @@ fn http_openai() {
             b
         },
         |input| {
-            let path = if input[0] == 0 { COMPLETIONS } else { CHAT_COMPLETIONS };
+            let path = if input[0] == 0 {
+                COMPLETIONS
+            } else {
+                CHAT_COMPLETIONS
+            };
             let body = input[1..].to_vec();
             let rejected = openai::validate_body(path, &body).is_err();
             let ranked = serde_json::from_slice::<Value>(&body)
                 .is_ok_and(|v| v.get("recache_rank").is_some());
-            let req = client.post(proxy.url(path)).header("content-type", "application/json");
+            let req = client
+                .post(proxy.url(path))
+                .header("content-type", "application/json");
             let (status, answer) = rt.block_on(send(&client, req.body(body)));
             if rejected && !(ranked && path == COMPLETIONS) {
-                assert!((400..500).contains(&status), "a body validate_body rejects: {status}");
+                assert!(
+                    (400..500).contains(&status),
+                    "a body validate_body rejects: {status}"
+                );
             }
             if status >= 400 {
                 assert_error_shape(status, &answer);
@@ -129,7 +142,10 @@ fn http_rank() {
             let req = client.post(proxy.url("/v1/rank")).body(input.to_vec());
             let (status, answer) = rt.block_on(send(&client, req));
             if rejected {
-                assert!((400..500).contains(&status), "a body rank::api::parse rejects: {status}");
+                assert!(
+                    (400..500).contains(&status),
+                    "a body rank::api::parse rejects: {status}"
+                );
             }
             if status >= 400 {
                 assert_error_shape(status, &answer);
@@ -161,11 +177,17 @@ fn http_admin() {
         |input| {
             let (op, body) = (input[0], input[1..].to_vec());
             let path = paths[usize::from(op & 1)];
-            let method = [http_put(), reqwest::Method::GET, reqwest::Method::DELETE, http_put()]
-                [usize::from(op >> 1 & 3)]
-                .clone();
+            let method = [
+                http_put(),
+                reqwest::Method::GET,
+                reqwest::Method::DELETE,
+                http_put(),
+            ][usize::from(op >> 1 & 3)]
+            .clone();
             let token = ["t0ken", "t0ken", "wrong", ""][usize::from(op >> 3 & 3)];
-            let mut req = client.request(method.clone(), proxy.url(path)).body(body.clone());
+            let mut req = client
+                .request(method.clone(), proxy.url(path))
+                .body(body.clone());
             if !token.is_empty() {
                 req = req.bearer_auth(token);
             }
@@ -178,7 +200,10 @@ fn http_admin() {
                 ("t0ken", _) => &[200, 400, 413],
                 _ => &[401],
             };
-            assert!(want.contains(&status), "{method} {path} with token {token:?}: {status}, want {want:?}");
+            assert!(
+                want.contains(&status),
+                "{method} {path} with token {token:?}: {status}, want {want:?}"
+            );
             if status >= 400 {
                 assert_error_shape(status, &answer);
             }

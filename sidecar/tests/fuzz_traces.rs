@@ -9,10 +9,10 @@
 //! 2 s per target by default; longer:
 //! `RECACHE_FUZZ_SECONDS=60 cargo test -p recache --test fuzz_traces -- --nocapture`.
 
-#[path = "../../adapters/tests/fuzzkit/mod.rs"]
-mod fuzzkit;
 #[path = "../../adapters/tests/fuzzkit/json.rs"]
 mod fuzzjson;
+#[path = "../../adapters/tests/fuzzkit/mod.rs"]
+mod fuzzkit;
 
 use std::path::PathBuf;
 
@@ -41,7 +41,11 @@ fn replay_trace() {
                 file.extend(fuzzjson::input(rng, &seeds, &raw));
                 file.push(b'\n');
             }
-            if rng.one_in(4) { mutate(rng, &file, &raw) } else { file }
+            if rng.one_in(4) {
+                mutate(rng, &file, &raw)
+            } else {
+                file
+            }
         },
         |input| {
             let (requests, max_len) = match input {
@@ -82,13 +86,17 @@ fn gr_data() {
             }
             let items = fuzzjson::input(rng, &items, &items_raw);
             // Split marker: a u16 LE length of the interaction file first.
-            let mut out = (data.len().min(u16::MAX as usize) as u16).to_le_bytes().to_vec();
+            let mut out = (data.len().min(u16::MAX as usize) as u16)
+                .to_le_bytes()
+                .to_vec();
             out.extend_from_slice(&data[..data.len().min(u16::MAX as usize)]);
             out.extend(items);
             out
         },
         |input| {
-            let n = input.get(..2).map_or(0, |b| usize::from(u16::from_le_bytes([b[0], b[1]])));
+            let n = input
+                .get(..2)
+                .map_or(0, |b| usize::from(u16::from_le_bytes([b[0], b[1]])));
             let rest = input.get(2..).unwrap_or_default();
             let (data, items) = rest.split_at(n.min(rest.len()));
             std::fs::write(&data_path, data).expect("write data");

@@ -43,7 +43,12 @@ impl Reference {
 
     fn apply(&mut self, ev: &KvEvent) {
         match ev {
-            KvEvent::BlockStored { block_hashes, parent, token_ids, block_size } => {
+            KvEvent::BlockStored {
+                block_hashes,
+                parent,
+                token_ids,
+                block_size,
+            } => {
                 let bs = *block_size as usize;
                 if bs == 0 || token_ids.len() != bs * block_hashes.len() {
                     self.issues.bad_tokens += 1;
@@ -77,7 +82,11 @@ fn agree(m: &Mirror, r: &Reference) {
     let content: HashMap<u64, Option<u64>> = m.iter().map(|(h, c, _)| (h, c)).collect();
     for c in m.content_ids() {
         let h = m.hash_of(c).expect("a listed content id has a hash");
-        assert_eq!(content.get(&h), Some(&Some(c)), "content id {c} maps to block {h}, which does not hold it");
+        assert_eq!(
+            content.get(&h),
+            Some(&Some(c)),
+            "content id {c} maps to block {h}, which does not hold it"
+        );
     }
     for (_, _, depth) in m.iter() {
         assert!(depth >= 1);
@@ -95,15 +104,24 @@ fn event(rng: &mut Rng) -> Mp {
             let parent = if rng.one_in(3) { Mp::Nil } else { h(rng) };
             Mp::Map(vec![
                 (s("type"), s("BlockStored")),
-                (s("block_hashes"), Mp::Array((0..n).map(|_| h(rng)).collect())),
+                (
+                    s("block_hashes"),
+                    Mp::Array((0..n).map(|_| h(rng)).collect()),
+                ),
                 (s("parent_block_hash"), parent),
-                (s("token_ids"), Mp::Array((0..len).map(|_| Mp::from(rng.below(3))).collect())),
+                (
+                    s("token_ids"),
+                    Mp::Array((0..len).map(|_| Mp::from(rng.below(3))).collect()),
+                ),
                 (s("block_size"), Mp::from(bs)),
             ])
         }
         5..=8 => Mp::Map(vec![
             (s("type"), s("BlockRemoved")),
-            (s("block_hashes"), Mp::Array((0..1 + rng.below(3)).map(|_| h(rng)).collect())),
+            (
+                s("block_hashes"),
+                Mp::Array((0..1 + rng.below(3)).map(|_| h(rng)).collect()),
+            ),
         ]),
         _ => Mp::Map(vec![(s("type"), s("AllBlocksCleared"))]),
     }
@@ -115,7 +133,7 @@ fn generate(rng: &mut Rng) -> Vec<u8> {
     let mut seq = rng.int();
     for _ in 0..1 + rng.below(30) {
         seq = match rng.below(12) {
-            0 => seq,                                      // duplicate
+            0 => seq,                                       // duplicate
             1 => seq.wrapping_add(2 + rng.below(5) as u64), // gap
             2 => rng.below(3) as u64,                       // restart
             _ => seq.wrapping_add(1),
@@ -128,19 +146,26 @@ fn generate(rng: &mut Rng) -> Vec<u8> {
         out.extend_from_slice(&(payload.len() as u16).to_le_bytes());
         out.extend(payload);
     }
-    if rng.one_in(3) { mutate(rng, &out, &[]) } else { out }
+    if rng.one_in(3) {
+        mutate(rng, &out, &[])
+    } else {
+        out
+    }
 }
 
 #[test]
 fn kv_mirror() {
     run("kv_mirror", generate, |mut input| {
-        let (mut mirror, mut reference, mut tracker) = (Mirror::new(), Reference::default(), SeqTracker::new());
+        let (mut mirror, mut reference, mut tracker) =
+            (Mirror::new(), Reference::default(), SeqTracker::new());
         while input.len() >= 10 {
             let len = usize::from(u16::from_le_bytes([input[8], input[9]]));
             let end = (10 + len).min(input.len());
             let frames = [b"kv".as_slice(), &input[..8], &input[10..end]];
             input = &input[end..];
-            let Ok(batch) = decode_frames(&frames) else { continue };
+            let Ok(batch) = decode_frames(&frames) else {
+                continue;
+            };
             // The routing feed's rule (client/mirror/feed.rs).
             let fresh = match tracker.check(batch.seq) {
                 SeqCheck::Duplicate => false,
@@ -150,7 +175,12 @@ fn kv_mirror() {
                     true
                 }
             };
-            assert_eq!(fresh, reference.sequence(batch.seq), "sequence verdict for {}", batch.seq);
+            assert_eq!(
+                fresh,
+                reference.sequence(batch.seq),
+                "sequence verdict for {}",
+                batch.seq
+            );
             if !fresh {
                 continue;
             }

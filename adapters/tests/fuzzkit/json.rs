@@ -36,8 +36,10 @@ pub fn random_string(rng: &mut Rng) -> String {
     match rng.below(8) {
         0 => String::new(),
         1 if rng.one_in(8) => "x".repeat(rng.below(5000)),
-        2 => (*rng.pick(&["\u{0}", "\u{fffd}", "é", "🦀", "\"", "\\", "\n", "model", "prompt"]))
-            .to_string(),
+        2 => (*rng.pick(&[
+            "\u{0}", "\u{fffd}", "é", "🦀", "\"", "\\", "\n", "model", "prompt",
+        ]))
+        .to_string(),
         _ => format!("k{}", rng.below(20)),
     }
 }
@@ -93,7 +95,11 @@ pub fn mutate_value(rng: &mut Rng, v: &mut Value) {
         }
         3 => match target {
             Value::Object(o) if !o.is_empty() => {
-                let k = o.keys().nth(rng.below(o.len())).cloned().unwrap_or_default();
+                let k = o
+                    .keys()
+                    .nth(rng.below(o.len()))
+                    .cloned()
+                    .unwrap_or_default();
                 o.remove(&k);
             }
             Value::Array(a) if !a.is_empty() => {

@@ -170,9 +170,28 @@ pub fn run(
 
 /// Tokens worth splicing into text formats.
 const DICT: &[&[u8]] = &[
-    b"null", b"true", b"-1", b"0", b"1e999", b"-0.0", b"18446744073709551616", b"4294967296",
-    b"\"\\ud800\"", b"\"\"", b"{}", b"[]", b"[[[[[[[[", b"]]]]", b"\xff\xfe", b"\xc3\x28",
-    b"\"", b",", b":", b"\\", b"\n", b"\0",
+    b"null",
+    b"true",
+    b"-1",
+    b"0",
+    b"1e999",
+    b"-0.0",
+    b"18446744073709551616",
+    b"4294967296",
+    b"\"\\ud800\"",
+    b"\"\"",
+    b"{}",
+    b"[]",
+    b"[[[[[[[[",
+    b"]]]]",
+    b"\xff\xfe",
+    b"\xc3\x28",
+    b"\"",
+    b",",
+    b":",
+    b"\\",
+    b"\n",
+    b"\0",
 ];
 
 /// Applies 1..4 random byte-level mutations to `input`; `others` are splice partners.

@@ -10,6 +10,9 @@ use serde_json::{Map, Value, json};
 
 use crate::fuzzkit::{Rng, mutate};
 
+/// Largest serialised input; bigger ones are replaced by a seed.
+pub const MAX_INPUT: usize = 256 * 1024;
+
 /// A random JSON value of any type, `depth` levels at most.
 pub fn random_value(rng: &mut Rng, depth: usize) -> Value {
     match rng.below(if depth == 0 { 6 } else { 8 }) {
@@ -111,8 +114,11 @@ pub fn mutate_value(rng: &mut Rng, v: &mut Value) {
             if let Value::Object(o) = target {
                 o.insert(random_string(rng), random_value(rng, 2));
             } else if let Value::Array(a) = target {
+                // Many copies of a scalar, few of a container: repeated on nested arrays,
+                // 200 copies would multiply into millions of nodes.
                 let x = a.first().cloned().unwrap_or(Value::Null);
-                a.extend(std::iter::repeat_n(x, 1 + rng.below(200)));
+                let n = if x.is_array() || x.is_object() { 3 } else { 200 };
+                a.extend(std::iter::repeat_n(x, 1 + rng.below(n)));
             }
         }
         5 => *target = Value::Array(vec![target.take()]),
@@ -128,7 +134,11 @@ pub fn input(rng: &mut Rng, seeds: &[Value], raw: &[Vec<u8>]) -> Vec<u8> {
             mutate_value(rng, &mut v);
         }
     }
-    let text = serde_json::to_vec(&v).unwrap_or_default();
+    let mut text = serde_json::to_vec(&v).unwrap_or_default();
+    if text.len() > MAX_INPUT {
+        // Keep executions short: an oversized value falls back to its seed.
+        text = rng.pick(raw).clone();
+    }
     if rng.one_in(3) {
         mutate(rng, &text, raw)
     } else {

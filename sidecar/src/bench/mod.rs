@@ -7,6 +7,7 @@ pub mod loadgen;
 pub mod overhead;
 pub mod replay;
 pub mod route;
+pub mod soak;
 pub mod static_upstream;
 pub mod synth;
 pub mod wrk;
@@ -32,6 +33,9 @@ pub enum BenchCmd {
     /// Routing strategies side by side on real replicas: engine hit rate, rps, latency,
     /// per-replica share and decision time per strategy.
     Route(Box<route::RouteArgs>),
+    /// Does recache hold over time: mixed proxy, streaming and rank load through a `recache
+    /// serve` child with eviction-policy hot-swaps; RSS, fds, errors and p99 per minute.
+    Soak(soak::SoakArgs),
     /// A synthetic `bench gr` data set (Zipf item popularity, long-tailed histories) in the
     /// shared Amazon data's formats; prints a one-line JSON summary.
     Synth(synth::SynthArgs),
@@ -73,6 +77,7 @@ impl BenchCmd {
             BenchCmd::Gr(args) => gr::run(*args).await,
             BenchCmd::Replay(args) => replay::run(*args).await,
             BenchCmd::Route(args) => route::run(*args).await,
+            BenchCmd::Soak(args) => soak::run(args).await,
             BenchCmd::Synth(args) => tokio::task::block_in_place(|| synth::run(args)),
             BenchCmd::Predictor { trace } => {
                 // CPU-bound: keep it off the runtime's worker threads.

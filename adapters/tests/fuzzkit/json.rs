@@ -117,7 +117,11 @@ pub fn mutate_value(rng: &mut Rng, v: &mut Value) {
                 // Many copies of a scalar, few of a container: repeated on nested arrays,
                 // 200 copies would multiply into millions of nodes.
                 let x = a.first().cloned().unwrap_or(Value::Null);
-                let n = if x.is_array() || x.is_object() { 3 } else { 200 };
+                let n = if x.is_array() || x.is_object() {
+                    3
+                } else {
+                    200
+                };
                 a.extend(std::iter::repeat_n(x, 1 + rng.below(n)));
             }
         }

@@ -6,10 +6,11 @@
 //! the time budget: [`budget`] is 2 s per target, `RECACHE_FUZZ_SECONDS=N` makes it N seconds;
 //! `RECACHE_FUZZ_SEED` picks the RNG seed (default: fixed per target, so runs reproduce).
 //! Every execution runs under `catch_unwind`; a panic fails the test with the input in hex
-//! and escaped form. An execution slower than [`SLOW`] fails the test the same way, and a
-//! watchdog thread aborts the process (printing the input) if one runs past [`HANG`]. At the
-//! end one JSON line goes to stderr:
-//! `{"fuzz_target":..,"executions":..,"seconds":..,"crashes":0,"seed":..}`.
+//! and escaped form. A watchdog thread aborts the process (printing the input) if one
+//! execution runs past [`HANG`]. Slowness short of that is a measurement, not a failure (a
+//! loaded CI machine stalls a tiny input for over a second now and then): the slowest
+//! execution is reported. At the end one JSON line goes to stderr:
+//! `{"fuzz_target":..,"executions":..,"seconds":..,"crashes":0,"seed":..,"slowest_ms":..}`.
 
 #![allow(dead_code)]
 
@@ -18,8 +19,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// An execution slower than this is reported as a hang.
-pub const SLOW: Duration = Duration::from_secs(1);
 /// The watchdog aborts the process when one execution runs this long.
 pub const HANG: Duration = Duration::from_secs(20);
 
@@ -129,6 +128,7 @@ pub fn run(
     };
     let started = Instant::now();
     let mut executions = 0u64;
+    let mut slowest = Duration::ZERO;
     while started.elapsed() < budget {
         let input = generate(&mut rng);
         if let Ok(mut c) = current.lock() {
@@ -151,19 +151,14 @@ pub fn run(
                 show(&input)
             );
         }
-        if took > SLOW {
-            done.store(true, Ordering::Relaxed);
-            panic!(
-                "fuzz target {target} (seed {seed}): one execution took {took:?}\n{}",
-                show(&input)
-            );
-        }
+        slowest = slowest.max(took);
     }
     done.store(true, Ordering::Relaxed);
     let _ = watchdog.join();
     eprintln!(
-        "{{\"fuzz_target\":\"{target}\",\"executions\":{executions},\"seconds\":{:.2},\"crashes\":0,\"seed\":{seed}}}",
-        started.elapsed().as_secs_f64()
+        "{{\"fuzz_target\":\"{target}\",\"executions\":{executions},\"seconds\":{:.2},\"crashes\":0,\"seed\":{seed},\"slowest_ms\":{:.1}}}",
+        started.elapsed().as_secs_f64(),
+        slowest.as_secs_f64() * 1e3
     );
     executions
 }

@@ -7,6 +7,7 @@ pub mod loadgen;
 pub mod overhead;
 pub mod replay;
 pub mod route;
+pub mod slo;
 pub mod soak;
 pub mod static_upstream;
 pub mod synth;
@@ -36,6 +37,9 @@ pub enum BenchCmd {
     /// Does recache hold over time: mixed proxy, streaming and rank load through a `recache
     /// serve` child with eviction-policy hot-swaps; RSS, fds, errors and p99 per minute.
     Soak(soak::SoakArgs),
+    /// Serving to a deadline: plain proxy vs `--slo on` under open-loop GR ranking load at
+    /// multiples of the engine's saturation rate; goodput, SLO attainment, p99, refusals.
+    Slo(Box<slo::SloArgs>),
     /// A synthetic `bench gr` data set (Zipf item popularity, long-tailed histories) in the
     /// shared Amazon data's formats; prints a one-line JSON summary.
     Synth(synth::SynthArgs),
@@ -78,6 +82,7 @@ impl BenchCmd {
             BenchCmd::Replay(args) => replay::run(*args).await,
             BenchCmd::Route(args) => route::run(*args).await,
             BenchCmd::Soak(args) => soak::run(args).await,
+            BenchCmd::Slo(args) => slo::run(*args).await,
             BenchCmd::Synth(args) => tokio::task::block_in_place(|| synth::run(args)),
             BenchCmd::Predictor { trace } => {
                 // CPU-bound: keep it off the runtime's worker threads.

@@ -107,7 +107,7 @@ const FONTS: &[&str] = &[
     "/usr/share/fonts/TTF/DejaVuSans.ttf",
 ];
 
-pub(super) fn register_font() -> Result<(), String> {
+pub(crate) fn register_font() -> Result<(), String> {
     let env = std::env::var("RECACHE_PLOT_FONT").ok();
     let path = env
         .iter()

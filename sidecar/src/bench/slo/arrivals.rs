@@ -1,0 +1,99 @@
+//! Open-loop arrival times: Poisson (exponential gaps) or gamma gaps with a chosen coefficient
+//! of variation (shape k = 1/cv², scale 1/(rate·k): mean gap 1/rate, bursty for cv > 1).
+//! Seeded with the bench's own PRNG, so both modes of a pair see the same sequence.
+
+use super::args::Arrivals;
+use crate::bench::gr::rng::Rng;
+
+/// Arrival times in seconds in `[0, duration_s)` at mean `rate` requests/s.
+pub fn times(kind: Arrivals, rate: f64, cv: f64, duration_s: f64, seed: u64) -> Vec<f64> {
+    let mut rng = Rng::new(seed);
+    let mut out = Vec::new();
+    if !(rate > 0.0) || !(duration_s > 0.0) {
+        return out;
+    }
+    let shape = 1.0 / (cv * cv);
+    let mut t = 0.0;
+    loop {
+        t += match kind {
+            Arrivals::Poisson => rng.exponential(rate),
+            Arrivals::Gamma => gamma(&mut rng, shape) / (rate * shape),
+        };
+        if t >= duration_s {
+            return out;
+        }
+        out.push(t);
+    }
+}
+
+/// Gamma(k, 1): Marsaglia–Tsang for k >= 1; for k < 1, Gamma(k + 1) · U^(1/k).
+pub fn gamma(rng: &mut Rng, k: f64) -> f64 {
+    if k < 1.0 {
+        let u = 1.0 - rng.unit(); // (0, 1]
+        return gamma(rng, k + 1.0) * u.powf(1.0 / k);
+    }
+    let d = k - 1.0 / 3.0;
+    let c = 1.0 / (9.0 * d).sqrt();
+    loop {
+        let x = rng.normal();
+        let v = 1.0 + c * x;
+        if v <= 0.0 {
+            continue;
+        }
+        let v = v * v * v;
+        let u = 1.0 - rng.unit();
+        if u.ln() < 0.5 * x * x + d - d * v + d * v.ln() {
+            return d * v;
+        }
+    }
+}
+
+/// A seed per (load index, repeat): pairs share it, loads and repeats differ.
+pub fn seed(base: u64, load_index: usize, repeat: usize) -> u64 {
+    recache_hash::finalize(
+        base ^ ((load_index as u64) << 32) ^ (repeat as u64).wrapping_mul(0x9e37),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Mean rate and CV of the gaps of a long sequence.
+    fn stats(t: &[f64]) -> (f64, f64) {
+        let gaps: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+        let n = gaps.len() as f64;
+        let mean = gaps.iter().sum::<f64>() / n;
+        let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / n;
+        (1.0 / mean, var.sqrt() / mean)
+    }
+
+    #[test]
+    fn poisson_rate_and_cv() {
+        let t = times(Arrivals::Poisson, 5.0, 3.0, 20_000.0, 7);
+        let (rate, cv) = stats(&t);
+        assert!((rate - 5.0).abs() < 0.1, "rate {rate}");
+        assert!((cv - 1.0).abs() < 0.05, "cv {cv}");
+        assert!(t.windows(2).all(|w| w[0] <= w[1]) && t.iter().all(|x| *x < 20_000.0));
+    }
+
+    #[test]
+    fn gamma_rate_and_cv() {
+        for (cv_want, tol) in [(0.5, 0.05), (2.0, 0.2), (3.0, 0.35)] {
+            let t = times(Arrivals::Gamma, 4.0, cv_want, 50_000.0, 11);
+            let (rate, cv) = stats(&t);
+            assert!((rate - 4.0).abs() < 0.2, "cv {cv_want}: rate {rate}");
+            assert!((cv - cv_want).abs() < tol, "cv {cv_want}: got {cv}");
+        }
+    }
+
+    #[test]
+    fn seeded_and_empty_cases() {
+        let a = times(Arrivals::Gamma, 2.0, 3.0, 30.0, 1);
+        assert_eq!(a, times(Arrivals::Gamma, 2.0, 3.0, 30.0, 1));
+        assert_ne!(a, times(Arrivals::Gamma, 2.0, 3.0, 30.0, 2));
+        assert!(times(Arrivals::Poisson, 0.0, 1.0, 10.0, 1).is_empty());
+        assert_ne!(seed(1, 0, 0), seed(1, 1, 0));
+        assert_ne!(seed(1, 0, 0), seed(1, 0, 1));
+    }
+}

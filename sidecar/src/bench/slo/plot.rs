@@ -80,6 +80,7 @@ fn panel<DB: DrawingBackend>(
     }
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()

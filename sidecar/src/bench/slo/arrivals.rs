@@ -9,7 +9,7 @@ use crate::bench::gr::rng::Rng;
 pub fn times(kind: Arrivals, rate: f64, cv: f64, duration_s: f64, seed: u64) -> Vec<f64> {
     let mut rng = Rng::new(seed);
     let mut out = Vec::new();
-    if !(rate > 0.0) || !(duration_s > 0.0) {
+    if rate.is_nan() || rate <= 0.0 || duration_s.is_nan() || duration_s <= 0.0 {
         return out;
     }
     let shape = 1.0 / (cv * cv);

@@ -13,8 +13,9 @@
 //!   [`plot`]: the `--png`.
 //!
 //! Runs are paired: for every load, plain and slo get the same arrival sequence back to back,
-//! which goes first alternating per repeat. The children live for the whole bench (as a
-//! deployed sidecar would), so the SLO child's cost model has seen the earlier runs.
+//! which goes first alternating per repeat; each run starts on an idle engine with its prefix
+//! cache emptied. The children live for the whole bench (as a deployed sidecar would), so the
+//! SLO child's cost model has seen the earlier runs.
 
 pub mod args;
 pub mod arrivals;
@@ -68,6 +69,7 @@ async fn bench(args: &SloArgs) -> Result<(), BenchError> {
     let cal = calibrate::run(&http, &url(&plain), &url(&slo), &wl, args).await?;
     let duration_s = args.duration.as_secs_f64();
     let mut runs = Vec::new();
+    let mut resets_ok = true;
     for repeat in 0..args.repeat {
         for (li, &load) in args.loads.iter().enumerate() {
             let rate = load * cal.saturation_rps;
@@ -84,6 +86,15 @@ async fn bench(args: &SloArgs) -> Result<(), BenchError> {
                 let waited = child::wait_idle(&http, &upstream, args.request_timeout).await;
                 if waited > 1.0 {
                     eprintln!("bench slo: waited {waited:.1} s for the engine to drain");
+                }
+                // Every run starts from an empty prefix cache (salts keep runs apart anyway).
+                if let Err(why) = engine_ops::reset_cache(&http, engine, &upstream, false).await
+                    && resets_ok
+                {
+                    resets_ok = false;
+                    eprintln!(
+                        "bench slo: cannot empty the engine's prefix cache ({why}); going on"
+                    );
                 }
                 let progress = bar(times.len() as u64, format!("{load}x {}", mode.name()));
                 let samples = send::open_loop(
@@ -133,6 +144,7 @@ async fn bench(args: &SloArgs) -> Result<(), BenchError> {
     if args.json {
         let mut doc = report::document(&facts, &rows, &runs);
         doc["slo_metrics_end"] = slo.slo_metrics(&http).await;
+        doc["cache_reset_per_run"] = resets_ok.into();
         println!("{doc}");
     } else {
         print!("{}", report::table(&facts, &rows));

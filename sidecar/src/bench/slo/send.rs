@@ -23,7 +23,7 @@ pub const DEADLINE_HEADER: &str = "x-recache-deadline-ms";
 pub enum Answer {
     /// 2xx.
     Ok,
-    /// 429 whose OpenAI-shaped error type is `deadline_unreachable`.
+    /// 429 whose OpenAI-shaped error is `deadline_unreachable` (type or code).
     Rejected,
     /// Anything else: the kind (`timeout`, `connect`, `status_503`, ...).
     Error(String),
@@ -74,10 +74,13 @@ pub async fn one(
     }
 }
 
-/// Whether a 429 body is recache's `deadline_unreachable` refusal (not the per-client limit).
+/// Whether a 429 body is recache's `deadline_unreachable` refusal (not the per-client limit):
+/// the name as the error's `type` or its `code` (OpenAI's `rate_limit_error` type with a code).
 pub fn is_deadline_refusal(body: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(body)
-        .is_ok_and(|v| v["error"]["type"] == "deadline_unreachable")
+    serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| {
+        let e = &v["error"];
+        e["type"] == "deadline_unreachable" || e["code"] == "deadline_unreachable"
+    })
 }
 
 /// The open loop: request `i` fires at `start + arrivals_s[i]` with body `bodies[i % len]`.

@@ -141,9 +141,10 @@ fn goal_is_computed_and_null_without_its_loads() {
 fn only_deadline_refusals_count_as_rejected() {
     let body = br#"{"error": {"type": "deadline_unreachable", "message": "late"}}"#;
     assert!(is_deadline_refusal(body));
-    assert!(!is_deadline_refusal(
-        br#"{"error": {"type": "too_many_requests"}}"#
-    ));
+    let coded = br#"{"error": {"type": "rate_limit_error", "code": "deadline_unreachable"}}"#;
+    assert!(is_deadline_refusal(coded));
+    let limit = br#"{"error": {"type": "rate_limit_error", "code": "too_many_requests"}}"#;
+    assert!(!is_deadline_refusal(limit));
     assert!(!is_deadline_refusal(b"not json"));
 }
 

@@ -48,6 +48,58 @@ async fn read_to_end_or_cut(
     }
 }
 
+/// Opens two long streams through `proxy` (fewest-outstanding puts one on each replica) and
+/// waits for each one's first chunk. Two engines decoding on CI's two cores can be slow to
+/// the first token: allow minutes, and say what the engines were doing if that is not enough.
+async fn open_two_streams(
+    proxy: &Proxy,
+    long: &Value,
+    engines: [&recache_integration::Testbed; 2],
+) -> (Vec<reqwest::Response>, Vec<Vec<u8>>) {
+    let mut streams = Vec::new();
+    for _ in 0..2 {
+        let resp = reqwest::Client::new()
+            .post(proxy.url("/v1/completions"))
+            .json(long)
+            .send()
+            .await
+            .expect("send");
+        streams.push(resp);
+    }
+    let mut firsts = Vec::new();
+    for (i, resp) in streams.iter_mut().enumerate() {
+        let first = tokio::time::timeout(Duration::from_secs(180), resp.chunk()).await;
+        let Ok(first) = first else {
+            let mut why = String::new();
+            for (name, tb) in ["a", "b"].into_iter().zip(engines) {
+                let running = tb.metric("vllm:num_requests_running").await;
+                let waiting = tb.metric("vllm:num_requests_waiting").await;
+                why += &format!(
+                    "\n--- replica {name}: running {running}, waiting {waiting}; log tail:\n{}",
+                    tb.log_tail(25)
+                );
+            }
+            let spread: Vec<usize> = proxy
+                .state
+                .client
+                .replicas()
+                .iter()
+                .map(|u| u.in_flight())
+                .collect();
+            panic!(
+                "stream {i}: no first chunk within 180 s; recache in flight per replica {spread:?}{why}"
+            );
+        };
+        firsts.push(first.expect("chunk").expect("some data").to_vec());
+    }
+    let shown: Vec<String> = firsts
+        .iter()
+        .map(|f| String::from_utf8_lossy(f).chars().take(200).collect())
+        .collect();
+    eprintln!("first chunks: {shown:?}");
+    (streams, firsts)
+}
+
 /// Sends `body` to `url` `n` times at once; every answer must be a 200 with JSON.
 async fn all_200(url: String, body: &Value, n: usize) {
     let tasks: Vec<_> = (0..n)
@@ -381,66 +433,28 @@ async fn vllm_replicas_share_load_fail_over_die_mid_stream_and_come_back() {
     }
 
     // Kill a replica in the middle of a long stream: the client sees an error event and a cut.
+    // The victim must still be generating when it dies: a tiny model can finish a stream
+    // while the test waits for the other one's first token (CI saw exactly that: neither
+    // stream errored because the victim's had already ended). So the victim is a replica
+    // whose engine reports a running request, and the streams are re-opened if neither does.
     let long = json!({"model": a.model, "prompt": "long", "max_tokens": 7000, "ignore_eos": true, "stream": true});
-    let mut streams = Vec::new();
-    for _ in 0..2 {
-        // Two streams, so one lands on each replica.
-        let resp = reqwest::Client::new()
-            .post(proxy.url("/v1/completions"))
-            .json(&long)
-            .send()
-            .await
-            .expect("send");
-        streams.push(resp);
-    }
-    // Both streams are producing before the replica dies. Two engines decoding on CI's two
-    // cores can be slow to the first token: allow minutes, and say what the engines were
-    // doing if that is not enough.
-    let mut firsts = Vec::new();
-    for (i, resp) in streams.iter_mut().enumerate() {
-        let first = tokio::time::timeout(Duration::from_secs(180), resp.chunk()).await;
-        let Ok(first) = first else {
-            let mut why = String::new();
-            for (name, tb) in [("a", &a), ("b", &b)] {
-                let running = tb.metric("vllm:num_requests_running").await;
-                let waiting = tb.metric("vllm:num_requests_waiting").await;
-                why += &format!(
-                    "\n--- replica {name}: running {running}, waiting {waiting}; log tail:\n{}",
-                    tb.log_tail(25)
-                );
-            }
-            let spread: Vec<usize> = proxy
-                .state
-                .client
-                .replicas()
-                .iter()
-                .map(|u| u.in_flight())
-                .collect();
-            panic!(
-                "stream {i}: no first chunk within 180 s; recache in flight per replica {spread:?}{why}"
-            );
-        };
-        firsts.push(first.expect("chunk").expect("some data").to_vec());
-    }
-    // Kill a replica that is serving a stream now (fewest-outstanding normally puts one
-    // stream on each; either way the victim has one).
-    let spread: Vec<usize> = proxy
-        .state
-        .client
-        .replicas()
-        .iter()
-        .map(|u| u.in_flight())
-        .collect();
-    let shown: Vec<String> = firsts
-        .iter()
-        .map(|f| String::from_utf8_lossy(f).chars().take(200).collect())
-        .collect();
-    eprintln!("streams per replica: {spread:?}; first chunks: {shown:?}");
-    let victim_index = if spread[1] >= 1 { 1 } else { 0 };
-    assert!(
-        spread[victim_index] >= 1,
-        "no replica is serving a stream: {spread:?} {shown:?}"
-    );
+    let mut attempt = 0;
+    let (streams, firsts, victim_index) = loop {
+        attempt += 1;
+        let (streams, firsts) = open_two_streams(&proxy, &long, [&a, &b]).await;
+        let running = [
+            a.metric("vllm:num_requests_running").await,
+            b.metric("vllm:num_requests_running").await,
+        ];
+        eprintln!("attempt {attempt}: engines running {running:?}");
+        if let Some(i) = [1, 0].into_iter().find(|&i| running[i] >= 1.0) {
+            break (streams, firsts, i);
+        }
+        assert!(
+            attempt < 3,
+            "no engine was still generating a 7000-token stream once both had a first chunk, 3 times"
+        );
+    };
     let (victim, survivor) = if victim_index == 1 {
         (&b, &a)
     } else {

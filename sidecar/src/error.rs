@@ -93,7 +93,14 @@ impl ApiError {
     }
 
     pub fn into_response(self) -> Response<Body> {
-        json_response(self.status(), &self.to_json())
+        let mut resp = json_response(self.status(), &self.to_json());
+        if let ApiError::Upstream(e) = &self
+            && let Some(s) = e.retry_after_s()
+        {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(s));
+        }
+        resp
     }
 }
 

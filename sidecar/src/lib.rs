@@ -48,6 +48,7 @@ pub mod rank;
 pub mod server;
 pub mod service;
 pub mod shutdown;
+pub mod slo;
 
 /// The body type of every response recache sends.
 pub type Body = http_body_util::combinators::BoxBody<bytes::Bytes, BoxError>;

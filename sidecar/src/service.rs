@@ -22,6 +22,7 @@ use crate::metrics::{Metrics, RequestRecord, route_label};
 use crate::policy_slot::PolicySlot;
 use crate::proxy::Proxy;
 use crate::rank::{RankState, Ranker};
+use crate::slo;
 
 /// The server's parts, built once from the configuration. Each handler gets the part it
 /// uses; nothing below the server holds this.
@@ -78,6 +79,7 @@ impl AppState {
                 health_path: config.engine.health_path(),
                 routing: config.routing,
                 engine: config.engine,
+                slo: config.slo,
             },
             &metrics,
         );
@@ -158,13 +160,23 @@ pub async fn handle(
             }
         },
     };
+    let deadline = match deadline(&state.config.slo, route, req.headers()) {
+        Ok(d) => d,
+        Err(e) => {
+            let resp = e.into_response();
+            record.set_status(resp.status().as_u16());
+            return Ok(hold(resp, permit));
+        }
+    };
     let resp = match (req.method(), route) {
         (&Method::GET, "/health") => {
             json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))
         }
         (&Method::GET, "/ready") => ready(&state),
         (&Method::GET, "/metrics") => metrics(&state),
-        (&Method::POST, "/v1/rank") => crate::rank::handler::handle(&state.ranker, req).await,
+        (&Method::POST, "/v1/rank") => {
+            slo::scope(deadline, crate::rank::handler::handle(&state.ranker, req)).await
+        }
         (_, crate::admin::EVICTION_POLICY | crate::admin::ROUTING) => {
             if state.config.admin_listen.is_some() {
                 ApiError::Forbidden(
@@ -176,12 +188,35 @@ pub async fn handle(
             }
         }
         _ => {
-            let resp = state.proxy.forward(req, record).await;
+            let resp = slo::scope(deadline, state.proxy.forward(req, record)).await;
             return Ok(hold(resp, permit));
         }
     };
     record.set_status(resp.status().as_u16());
     Ok(hold(resp, permit))
+}
+
+/// The request's deadline: its header's, else its route's default (`--slo-*-deadline`);
+/// never one with `--slo off`. A header that cannot be read is a 400 naming it.
+fn deadline(
+    settings: &slo::SloSettings,
+    route: &str,
+    headers: &http::HeaderMap,
+) -> Result<Option<slo::Deadline>, ApiError> {
+    if !settings.enabled {
+        return Ok(None);
+    }
+    let now = tokio::time::Instant::now();
+    let bad = |e: slo::BadDeadline| ApiError::BadRequest {
+        message: e.to_string(),
+        param: Some(e.what.to_string()),
+    };
+    if let Some(d) = slo::from_headers(headers, now).map_err(bad)? {
+        return Ok(Some(d));
+    }
+    Ok(settings.default_for(route).map(|budget| {
+        slo::Deadline::within(budget, now, slo::best_effort(headers).unwrap_or(false))
+    }))
 }
 
 /// The response with its client's place held until its body is sent.

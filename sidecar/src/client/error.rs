@@ -32,6 +32,19 @@ pub enum ClientError {
     },
     #[error("cannot build the request to upstream {upstream}: {why}")]
     Build { upstream: String, why: String },
+    /// The deadline gate refused the call: it would finish after its deadline.
+    #[error(
+        "the deadline of {} ms cannot be met: upstream {upstream} would answer after about {:.0} ms{}; \
+         retry after {} s, or send x-recache-best-effort: 1 to be served late",
+        refusal.budget_ms,
+        refusal.predicted_ms,
+        if refusal.late { " (its turn came too late)" } else { "" },
+        refusal.retry_after_s
+    )]
+    DeadlineUnreachable {
+        upstream: String,
+        refusal: crate::slo::Refusal,
+    },
 }
 
 impl ClientError {
@@ -44,6 +57,7 @@ impl ClientError {
             ClientError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ClientError::Failed { .. } | ClientError::ReadAnswer { .. } => StatusCode::BAD_GATEWAY,
             ClientError::Build { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            ClientError::DeadlineUnreachable { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -55,6 +69,15 @@ impl ClientError {
             ClientError::Timeout { .. } => "upstream_timeout",
             ClientError::Failed { .. } | ClientError::ReadAnswer { .. } => "upstream_error",
             ClientError::Build { .. } => "internal_error",
+            ClientError::DeadlineUnreachable { .. } => "deadline_unreachable",
+        }
+    }
+
+    /// Seconds a client should wait before retrying (`Retry-After`), where that is known.
+    pub fn retry_after_s(&self) -> Option<u64> {
+        match self {
+            ClientError::DeadlineUnreachable { refusal, .. } => Some(refusal.retry_after_s),
+            _ => None,
         }
     }
 }

@@ -9,6 +9,9 @@
 //! - the retry executor: a call that cannot connect is retried on another replica while the
 //!   caller has waited under [`RETRY_BUDGET`]; other failures are not retried (the engine may
 //!   have started the work),
+//! - deadlines: a generation call made for a request with a deadline waits for a place in its
+//!   replica's window or is refused ([`crate::slo`]), and the replica is chosen by the rule
+//!   composed with predicted completion times ([`crate::slo::dispatch`]),
 //! - timeouts, health probing ([`health`]) and one typed error ([`error::ClientError`]).
 
 pub mod error;
@@ -35,6 +38,7 @@ use self::pool::SendError;
 use self::replica::{FailureKind, InFlight, Replica};
 use self::route::{RouteHint, RouteKeys, RouteSlot, Routing};
 use crate::metrics::Metrics;
+use crate::slo::{self, Demand};
 
 /// Connect failures are retried on other replicas only while the caller has waited less than
 /// this: the contract is a 503 within a second when no replica can be reached.
@@ -53,6 +57,8 @@ pub struct ClientSettings {
     /// The engine's dialect: which body field carries a token prompt (route keys of the
     /// calls recache makes itself, e.g. ranking prompts).
     pub engine: recache_adapters::Engine,
+    /// Deadline serving (`--slo`).
+    pub slo: crate::slo::SloSettings,
 }
 
 /// A request to send to some replica.
@@ -65,6 +71,9 @@ pub struct Outgoing<'a> {
     pub headers: HeaderMap,
     pub body: Bytes,
     pub hint: RouteHint<'a>,
+    /// What the call asks of the engine (prompt tokens, output tokens): the deadline gate's
+    /// cost input. Zero when unknown.
+    pub demand: Demand,
 }
 
 /// A replica's answer: its response, and the guard that counts it outstanding until the body
@@ -91,6 +100,8 @@ pub struct EngineClient {
     /// path.
     route: arc_swap::ArcSwap<RouteSlot>,
     decision: prometheus::Histogram,
+    /// Dispatch moved a call off the rule's pick (None without metrics).
+    slo_switches: Option<prometheus::IntCounter>,
     pub settings: ClientSettings,
 }
 
@@ -100,20 +111,27 @@ impl EngineClient {
         let mirror_metrics = mirror::MirrorMetricVecs::new(metrics)
             .map_err(|e| tracing::error!(error = %e, "routing mirror metrics not registered"))
             .ok();
+        let slo_metrics = slo::metrics::SloMetricVecs::new(metrics)
+            .map_err(|e| tracing::error!(error = %e, "deadline metrics not registered"))
+            .ok();
         let replicas = upstreams
             .iter()
             .map(|u| {
-                let r = Replica::with_metrics(u.clone(), metrics, settings.connect_timeout);
-                Arc::new(match &mirror_metrics {
-                    Some(vecs) => r.with_mirror_metrics(vecs),
-                    None => r,
-                })
+                let mut r = Replica::with_metrics(u.clone(), metrics, settings.connect_timeout);
+                if let Some(vecs) = &mirror_metrics {
+                    r = r.with_mirror_metrics(vecs);
+                }
+                if let Some(vecs) = &slo_metrics {
+                    r.slo = slo::Gate::new(Some(vecs.for_upstream(&r.label)));
+                }
+                Arc::new(r)
             })
             .collect();
         Arc::new(Self {
             replicas,
             route: arc_swap::ArcSwap::from_pointee(RouteSlot::new(settings.routing)),
             decision: metrics.route_decision.clone(),
+            slo_switches: slo_metrics.map(|v| v.switches),
             settings,
         })
     }
@@ -178,15 +196,39 @@ impl EngineClient {
         let mut tried = Vec::new();
         let mut last_error = ClientError::NoHealthyUpstream;
         let slot = self.route.load_full();
+        let deadline = slo::current()
+            .filter(|_| self.settings.slo.enabled && slo::is_generation(out.hint.path));
         loop {
             let t0 = Instant::now();
-            let chosen = slot.rule.choose(&self.replicas, &tried, &out.hint);
+            let mut chosen = slot.rule.choose(&self.replicas, &tried, &out.hint);
+            if let (Some(pick), Some(_)) = (chosen, deadline) {
+                chosen = Some(self.dispatch(pick, &tried, out.demand, &out.hint));
+            }
             self.decision.observe(t0.elapsed().as_secs_f64());
             let Some(index) = chosen else { break };
             tried.push(index);
             let replica = &self.replicas[index];
+            // A deadline call waits for its place here, before anything is counted against
+            // the replica, or is refused.
+            let permit = match deadline {
+                Some(d) => {
+                    let demand = uncached(replica, out.demand, &out.hint);
+                    let in_flight = replica.in_flight();
+                    match replica.slo.admit(d, demand, in_flight).await {
+                        Ok(p) => Some(p),
+                        Err(refusal) => {
+                            return Err(ClientError::DeadlineUnreachable {
+                                upstream: replica.label.clone(),
+                                refusal,
+                            });
+                        }
+                    }
+                }
+                None => None,
+            };
             replica.count_routed();
             let mut in_flight = InFlight::new(replica.clone());
+            in_flight.hold(permit);
             // The last replica left takes the headers; earlier tries copy them (a retry needs
             // them again).
             let h = if tried.len() == self.replicas.len() {
@@ -212,6 +254,7 @@ impl EngineClient {
                     });
                 }
                 Err(SendError::Dial(source)) => {
+                    in_flight.not_served();
                     replica.count_failure(FailureKind::Connect);
                     tracing::warn!(upstream = label, error = %source, "connect failed, taking upstream out");
                     replica.set_healthy(false);
@@ -240,6 +283,37 @@ impl EngineClient {
             }
         }
         Err(last_error)
+    }
+
+    /// Load-aware dispatch: the rule's `pick`, or a replica whose predicted completion for
+    /// this call is clearly shorter ([`slo::dispatch`]).
+    fn dispatch(
+        &self,
+        pick: usize,
+        tried: &[usize],
+        demand: Demand,
+        hint: &RouteHint<'_>,
+    ) -> usize {
+        if self.replicas.len() < 2 {
+            return pick;
+        }
+        let predicted: Vec<(usize, Option<f64>)> = self
+            .replicas
+            .iter()
+            .enumerate()
+            .filter(|(i, r)| !tried.contains(i) && r.is_healthy())
+            .map(|(i, r)| {
+                let d = uncached(r, demand, hint);
+                (i, r.slo.predict_completion_ms(d, r.in_flight()))
+            })
+            .collect();
+        let chosen = slo::dispatch::choose(pick, &predicted, self.settings.slo.dispatch_threshold);
+        if chosen != pick
+            && let Some(c) = &self.slo_switches
+        {
+            c.inc();
+        }
+        chosen
     }
 
     /// Sends a JSON body (or none) to `path` and reads the whole answer as JSON.
@@ -284,6 +358,7 @@ impl EngineClient {
                 headers,
                 body,
                 hint: RouteHint { path, keys: &keys },
+                demand: json_demand(self.settings.engine, path, body_value),
             })
             .await?;
         let Answer {
@@ -340,6 +415,30 @@ impl EngineClient {
             Some(ok)
         };
         matches!(tokio::time::timeout(limit, probe).await, Ok(Some(true)))
+    }
+}
+
+/// `demand` on `replica`: the prompt tokens its exact routing mirror holds are not computed.
+fn uncached(replica: &Replica, demand: Demand, hint: &RouteHint<'_>) -> Demand {
+    // Text prompts are keyed by bytes: a mirror of token blocks cannot say what they hold.
+    if hint.keys.keys.is_empty() || !hint.keys.token_ids {
+        return demand;
+    }
+    let held = replica.mirror.exact().map_or(0, |v| {
+        mirror::held_prefix(&v, &hint.keys.keys) * route::keys::TOKENS_PER_KEY
+    });
+    Demand {
+        uncached_tokens: demand.uncached_tokens.saturating_sub(held as u32),
+        ..demand
+    }
+}
+
+/// What a JSON call asks of the engine: its token prompt's length (or the text's bytes / 4)
+/// and `max_tokens` (16, vLLM's default, when absent).
+fn json_demand(engine: recache_adapters::Engine, path: &str, body: Option<&Value>) -> Demand {
+    match body.and_then(Value::as_object) {
+        Some(obj) => crate::slo::demand_of(engine.token_prompt_field(path), obj),
+        None => Demand::default(),
     }
 }
 

@@ -62,6 +62,8 @@ pub struct Replica {
     pub(crate) host: HeaderValue,
     /// What it caches, from its KV events, and how far that is trusted.
     pub mirror: ReplicaMirror,
+    /// Its deadline gate: window, waiting calls, service-time model.
+    pub slo: Arc<crate::slo::Gate>,
 }
 
 impl Replica {
@@ -89,6 +91,7 @@ impl Replica {
             probe_failures: AtomicU32::new(0),
             gauges: None,
             mirror: ReplicaMirror::default(),
+            slo: crate::slo::Gate::new(None),
         }
     }
 
@@ -209,6 +212,8 @@ pub struct InFlight {
     replica: Arc<Replica>,
     /// The connection the answer arrives on; back to the pool once [`Self::finished`].
     conn: Option<Conn>,
+    /// A deadline call's place in the replica's window, freed with this guard.
+    permit: Option<crate::slo::Permit>,
 }
 
 impl InFlight {
@@ -220,6 +225,19 @@ impl InFlight {
         Self {
             replica,
             conn: None,
+            permit: None,
+        }
+    }
+
+    /// Holds a deadline call's place until the answer has been passed on.
+    pub(crate) fn hold(&mut self, permit: Option<crate::slo::Permit>) {
+        self.permit = permit;
+    }
+
+    /// The call never reached the engine: its place teaches the cost model nothing.
+    pub(crate) fn not_served(&mut self) {
+        if let Some(p) = self.permit.as_mut() {
+            p.not_served();
         }
     }
 

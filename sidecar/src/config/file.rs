@@ -11,6 +11,7 @@ use super::{ConfigError, ServeArgs};
 use crate::kvloop::config::KvLoopArgs;
 use crate::limits::LimitArgs;
 use crate::rank::config::{Admission, ItemReuse, RankArgs, SelectorKind};
+use crate::slo::args::{SloArgs, Switch};
 
 /// The same settings as read from a TOML file: one flat key per flag (but `--config`).
 /// Durations are strings with units, as on the command line.
@@ -31,6 +32,11 @@ pub(super) struct FileConfig {
     max_header_bytes: Option<usize>,
     header_read_timeout: Option<String>,
     max_in_flight_per_client: Option<usize>,
+    slo: Option<Switch>,
+    slo_rank_deadline: Option<String>,
+    slo_completions_deadline: Option<String>,
+    slo_chat_deadline: Option<String>,
+    slo_dispatch_threshold: Option<f64>,
     eviction_policy: Option<String>,
     routing: Option<String>,
     route_canary: Option<String>,
@@ -142,6 +148,25 @@ impl ServeArgs {
                     .limits
                     .max_in_flight_per_client
                     .or(file.max_in_flight_per_client),
+            },
+            slo: SloArgs {
+                slo: self.slo.slo.or(file.slo),
+                slo_rank_deadline: self
+                    .slo
+                    .slo_rank_deadline
+                    .or(duration("slo_rank_deadline", file.slo_rank_deadline)?),
+                slo_completions_deadline: self.slo.slo_completions_deadline.or(duration(
+                    "slo_completions_deadline",
+                    file.slo_completions_deadline,
+                )?),
+                slo_chat_deadline: self
+                    .slo
+                    .slo_chat_deadline
+                    .or(duration("slo_chat_deadline", file.slo_chat_deadline)?),
+                slo_dispatch_threshold: self
+                    .slo
+                    .slo_dispatch_threshold
+                    .or(file.slo_dispatch_threshold),
             },
             admin_token: self.admin_token.clone().or(file.admin_token),
             admin_listen: self.admin_listen.or(file.admin_listen),

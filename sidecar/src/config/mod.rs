@@ -21,6 +21,8 @@ use crate::client::route::Routing;
 use crate::kvloop::config::{InvalidKvLoop, KvLoopArgs};
 use crate::limits::{InvalidLimit, LimitArgs, Limits};
 use crate::rank::config::{InvalidRank, RankArgs};
+use crate::slo::SloSettings;
+use crate::slo::args::{InvalidSlo, SloArgs};
 
 const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8080);
@@ -72,6 +74,8 @@ pub struct ServeArgs {
     pub kvloop: KvLoopArgs,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub slo: SloArgs,
     /// Bearer token for the admin API (/admin/...); without one the admin API is off
     #[arg(long, env = "RECACHE_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
@@ -116,6 +120,8 @@ pub struct Config {
     pub admin_listen: Option<SocketAddr>,
     /// What recache's port accepts from a client.
     pub limits: Limits,
+    /// Deadline serving.
+    pub slo: SloSettings,
     pub eviction_policy: PolicyConfig,
     pub routing: Routing,
     /// One KV-event endpoint per upstream (same order) for the routing mirrors; empty with
@@ -163,6 +169,15 @@ pub enum ConfigError {
 
 impl From<InvalidRank> for ConfigError {
     fn from(e: InvalidRank) -> Self {
+        ConfigError::Invalid {
+            setting: e.setting,
+            why: e.why,
+        }
+    }
+}
+
+impl From<InvalidSlo> for ConfigError {
+    fn from(e: InvalidSlo) -> Self {
         ConfigError::Invalid {
             setting: e.setting,
             why: e.why,
@@ -308,6 +323,7 @@ impl ServeArgs {
                 .map(Secret),
             admin_listen: self.admin_listen,
             limits: self.limits.try_resolve()?,
+            slo: self.slo.try_resolve()?,
             eviction_policy,
             routing,
             route_events,

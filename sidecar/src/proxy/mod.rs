@@ -66,6 +66,7 @@ impl Proxy {
                     path: parts.uri.path(),
                     keys: &prepared.route_keys,
                 },
+                demand: prepared.demand,
             })
             .await;
         match sent {

@@ -10,7 +10,9 @@
 //!    for routing, priority and observation; when the routing rule wants them, the prompt's
 //!    route keys (`crate::client::route::keys`, text prompts too);
 //! 4. **priority** — `--sglang-priority`: the policy's view of the prompt as `priority`;
-//! 5. **observation** — the engine loop's shadow cache sees the prompts. Not for rank-rewritten
+//! 5. **deadline demand** — with a deadline, what the call asks of the engine (prompt and
+//!    output tokens) for the deadline gate (`crate::slo`);
+//! 6. **observation** — the engine loop's shadow cache sees the prompts. Not for rank-rewritten
 //!    bodies: the ranker already handed it the part it wants kept.
 //!
 //! The body is re-encoded once, only when a step changed it; otherwise the client's bytes go
@@ -25,6 +27,7 @@ use super::Proxy;
 use crate::client::route::RouteKeys;
 use crate::error::ApiError;
 use crate::rank::{RankError, extension};
+use crate::slo::Demand;
 
 /// A body ready to send.
 #[derive(Debug)]
@@ -36,6 +39,8 @@ pub struct Prepared {
     pub route_keys: RouteKeys,
     /// Headers a step adds to the response.
     pub response_headers: HeaderMap,
+    /// What the call asks of the engine, for the deadline gate (only with a deadline).
+    pub demand: Demand,
 }
 
 /// Runs the steps that apply to `path` over `bytes`.
@@ -45,6 +50,7 @@ pub async fn run(proxy: &Proxy, path: &str, bytes: Bytes) -> Result<Prepared, Ra
         prompts: Vec::new(),
         route_keys: RouteKeys::default(),
         response_headers: HeaderMap::new(),
+        demand: Demand::default(),
     };
     let validated = openai::is_parsed_route(path);
     let prompt_field = proxy.engine.token_prompt_field(path);
@@ -70,6 +76,9 @@ pub async fn run(proxy: &Proxy, path: &str, bytes: Bytes) -> Result<Prepared, Ra
         message: e.message,
         param: e.param,
     })?;
+    if crate::slo::current().is_some() {
+        out.demand = crate::slo::demand_of(prompt_field, &obj);
+    }
     if let Some(field) = prompt_field {
         out.prompts = obj
             .get(field)

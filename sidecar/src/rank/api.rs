@@ -20,6 +20,9 @@ pub struct RankRequest {
     pub mode: Option<String>,
     /// Passed to vLLM's `cache_salt`: requests with different salts never share cached blocks.
     pub cache_salt: Option<String>,
+    /// The request's deadline in ms from its arrival (instead of the
+    /// `x-recache-deadline-ms` header); see `crate::slo`.
+    pub deadline_ms: Option<u64>,
 }
 
 /// A user or an item: an id and either text (tokenized by the engine) or token ids.
@@ -64,6 +67,7 @@ pub struct Validated {
     pub top_k: usize,
     pub mode: Mode,
     pub cache_salt: Option<String>,
+    pub deadline: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Serialize)]
@@ -188,6 +192,13 @@ pub fn validate(req: RankRequest, max_items: usize) -> Result<Validated, ApiErro
         }
     }
     let top_k = req.top_k.unwrap_or(items.len()).min(items.len());
+    let deadline = match req.deadline_ms {
+        Some(ms) => Some(
+            crate::slo::budget_ms("deadline_ms", Some(ms), &ms.to_string())
+                .map_err(|e| bad(e.to_string(), "deadline_ms"))?,
+        ),
+        None => None,
+    };
     Ok(Validated {
         model: req.model,
         user,
@@ -196,6 +207,7 @@ pub fn validate(req: RankRequest, max_items: usize) -> Result<Validated, ApiErro
         top_k,
         mode,
         cache_salt: req.cache_salt,
+        deadline,
     })
 }
 

@@ -42,6 +42,13 @@ pub async fn rewrite(
         )
         .into());
     }
+    if req.deadline_ms.is_some() {
+        return Err(bad(
+            format!("'{KEY}' takes no deadline_ms: send the x-recache-deadline-ms header"),
+            KEY,
+        )
+        .into());
+    }
     req.model = obj.get("model").and_then(Value::as_str).map(str::to_string);
     let req = api::validate(req, state.rank.config.max_items)?;
     let prepared = prepare(state, &req).await?;

@@ -24,7 +24,16 @@ pub async fn handle(state: &Arc<Ranker>, req: Request<Incoming>) -> Response<Bod
         Err(e) => return e.into_response(),
     };
     let result = match api::parse(&bytes, state.rank.config.max_items) {
-        Ok(req) => rank(state, &req).await,
+        // A body's deadline_ms stands in for the header's (measured from arrival too).
+        Ok(req) => match req.deadline.filter(|_| state.client.settings.slo.enabled) {
+            Some(budget) => {
+                let best_effort = crate::slo::best_effort(&parts.headers).unwrap_or(false);
+                let arrived = tokio::time::Instant::from_std(started);
+                let d = crate::slo::Deadline::within(budget, arrived, best_effort);
+                crate::slo::scope(Some(d), rank(state, &req)).await
+            }
+            None => rank(state, &req).await,
+        },
         Err(e) => Err(e.into()),
     };
     match result.and_then(|r| {

@@ -1,0 +1,365 @@
+//! One replica's admission gate: a bounded window of calls with deadlines in flight, the
+//! calls waiting for a place ordered by value, and the refusals.
+//!
+//! - **Window**: how many deadline calls the replica gets at once, from its [`CostModel`]: the
+//!   most calls in flight at which a typical call still takes at most half the typical
+//!   deadline (`(target − base) / per_load`). Past it, the engine would only queue them
+//!   internally, where recache can neither reorder nor refuse them.
+//! - **Order**: least slack first — by latest start time (deadline − predicted service), the
+//!   call that can wait least goes first. A call whose deadline can no longer be met when its
+//!   turn comes is refused then (before the engine spends anything on it), or, if the client
+//!   asked for best effort, demoted behind every call that can still make it (Apt-Serve's
+//!   demotion of late requests).
+//! - **Admission**: a call whose predicted completion (queueing at the window's throughput +
+//!   its own service time) is past its deadline is refused at once, so the client can retry
+//!   elsewhere or later (429 with `Retry-After`) rather than wait to be late.
+//!
+//! Calls without a deadline never wait here; they count as load (the replica's in-flight
+//! number) when the window is filled. Until the model has seen enough calls it predicts
+//! nothing, and the gate admits everything into a small cold window.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use tokio::sync::oneshot;
+
+use super::Deadline;
+use super::cost::{CostModel, Demand};
+use super::metrics::GateMetrics;
+
+/// The window before the cost model is trusted.
+pub const COLD_WINDOW: usize = 4;
+/// The window's upper bound (an engine batches a few hundred sequences at most).
+pub const MAX_WINDOW: usize = 256;
+/// Share of the typical deadline a call may spend in service; the rest is for waiting here.
+const SERVICE_SHARE: f64 = 0.5;
+
+/// Why a call was refused.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    /// When the call would have finished, from its arrival (ms).
+    pub predicted_ms: f64,
+    /// Its deadline, from its arrival (ms).
+    pub budget_ms: u64,
+    /// When a retry might find room (whole seconds, at least 1).
+    pub retry_after_s: u64,
+    /// Refused when its turn came (true) rather than on arrival.
+    pub late: bool,
+}
+
+/// A place in the window, held until the call's answer has been passed on. Dropping it frees
+/// the place and teaches the model how long the call took.
+#[derive(Debug)]
+pub struct Permit {
+    gate: Arc<Gate>,
+    demand: Demand,
+    load: f64,
+    started: Instant,
+    deadline: Deadline,
+    /// False when the call never reached the engine (a connect failure): nothing to learn.
+    served: bool,
+}
+
+impl Permit {
+    /// The call did not reach the engine: free the place, learn nothing.
+    pub fn not_served(&mut self) {
+        self.served = false;
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let now = Instant::now();
+        let sends = {
+            let mut st = self.gate.lock();
+            st.running = st.running.saturating_sub(1);
+            if self.served {
+                let ms = now.duration_since(self.started).as_secs_f64() * 1e3;
+                st.model.observe(self.demand, self.load, ms);
+                if let Some(m) = &self.gate.metrics {
+                    m.finished(now <= self.deadline.at);
+                }
+            }
+            self.gate.pump(&mut st, now)
+        };
+        Gate::deliver(sends);
+    }
+}
+
+type Reply = oneshot::Sender<Result<Permit, Refusal>>;
+
+#[derive(Debug)]
+struct Waiter {
+    deadline: Deadline,
+    demand: Demand,
+    /// Latest start time: the deadline less the predicted service (the deadline when nothing
+    /// is predicted yet).
+    lst: Instant,
+    arrived: Instant,
+    reply: Reply,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    model: CostModel,
+    /// Deadline calls holding a place.
+    running: usize,
+    /// Calls without a deadline in flight when last seen (they take places too).
+    others: usize,
+    waiting: Vec<Waiter>,
+    /// Best-effort calls past their deadline: served when no other call is waiting.
+    late: VecDeque<Waiter>,
+    /// Smoothed deadline budget (ms) and demand of the calls seen.
+    typical_budget_ms: f64,
+    typical: (f64, f64),
+}
+
+/// A replica's gate (see the module doc).
+#[derive(Debug, Default)]
+pub struct Gate {
+    state: Mutex<State>,
+    metrics: Option<GateMetrics>,
+}
+
+impl Gate {
+    pub fn new(metrics: Option<GateMetrics>) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::default(),
+            metrics,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding it leaves plain numbers behind: still usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits for a place for a call with `deadline` and `demand`, `in_flight` calls being on
+    /// the replica now; or refuses it.
+    pub async fn admit(
+        self: &Arc<Self>,
+        deadline: Deadline,
+        demand: Demand,
+        in_flight: usize,
+    ) -> Result<Permit, Refusal> {
+        let now = Instant::now();
+        let rx = {
+            let mut st = self.lock();
+            st.others = in_flight.saturating_sub(st.running);
+            st.learn_typical(deadline.budget, demand);
+            let window = st.window();
+            if let Some(m) = &self.metrics {
+                m.show(&st.model, window, st.waiting.len() + st.late.len());
+            }
+            let room = st.running + st.others < window || st.running == 0;
+            if room && st.waiting.is_empty() && st.late.is_empty() {
+                let load = (st.running + st.others) as f64;
+                if let Some(s) = st.model.predict_ms(demand, load)
+                    && !deadline.best_effort
+                    && now + ms(s) > deadline.at
+                {
+                    return Err(self.refuse(&deadline, now, s, 0.0, false));
+                }
+                st.running += 1;
+                return Ok(self.permit(deadline, demand, load, now));
+            }
+            let lst = st.lst(&deadline, demand, window);
+            let wait = st.wait_ms(lst, window);
+            if let (Some(wait), Some(s)) = (wait, st.service_ms(demand, window))
+                && !deadline.best_effort
+                && now + ms(wait + s) > deadline.at
+            {
+                return Err(self.refuse(&deadline, now, wait + s, wait, false));
+            }
+            let (tx, rx) = oneshot::channel();
+            st.waiting.push(Waiter {
+                deadline,
+                demand,
+                lst,
+                arrived: now,
+                reply: tx,
+            });
+            rx
+        };
+        // The sender is only dropped by the gate when it is dropped itself.
+        rx.await.unwrap_or_else(|_| {
+            Err(Refusal {
+                predicted_ms: 0.0,
+                budget_ms: deadline.budget.as_millis() as u64,
+                retry_after_s: 1,
+                late: true,
+            })
+        })
+    }
+
+    /// Predicted time (ms) until a call with `demand` would finish here, queueing included
+    /// (None until the model is trusted): what load-aware dispatch compares across replicas.
+    pub fn predict_completion_ms(&self, demand: Demand, in_flight: usize) -> Option<f64> {
+        let st = self.lock();
+        let window = st.window();
+        let load = in_flight.max(st.running);
+        if load < window && st.waiting.is_empty() {
+            return st.model.predict_ms(demand, load as f64);
+        }
+        let queued = st.waiting.len() + st.late.len();
+        let per_place = st.service_ms(typical_demand(&st), window)? / window as f64;
+        Some((queued + 1) as f64 * per_place + st.service_ms(demand, window)?)
+    }
+
+    /// The window now (metrics, `/ready`).
+    pub fn window(&self) -> usize {
+        self.lock().window()
+    }
+
+    fn permit(
+        self: &Arc<Self>,
+        deadline: Deadline,
+        demand: Demand,
+        load: f64,
+        now: Instant,
+    ) -> Permit {
+        if let Some(m) = &self.metrics {
+            m.admitted();
+        }
+        Permit {
+            gate: self.clone(),
+            demand,
+            load,
+            started: now,
+            deadline,
+            served: true,
+        }
+    }
+
+    fn refuse(&self, d: &Deadline, now: Instant, predicted: f64, wait: f64, late: bool) -> Refusal {
+        if let Some(m) = &self.metrics {
+            m.refused(late);
+        }
+        let arrived = d.at.checked_sub(d.budget).unwrap_or(now);
+        let since = now.saturating_duration_since(arrived);
+        Refusal {
+            predicted_ms: since.as_secs_f64() * 1e3 + predicted,
+            budget_ms: d.budget.as_millis() as u64,
+            retry_after_s: ((wait / 1e3).ceil() as u64).max(1),
+            late,
+        }
+    }
+
+    /// Hands free places to waiting calls, refusing those that can no longer make it. The
+    /// replies are sent by the caller after the lock is released ([`Self::deliver`]): a reply
+    /// nobody awaits drops its permit, which takes the lock.
+    fn pump(
+        self: &Arc<Self>,
+        st: &mut State,
+        now: Instant,
+    ) -> Vec<(Reply, Result<Permit, Refusal>)> {
+        let mut out = Vec::new();
+        let window = st.window();
+        while st.running + st.others < window || st.running == 0 {
+            let w = if let Some(i) = (0..st.waiting.len()).min_by_key(|&i| st.waiting[i].lst) {
+                st.waiting.swap_remove(i)
+            } else if let Some(w) = st.late.pop_front() {
+                w
+            } else {
+                break;
+            };
+            if w.reply.is_closed() {
+                continue; // the client went away while waiting
+            }
+            let load = (st.running + st.others) as f64;
+            let late = st
+                .model
+                .predict_ms(w.demand, load)
+                .is_some_and(|s| now + ms(s) > w.deadline.at);
+            if late && w.deadline.best_effort && !st.waiting.is_empty() {
+                if let Some(m) = &self.metrics {
+                    m.demoted();
+                }
+                st.late.push_back(w);
+                continue;
+            }
+            if late && !w.deadline.best_effort {
+                let waited = now.duration_since(w.arrived).as_secs_f64() * 1e3;
+                let s = st.model.predict_ms(w.demand, load).unwrap_or(0.0);
+                let refusal = self.refuse(&w.deadline, now, s, waited, true);
+                out.push((w.reply, Err(refusal)));
+                continue;
+            }
+            st.running += 1;
+            let permit = self.permit(w.deadline, w.demand, load, now);
+            out.push((w.reply, Ok(permit)));
+        }
+        if let Some(m) = &self.metrics {
+            m.show(&st.model, window, st.waiting.len() + st.late.len());
+        }
+        out
+    }
+
+    fn deliver(sends: Vec<(Reply, Result<Permit, Refusal>)>) {
+        for (reply, result) in sends {
+            // A receiver gone since the check above: the permit drops here, outside the lock.
+            let _ = reply.send(result);
+        }
+    }
+}
+
+impl State {
+    fn window(&self) -> usize {
+        let d = typical_demand(self);
+        let Some(base) = self.model.predict_ms(d, 0.0) else {
+            return COLD_WINDOW;
+        };
+        let per_load = self.model.per_load_ms();
+        let target = self.typical_budget_ms * SERVICE_SHARE;
+        if per_load <= 1e-3 * base.max(1.0) {
+            return MAX_WINDOW;
+        }
+        // A fit's last decimals (17.9999 for 18) must not cost a place.
+        (((target - base) / per_load + 0.01).floor().max(1.0) as usize).min(MAX_WINDOW)
+    }
+
+    fn service_ms(&self, d: Demand, window: usize) -> Option<f64> {
+        self.model.predict_ms(d, window as f64)
+    }
+
+    /// Latest start time of a call: its deadline less its predicted service at a full window.
+    fn lst(&self, deadline: &Deadline, d: Demand, window: usize) -> Instant {
+        let s = self.service_ms(d, window).unwrap_or(0.0);
+        deadline.at.checked_sub(ms(s)).unwrap_or(deadline.at)
+    }
+
+    /// Predicted wait (ms) of a call with latest start `lst`: the calls ordered before it
+    /// drain through the window at one place per `service / window`.
+    fn wait_ms(&self, lst: Instant, window: usize) -> Option<f64> {
+        let ahead = self.waiting.iter().filter(|w| w.lst <= lst).count();
+        let per_place = self.service_ms(typical_demand(self), window)? / window as f64;
+        Some((ahead + 1) as f64 * per_place)
+    }
+
+    fn learn_typical(&mut self, budget: Duration, d: Demand) {
+        let b = budget.as_secs_f64() * 1e3;
+        let (u, o) = (f64::from(d.uncached_tokens), f64::from(d.output_tokens));
+        if self.typical_budget_ms == 0.0 {
+            self.typical_budget_ms = b;
+            self.typical = (u, o);
+            return;
+        }
+        self.typical_budget_ms += 0.05 * (b - self.typical_budget_ms);
+        self.typical.0 += 0.05 * (u - self.typical.0);
+        self.typical.1 += 0.05 * (o - self.typical.1);
+    }
+}
+
+fn typical_demand(st: &State) -> Demand {
+    Demand {
+        uncached_tokens: st.typical.0.round() as u32,
+        output_tokens: st.typical.1.round() as u32,
+    }
+}
+
+fn ms(x: f64) -> Duration {
+    Duration::from_secs_f64(x.max(0.0) / 1e3)
+}

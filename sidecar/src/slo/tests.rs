@@ -1,0 +1,219 @@
+//! The gate's admission, order and refusals under paused time, and the deadline inputs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::HeaderMap;
+use tokio::time::{Instant, advance};
+
+use super::*;
+
+fn demand() -> Demand {
+    Demand {
+        uncached_tokens: 100,
+        output_tokens: 1,
+    }
+}
+
+fn within(ms: u64) -> Deadline {
+    Deadline::within(Duration::from_millis(ms), Instant::now(), false)
+}
+
+/// Teaches `gate` an engine taking 10 ms + 5 ms per call in flight, with 200 ms deadlines:
+/// its window becomes (200·½ − 10) / 5 = 18.
+async fn train(gate: &Arc<Gate>) {
+    for i in 0..48usize {
+        let load = i % 4;
+        let p = gate
+            .admit(within(200), demand(), load)
+            .await
+            .expect("admitted");
+        advance(Duration::from_millis(10 + 5 * load as u64)).await;
+        drop(p);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn cold_window_then_a_window_from_the_learned_model() {
+    let gate = Gate::new(None);
+    let held: Vec<Permit> = futures_join(&gate, 4).await;
+    assert_eq!(held.len(), 4);
+    // A fifth call waits for a place: it is not answered until one is freed.
+    let g = gate.clone();
+    let fifth = tokio::spawn(async move { g.admit(within(10_000), demand(), 4).await });
+    tokio::task::yield_now().await;
+    assert!(
+        !fifth.is_finished(),
+        "the cold window is {}",
+        gate::COLD_WINDOW
+    );
+    drop(held);
+    assert!(fifth.await.expect("task").is_ok());
+    // A fresh gate: the calls above took no time and had other deadlines.
+    let gate = Gate::new(None);
+    train(&gate).await;
+    assert_eq!(gate.window(), 18);
+}
+
+async fn futures_join(gate: &Arc<Gate>, n: usize) -> Vec<Permit> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        out.push(gate.admit(within(10_000), demand(), i).await.expect("room"));
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn refuses_at_once_what_cannot_make_its_deadline() {
+    let gate = Gate::new(None);
+    train(&gate).await;
+    // 10 ms of service at best: a 5 ms deadline cannot be met.
+    let r = gate
+        .admit(within(5), demand(), 0)
+        .await
+        .expect_err("refused");
+    assert!(
+        !r.late && r.predicted_ms >= 9.9 && r.budget_ms == 5,
+        "{r:?}"
+    );
+    assert!(r.retry_after_s >= 1);
+    // Best effort is served anyway.
+    let d = Deadline::within(Duration::from_millis(5), Instant::now(), true);
+    assert!(gate.admit(d, demand(), 0).await.is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn least_slack_goes_first_and_the_hopeless_are_refused_at_their_turn() {
+    let gate = Gate::new(None);
+    train(&gate).await;
+    let window = gate.window();
+    let mut held = Vec::new();
+    for _ in 0..window {
+        held.push(
+            gate.admit(within(200), demand(), held.len())
+                .await
+                .expect("room"),
+        );
+    }
+    // Queue: a loose deadline, a tight one, and one that will have passed by its turn. Their
+    // budgets stay near the typical 200 ms so the window (which follows it) stays 18; a full
+    // window's service is 100 ms, so their latest starts are +130, +100 and +80 ms.
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (name, ms) in [("loose", 230u64), ("tight", 200), ("doomed", 180)] {
+        let (g, order) = (gate.clone(), order.clone());
+        let d = within(ms);
+        tasks.push(tokio::spawn(async move {
+            let r = g.admit(d, demand(), window).await;
+            order.lock().expect("order").push((name, r.is_ok()));
+            if let Ok(p) = r {
+                advance(Duration::from_millis(1)).await;
+                drop(p);
+            }
+        }));
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(gate.window(), window);
+    assert!(
+        order.lock().expect("order").is_empty(),
+        "nobody is admitted before a place frees"
+    );
+    // Nothing frees up for 90 ms: at 17 in flight a call takes 95 ms, so "doomed" (180 ms)
+    // can no longer finish in time, "tight" (200 ms) still can.
+    advance(Duration::from_millis(90)).await;
+    drop(held.pop());
+    for t in tasks {
+        t.await.expect("task");
+    }
+    let order = order.lock().expect("order").clone();
+    assert_eq!(order[0], ("doomed", false), "{order:?}");
+    assert_eq!(
+        &order[1..],
+        &[("tight", true), ("loose", true)],
+        "{order:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_leaves_while_waiting_frees_nothing_twice() {
+    let gate = Gate::new(None);
+    let held = futures_join(&gate, gate::COLD_WINDOW).await;
+    let g = gate.clone();
+    let waiting = tokio::spawn(async move { g.admit(within(10_000), demand(), 4).await });
+    tokio::task::yield_now().await;
+    waiting.abort();
+    let _ = waiting.await;
+    drop(held);
+    // All four places are free again, and no more.
+    let again = futures_join(&gate, gate::COLD_WINDOW).await;
+    let g = gate.clone();
+    let fifth = tokio::spawn(async move { g.admit(within(10_000), demand(), 4).await });
+    tokio::task::yield_now().await;
+    assert!(!fifth.is_finished());
+    drop(again);
+    assert!(fifth.await.expect("task").is_ok());
+}
+
+#[test]
+fn deadline_headers_are_checked() {
+    let now = Instant::now();
+    let mut h = HeaderMap::new();
+    assert_eq!(from_headers(&h, now).expect("none"), None);
+    h.insert(DEADLINE_HEADER, "250".parse().expect("value"));
+    let d = from_headers(&h, now).expect("ok").expect("some");
+    assert_eq!(
+        (d.budget, d.best_effort),
+        (Duration::from_millis(250), false)
+    );
+    h.insert(BEST_EFFORT_HEADER, "1".parse().expect("value"));
+    assert!(
+        from_headers(&h, now)
+            .expect("ok")
+            .expect("some")
+            .best_effort
+    );
+    for bad in ["0", "-3", "soon", "99999999999"] {
+        h.insert(DEADLINE_HEADER, bad.parse().expect("value"));
+        let e = from_headers(&h, now).expect_err(bad);
+        assert_eq!(e.what, DEADLINE_HEADER);
+    }
+    h.insert(DEADLINE_HEADER, "250".parse().expect("value"));
+    h.insert(BEST_EFFORT_HEADER, "maybe".parse().expect("value"));
+    assert_eq!(
+        from_headers(&h, now).expect_err("bad").what,
+        BEST_EFFORT_HEADER
+    );
+}
+
+#[test]
+fn settings_refuse_unusable_values_naming_the_flag() {
+    use args::{SloArgs, Switch};
+    let s = SloArgs::default().try_resolve().expect("defaults");
+    assert!(s.enabled && s.rank.is_none());
+    let off = SloArgs {
+        slo: Some(Switch::Off),
+        slo_rank_deadline: Some(Duration::from_millis(200)),
+        ..Default::default()
+    }
+    .try_resolve()
+    .expect("off");
+    assert!(!off.enabled);
+    assert_eq!(
+        off.default_for("/v1/rank"),
+        Some(Duration::from_millis(200))
+    );
+    let e = SloArgs {
+        slo_dispatch_threshold: Some(1.5),
+        ..Default::default()
+    }
+    .try_resolve()
+    .expect_err("threshold");
+    assert_eq!(e.setting, "--slo-dispatch-threshold");
+    let e = SloArgs {
+        slo_chat_deadline: Some(Duration::ZERO),
+        ..Default::default()
+    }
+    .try_resolve()
+    .expect_err("zero");
+    assert_eq!(e.setting, "--slo-chat-deadline");
+}

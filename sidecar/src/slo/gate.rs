@@ -2,23 +2,25 @@
 //! calls waiting for a place ordered by value, and the refusals.
 //!
 //! - **Window**: how many deadline calls the replica gets at once, from its [`CostModel`]: the
-//!   most calls in flight at which a typical call still takes at most half the typical
-//!   deadline (`(target − base) / per_load`). Past it, the engine would only queue them
+//!   most calls in flight at which a typical call started among the others still takes at
+//!   most half the typical deadline (`1 + (target − base) / per_load`). Past it, the engine would only queue them
 //!   internally, where recache can neither reorder nor refuse them.
 //! - **Order**: least slack first — by latest start time (deadline − predicted service), the
 //!   call that can wait least goes first. A call whose deadline can no longer be met when its
 //!   turn comes is refused then (before the engine spends anything on it), or, if the client
 //!   asked for best effort, demoted behind every call that can still make it (Apt-Serve's
 //!   demotion of late requests).
-//! - **Admission**: a call whose predicted completion (queueing at the window's throughput +
-//!   its own service time) is past its deadline is refused at once, so the client can retry
+//! - **Admission**: a call whose predicted completion (its wait for a place — when the running
+//!   calls are predicted to end, and the calls ordered before it take theirs — plus its own
+//!   service time) is past its deadline is refused at once, so the client can retry
 //!   elsewhere or later (429 with `Retry-After`) rather than wait to be late.
 //!
 //! Calls without a deadline never wait here; they count as load (the replica's in-flight
 //! number) when the window is filled. Until the model has seen enough calls it predicts
 //! nothing, and the gate admits everything into a small cold window.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -61,6 +63,8 @@ pub struct Permit {
     deadline: Deadline,
     /// False when the call never reached the engine (a connect failure): nothing to learn.
     served: bool,
+    /// Its key in the gate's predicted ends.
+    id: u64,
 }
 
 impl Permit {
@@ -76,6 +80,7 @@ impl Drop for Permit {
         let sends = {
             let mut st = self.gate.lock();
             st.running = st.running.saturating_sub(1);
+            st.ends.remove(&self.id);
             if self.served {
                 let ms = now.duration_since(self.started).as_secs_f64() * 1e3;
                 st.model.observe(self.demand, self.load, ms);
@@ -112,6 +117,10 @@ struct State {
     waiting: Vec<Waiter>,
     /// Best-effort calls past their deadline: served when no other call is waiting.
     late: VecDeque<Waiter>,
+    /// When each running deadline call is predicted to finish, by permit: where the next
+    /// places free up.
+    ends: BTreeMap<u64, Instant>,
+    next_id: u64,
     /// Smoothed deadline budget (ms) and demand of the calls seen.
     typical_budget_ms: f64,
     typical: (f64, f64),
@@ -163,11 +172,11 @@ impl Gate {
                 {
                     return Err(self.refuse(&deadline, now, s, 0.0, false));
                 }
-                st.running += 1;
-                return Ok(self.permit(deadline, demand, load, now));
+                return Ok(self.permit(&mut st, deadline, demand, load, now));
             }
             let lst = st.lst(&deadline, demand, window);
-            let wait = st.wait_ms(lst, window);
+            let ahead = st.waiting.iter().filter(|w| w.lst <= lst).count();
+            let wait = st.wait_ms(now, ahead, window);
             if let (Some(wait), Some(s)) = (wait, st.service_ms(demand, window))
                 && !deadline.best_effort
                 && now + ms(wait + s) > deadline.at
@@ -205,8 +214,7 @@ impl Gate {
             return st.model.predict_ms(demand, load as f64);
         }
         let queued = st.waiting.len() + st.late.len();
-        let per_place = st.service_ms(typical_demand(&st), window)? / window as f64;
-        Some((queued + 1) as f64 * per_place + st.service_ms(demand, window)?)
+        Some(st.wait_ms(Instant::now(), queued, window)? + st.service_ms(demand, window)?)
     }
 
     /// The window now (metrics, `/ready`).
@@ -214,8 +222,10 @@ impl Gate {
         self.lock().window()
     }
 
+    /// Gives a call a place: counted as running, its predicted end recorded.
     fn permit(
         self: &Arc<Self>,
+        st: &mut State,
         deadline: Deadline,
         demand: Demand,
         load: f64,
@@ -224,6 +234,11 @@ impl Gate {
         if let Some(m) = &self.metrics {
             m.admitted();
         }
+        st.running += 1;
+        st.next_id += 1;
+        let id = st.next_id;
+        let service = st.model.predict_ms(demand, load).unwrap_or(0.0);
+        st.ends.insert(id, now + ms(service));
         Permit {
             gate: self.clone(),
             demand,
@@ -231,6 +246,7 @@ impl Gate {
             started: now,
             deadline,
             served: true,
+            id,
         }
     }
 
@@ -288,8 +304,7 @@ impl Gate {
                 out.push((w.reply, Err(refusal)));
                 continue;
             }
-            st.running += 1;
-            let permit = self.permit(w.deadline, w.demand, load, now);
+            let permit = self.permit(st, w.deadline, w.demand, load, now);
             out.push((w.reply, Ok(permit)));
         }
         if let Some(m) = &self.metrics {
@@ -317,12 +332,16 @@ impl State {
         if per_load <= 1e-3 * base.max(1.0) {
             return MAX_WINDOW;
         }
-        // A fit's last decimals (17.9999 for 18) must not cost a place.
-        (((target - base) / per_load + 0.01).floor().max(1.0) as usize).min(MAX_WINDOW)
+        // The most calls at once such that one started among the others (load W − 1) still
+        // takes at most the target. A fit's last decimals (17.9999 for 18) must not cost a
+        // place.
+        let extra = ((target - base) / per_load + 0.01).floor().max(0.0);
+        ((extra as usize).saturating_add(1)).min(MAX_WINDOW)
     }
 
+    /// Service time of a call started in a full window (the others in it as load).
     fn service_ms(&self, d: Demand, window: usize) -> Option<f64> {
-        self.model.predict_ms(d, window as f64)
+        self.model.predict_ms(d, window.saturating_sub(1) as f64)
     }
 
     /// Latest start time of a call: its deadline less its predicted service at a full window.
@@ -331,12 +350,29 @@ impl State {
         deadline.at.checked_sub(ms(s)).unwrap_or(deadline.at)
     }
 
-    /// Predicted wait (ms) of a call with latest start `lst`: the calls ordered before it
-    /// drain through the window at one place per `service / window`.
-    fn wait_ms(&self, lst: Instant, window: usize) -> Option<f64> {
-        let ahead = self.waiting.iter().filter(|w| w.lst <= lst).count();
-        let per_place = self.service_ms(typical_demand(self), window)? / window as f64;
-        Some((ahead + 1) as f64 * per_place)
+    /// Predicted wait (ms from `now`) of a call with `ahead` calls ordered before it: places
+    /// free up when the running calls are predicted to end (calls without a deadline, whose
+    /// ends recache does not predict, half a service from now), and each call given a place
+    /// holds it for a full window's service.
+    fn wait_ms(&self, now: Instant, ahead: usize, window: usize) -> Option<f64> {
+        let service = self.service_ms(typical_demand(self), window)?;
+        let after = |t: Instant| t.saturating_duration_since(now).as_secs_f64() * 1e3;
+        // Whole microseconds, so the heap orders integers.
+        let us = |x: f64| (x.max(0.0) * 1e3) as u64;
+        let mut free: BinaryHeap<Reverse<u64>> =
+            self.ends.values().map(|&t| Reverse(us(after(t)))).collect();
+        let open = window.saturating_sub(self.running);
+        let others = self.others.min(open);
+        free.extend((0..others).map(|_| Reverse(us(service / 2.0))));
+        free.extend((0..open - others).map(|_| Reverse(0)));
+        if free.is_empty() {
+            free.push(Reverse(0));
+        }
+        for _ in 0..ahead {
+            let Reverse(t) = free.pop()?;
+            free.push(Reverse(t + us(service)));
+        }
+        free.pop().map(|Reverse(t)| t as f64 / 1e3)
     }
 
     fn learn_typical(&mut self, budget: Duration, d: Demand) {

@@ -20,7 +20,7 @@ fn within(ms: u64) -> Deadline {
 }
 
 /// Teaches `gate` an engine taking 10 ms + 5 ms per call in flight, with 200 ms deadlines:
-/// its window becomes (200·½ − 10) / 5 = 18.
+/// its window becomes 1 + (200·½ − 10) / 5 = 19 (a call started among 18 others takes 100 ms).
 async fn train(gate: &Arc<Gate>) {
     for i in 0..48usize {
         let load = i % 4;
@@ -52,7 +52,7 @@ async fn cold_window_then_a_window_from_the_learned_model() {
     // A fresh gate: the calls above took no time and had other deadlines.
     let gate = Gate::new(None);
     train(&gate).await;
-    assert_eq!(gate.window(), 18);
+    assert_eq!(gate.window(), 19);
 }
 
 async fn futures_join(gate: &Arc<Gate>, n: usize) -> Vec<Permit> {
@@ -96,7 +96,7 @@ async fn least_slack_goes_first_and_the_hopeless_are_refused_at_their_turn() {
         );
     }
     // Queue: a loose deadline, a tight one, and one that will have passed by its turn. Their
-    // budgets stay near the typical 200 ms so the window (which follows it) stays 18; a full
+    // budgets stay near the typical 200 ms so the window (which follows it) stays 19; a full
     // window's service is 100 ms, so their latest starts are +130, +100 and +80 ms.
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
@@ -118,7 +118,7 @@ async fn least_slack_goes_first_and_the_hopeless_are_refused_at_their_turn() {
         order.lock().expect("order").is_empty(),
         "nobody is admitted before a place frees"
     );
-    // Nothing frees up for 90 ms: at 17 in flight a call takes 95 ms, so "doomed" (180 ms)
+    // Nothing frees up for 90 ms: among 18 others a call takes 100 ms, so "doomed" (180 ms)
     // can no longer finish in time, "tight" (200 ms) still can.
     advance(Duration::from_millis(90)).await;
     drop(held.pop());

@@ -60,6 +60,8 @@ pub struct Permit {
     demand: Demand,
     load: f64,
     started: Instant,
+    /// The gate's load integral when it started (see [`State::area`]).
+    area_at_start: f64,
     deadline: Deadline,
     /// False when the call never reached the engine (a connect failure): nothing to learn.
     served: bool,
@@ -79,11 +81,19 @@ impl Drop for Permit {
         let now = Instant::now();
         let sends = {
             let mut st = self.gate.lock();
+            st.tick(now);
             st.running = st.running.saturating_sub(1);
             st.ends.remove(&self.id);
             if self.served {
                 let ms = now.duration_since(self.started).as_secs_f64() * 1e3;
-                st.model.observe(self.demand, self.load, ms);
+                // Learn from the load the call met over its life, not the load it started
+                // with: calls of a burst all start at low load and all run at the burst's.
+                let met = if ms > 0.0 {
+                    ((st.area - self.area_at_start) / ms - 1.0).max(0.0)
+                } else {
+                    self.load
+                };
+                st.model.observe(self.demand, met, ms);
                 if let Some(m) = &self.gate.metrics {
                     m.finished(now <= self.deadline.at);
                 }
@@ -121,6 +131,10 @@ struct State {
     /// places free up.
     ends: BTreeMap<u64, Instant>,
     next_id: u64,
+    /// ∫ (calls in flight) dt in call·ms since the gate was made, and when it was last
+    /// brought up to date: a call's mean load over its life is the difference over its span.
+    area: f64,
+    area_until: Option<Instant>,
     /// Smoothed deadline budget (ms) and demand of the calls seen.
     typical_budget_ms: f64,
     typical: (f64, f64),
@@ -157,6 +171,7 @@ impl Gate {
         let now = Instant::now();
         let rx = {
             let mut st = self.lock();
+            st.tick(now);
             st.others = in_flight.saturating_sub(st.running);
             st.learn_typical(deadline.budget, demand);
             let window = st.window();
@@ -234,6 +249,7 @@ impl Gate {
         if let Some(m) = &self.metrics {
             m.admitted();
         }
+        st.tick(now);
         st.running += 1;
         st.next_id += 1;
         let id = st.next_id;
@@ -244,6 +260,7 @@ impl Gate {
             demand,
             load,
             started: now,
+            area_at_start: st.area,
             deadline,
             served: true,
             id,
@@ -322,6 +339,15 @@ impl Gate {
 }
 
 impl State {
+    /// Brings the load integral up to `now` (before anything in flight changes).
+    fn tick(&mut self, now: Instant) {
+        if let Some(t) = self.area_until {
+            let dt = now.saturating_duration_since(t).as_secs_f64() * 1e3;
+            self.area += (self.running + self.others) as f64 * dt;
+        }
+        self.area_until = Some(now);
+    }
+
     fn window(&self) -> usize {
         let d = typical_demand(self);
         let Some(base) = self.model.predict_ms(d, 0.0) else {

@@ -55,6 +55,24 @@ async fn cold_window_then_a_window_from_the_learned_model() {
     assert_eq!(gate.window(), 19);
 }
 
+/// Calls of a burst start at loads 0, 1, 2… but all run alongside each other: the model must
+/// learn from the load they met (else a burst looks cheap and the window too wide).
+#[tokio::test(start_paused = true)]
+async fn learns_from_the_load_a_call_met_not_the_load_it_started_with() {
+    let gate = Gate::new(None);
+    for round in 0..40usize {
+        let n = round % 4 + 1;
+        let mut burst = Vec::new();
+        for i in 0..n {
+            burst.push(gate.admit(within(200), demand(), i).await.expect("room"));
+        }
+        // The engine of `train`: 10 ms + 5 ms per other call alongside.
+        advance(Duration::from_millis(10 + 5 * (n as u64 - 1))).await;
+        drop(burst);
+    }
+    assert_eq!(gate.window(), 19);
+}
+
 async fn futures_join(gate: &Arc<Gate>, n: usize) -> Vec<Permit> {
     let mut out = Vec::new();
     for i in 0..n {

@@ -1,7 +1,7 @@
 //! The `recache` command: parses the command line and hands over to the library.
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use tokio::net::TcpListener;
 
 use recache::bench::BenchCmd;
@@ -22,12 +22,22 @@ enum Command {
     ///
     /// Settings come from flags, then RECACHE_* environment variables, then the TOML file
     /// given by --config, then defaults.
-    Serve(Box<ServeArgs>),
+    Serve(Box<ServeCmd>),
     /// Replay a block-hash trace through every eviction policy and report hit ratios.
     Sim(recache_eviction::sim::SimArgs),
     /// Benchmarks that print JSON.
     #[command(subcommand)]
     Bench(BenchCmd),
+}
+
+#[derive(Args, Debug)]
+struct ServeCmd {
+    #[command(flatten)]
+    args: ServeArgs,
+    /// Print every setting, its value and where it came from (flag, environment variable,
+    /// --config file or default), check that they resolve, and exit (non-zero if they do not)
+    #[arg(long)]
+    print_config: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -38,9 +48,27 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    // The matches are kept: --print-config says where each value came from.
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match cli.command {
-        Command::Serve(args) => serve_blocking(*args),
+        Command::Serve(cmd) if cmd.print_config => {
+            let serve = matches
+                .subcommand_matches("serve")
+                .context("serve's arguments")?;
+            print!("{}", recache::config::print::describe(serve)?);
+            match cmd.args.resolve() {
+                Ok(_) => {
+                    println!("# resolves: ok");
+                    Ok(())
+                }
+                Err(e) => {
+                    println!("# resolves: no: {e}");
+                    std::process::exit(2);
+                }
+            }
+        }
+        Command::Serve(cmd) => serve_blocking(cmd.args),
         Command::Bench(cmd) => {
             let runtime = tokio::runtime::Runtime::new().context("starting the tokio runtime")?;
             Ok(runtime.block_on(cmd.run())?)

@@ -324,8 +324,17 @@ impl EngineClient {
         body: Option<&Value>,
     ) -> Result<JsonAnswer, ClientError> {
         let pq: Option<PathAndQuery> = path.parse().ok();
-        let body_value = body;
-        let (headers, body) = json_request(body);
+        // With --slo-engine-priority a deadline call carries its deadline as `priority`.
+        let stamped = body
+            .and_then(Value::as_object)
+            .filter(|_| self.settings.slo.engine_priority)
+            .and_then(|obj| {
+                let mut obj = obj.clone();
+                slo::stamp_priority(&self.settings.slo, path, &mut obj)
+                    .then_some(Value::Object(obj))
+            });
+        let body_value = stamped.as_ref().or(body);
+        let (headers, body) = json_request(body_value);
         // recache's own prompts (ranking) route by their prefix too when the rule asks.
         let keys = match (
             self.wants_keys(),

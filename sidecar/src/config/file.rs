@@ -37,6 +37,7 @@ pub(super) struct FileConfig {
     slo_completions_deadline: Option<String>,
     slo_chat_deadline: Option<String>,
     slo_dispatch_threshold: Option<f64>,
+    slo_engine_priority: Option<bool>,
     eviction_policy: Option<String>,
     routing: Option<String>,
     route_canary: Option<String>,
@@ -167,6 +168,8 @@ impl ServeArgs {
                     .slo
                     .slo_dispatch_threshold
                     .or(file.slo_dispatch_threshold),
+                slo_engine_priority: self.slo.slo_engine_priority
+                    || file.slo_engine_priority.unwrap_or(false),
             },
             admin_token: self.admin_token.clone().or(file.admin_token),
             admin_listen: self.admin_listen.or(file.admin_listen),

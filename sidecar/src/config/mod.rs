@@ -15,6 +15,7 @@ use recache_adapters::Engine;
 use recache_eviction::PolicyConfig;
 
 mod file;
+pub mod print;
 
 use self::file::{FileConfig, read_file};
 use crate::client::route::Routing;
@@ -290,6 +291,14 @@ impl ServeArgs {
         if max_body_bytes == 0 {
             return Err(invalid("--max-body-bytes", "must be at least 1 (bytes)"));
         }
+        let slo = self.slo.try_resolve()?;
+        if slo.engine_priority && engine != Engine::Vllm {
+            return Err(invalid(
+                "--slo-engine-priority",
+                "vLLM only (its --scheduling-policy priority); SGLang's `priority` steers \
+                 eviction here (--sglang-priority)",
+            ));
+        }
         let worker_threads = self.worker_threads.unwrap_or(1);
         if worker_threads == 0 {
             return Err(invalid("--worker-threads", "must be at least 1"));
@@ -323,7 +332,7 @@ impl ServeArgs {
                 .map(Secret),
             admin_listen: self.admin_listen,
             limits: self.limits.try_resolve()?,
-            slo: self.slo.try_resolve()?,
+            slo,
             eviction_policy,
             routing,
             route_events,

@@ -11,7 +11,8 @@
 //!    route keys (`crate::client::route::keys`, text prompts too);
 //! 4. **priority** — `--sglang-priority`: the policy's view of the prompt as `priority`;
 //! 5. **deadline demand** — with a deadline, what the call asks of the engine (prompt and
-//!    output tokens) for the deadline gate (`crate::slo`);
+//!    output tokens) for the deadline gate, and with `--slo-engine-priority` the deadline as
+//!    the engine's `priority` (`crate::slo`);
 //! 6. **observation** — the engine loop's shadow cache sees the prompts. Not for rank-rewritten
 //!    bodies: the ranker already handed it the part it wants kept.
 //!
@@ -78,6 +79,7 @@ pub async fn run(proxy: &Proxy, path: &str, bytes: Bytes) -> Result<Prepared, Ra
     })?;
     if crate::slo::current().is_some() {
         out.demand = crate::slo::demand_of(prompt_field, &obj);
+        changed |= crate::slo::stamp_priority(&proxy.client.settings.slo, path, &mut obj);
     }
     if let Some(field) = prompt_field {
         out.prompts = obj

@@ -33,6 +33,11 @@ pub struct SloArgs {
     /// than this share of it (0: always the shortest; 1: never) [default: 0.25]
     #[arg(long, env = "RECACHE_SLO_DISPATCH_THRESHOLD")]
     pub slo_dispatch_threshold: Option<f64>,
+    /// Pass deadlines into the engine's scheduler: set `priority` in forwarded generation
+    /// bodies that carry a deadline (earliest deadline = lowest value). vLLM only, started
+    /// with --scheduling-policy priority (otherwise vLLM refuses the field)
+    #[arg(long, env = "RECACHE_SLO_ENGINE_PRIORITY")]
+    pub slo_engine_priority: bool,
 }
 
 /// A setting that cannot be used: the flag and why.
@@ -70,6 +75,7 @@ impl SloArgs {
             completions: deadline("--slo-completions-deadline", self.slo_completions_deadline)?,
             chat: deadline("--slo-chat-deadline", self.slo_chat_deadline)?,
             dispatch_threshold: threshold,
+            engine_priority: self.slo_engine_priority,
         })
     }
 }

@@ -132,6 +132,8 @@ pub struct SloSettings {
     /// Dispatch leaves the routing rule's pick when another replica's predicted completion is
     /// shorter by more than this share of it.
     pub dispatch_threshold: f64,
+    /// Set the engine's `priority` from the deadline (`--slo-engine-priority`).
+    pub engine_priority: bool,
 }
 
 impl Default for SloSettings {
@@ -142,6 +144,7 @@ impl Default for SloSettings {
             completions: None,
             chat: None,
             dispatch_threshold: DEFAULT_DISPATCH_THRESHOLD,
+            engine_priority: false,
         }
     }
 }
@@ -194,6 +197,34 @@ pub fn demand_of(field: Option<&str>, body: &serde_json::Map<String, serde_json:
         uncached_tokens: u32::try_from(tokens).unwrap_or(u32::MAX),
         output_tokens: u32::try_from(out).unwrap_or(u32::MAX),
     }
+}
+
+/// With `--slo-engine-priority`, stamps a generation body that carries a deadline with the
+/// engine `priority` of that deadline: its ms since this process first stamped one, so an
+/// engine running the lowest value first (vLLM's priority scheduling) runs the earliest
+/// deadline first among what recache admitted. A body that names its own priority keeps it.
+/// Returns whether the body changed.
+pub fn stamp_priority(
+    settings: &SloSettings,
+    path: &str,
+    body: &mut serde_json::Map<String, serde_json::Value>,
+) -> bool {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let Some(d) =
+        current().filter(|_| settings.enabled && settings.engine_priority && is_generation(path))
+    else {
+        return false;
+    };
+    if body.contains_key("priority") {
+        return false;
+    }
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    let ms = d.at.saturating_duration_since(epoch).as_millis();
+    body.insert(
+        "priority".into(),
+        serde_json::Value::from(i64::try_from(ms).unwrap_or(i64::MAX)),
+    );
+    true
 }
 
 /// Whether calls on `path` generate (and so wait for a place in the window): the OpenAI

@@ -235,3 +235,56 @@ fn settings_refuse_unusable_values_naming_the_flag() {
     .expect_err("zero");
     assert_eq!(e.setting, "--slo-chat-deadline");
 }
+
+#[tokio::test]
+async fn engine_priority_is_the_deadline_only_when_asked_and_never_overrides_the_client() {
+    let on = SloSettings {
+        engine_priority: true,
+        ..SloSettings::default()
+    };
+    let stamp = |settings: SloSettings,
+                 path: &'static str,
+                 ms: Option<u64>,
+                 body: serde_json::Value| async move {
+        let d = ms.map(|ms| Deadline::within(Duration::from_millis(ms), Instant::now(), false));
+        let mut obj = body.as_object().cloned().expect("object");
+        let changed = scope(d, async { stamp_priority(&settings, path, &mut obj) }).await;
+        (changed, obj.get("priority").cloned())
+    };
+    let body = serde_json::json!({"prompt": "x"});
+    let (changed, early) = stamp(on, "/v1/completions", Some(100), body.clone()).await;
+    assert!(changed);
+    let (_, late) = stamp(on, "/v1/completions", Some(5_000), body.clone()).await;
+    let (early, late) = (
+        early.and_then(|v| v.as_i64()),
+        late.and_then(|v| v.as_i64()),
+    );
+    assert!(
+        early < late,
+        "earlier deadline, lower priority value: {early:?} {late:?}"
+    );
+    // Off, without a deadline, on a route that does not generate, or the client's own value.
+    assert_eq!(
+        stamp(
+            SloSettings::default(),
+            "/v1/completions",
+            Some(100),
+            body.clone()
+        )
+        .await,
+        (false, None)
+    );
+    assert_eq!(
+        stamp(on, "/v1/completions", None, body.clone()).await,
+        (false, None)
+    );
+    assert_eq!(
+        stamp(on, "/tokenize", Some(100), body.clone()).await,
+        (false, None)
+    );
+    let own = serde_json::json!({"prompt": "x", "priority": 7});
+    assert_eq!(
+        stamp(on, "/v1/completions", Some(100), own).await,
+        (false, Some(7.into()))
+    );
+}

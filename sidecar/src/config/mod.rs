@@ -452,6 +452,12 @@ mod tests {
             (&format!("{on}kv_engine_blocks = 1"), "--kv-engine-blocks"),
             (&format!("{on}kv_block_size = 0"), "--kv-block-size"),
             ("max_header_bytes = 10", "--max-header-bytes"),
+            ("slo_dispatch_threshold = 1.5", "--slo-dispatch-threshold"),
+            ("slo_rank_deadline = \"0ms\"", "--slo-rank-deadline"),
+            (
+                "engine = \"sglang\"\nslo_engine_priority = true",
+                "--slo-engine-priority",
+            ),
         ];
         for (text, setting) in cases {
             match from_file(&file(text)).resolve() {

@@ -3,7 +3,8 @@
 //! (`--slo off`) and through `--slo on`. Plain serves everything, so its slowest answers are
 //! far past the deadline; slo answers every request — a 200 or a 429 `deadline_unreachable`
 //! with `Retry-After` — and the requests it admits finish near their deadline. Nothing is
-//! lost or hung in either mode.
+//! lost or hung in either mode. Then `--slo-engine-priority`: vLLM (with priority
+//! scheduling) accepts and serves the deadline calls it stamps.
 //!
 //! Timing is only compared with wide margins (the machine is shared and noisy): how well
 //! slo meets deadlines is measured by `recache bench slo` (docs/slo.md), not here.
@@ -90,7 +91,9 @@ fn slowest(answers: &[(u16, Value, Option<String>, Duration)]) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
 async fn vllm_burst_slo_refuses_early_what_plain_serves_late() {
-    let tb = Engine::Vllm.testbed("slo", &[]);
+    // Priority scheduling, so the last part can pass deadlines into the engine; requests
+    // without a `priority` all have 0 and are served first come, first served as before.
+    let tb = Engine::Vllm.testbed("slo", &["--", "--scheduling-policy", "priority"]);
     let mut args = Engine::Vllm.serve_args(&[&tb.upstream]);
     args.slo = SloArgs {
         slo: Some(Switch::Off),
@@ -188,5 +191,23 @@ async fn vllm_burst_slo_refuses_early_what_plain_serves_late() {
         refused >= 1.0,
         "no refusal counted in recache_slo_calls_total: {text}"
     );
+    drop(slo);
+
+    // --slo-engine-priority: deadline calls reach vLLM with `priority` set (a proxied
+    // completion and a ranking call), and vLLM serves them.
+    args.slo.slo_engine_priority = true;
+    let stamped = Proxy::start_with(&args).await;
+    for a in burst(&stamped, &tb.model, 5000, 6, Some(60_000)).await {
+        assert_eq!(a.0, 200, "with priority: {}", a.1);
+    }
+    let items: Vec<Value> = (0..20)
+        .map(|i| json!({"id": i, "text": format!("item number {i}, a face cream")}))
+        .collect();
+    let rank = json!({"model": tb.model, "user": {"id": "u", "text": "bought lipstick"}, "items": items, "deadline_ms": 60_000});
+    let (status, v, _, _) = timed(stamped.url("/v1/rank"), rank, None)
+        .await
+        .expect("answered");
+    assert_eq!(status, 200, "rank with priority: {v}");
+    assert_eq!(v["ranking"].as_array().map(Vec::len), Some(20), "{v}");
     tb.down();
 }

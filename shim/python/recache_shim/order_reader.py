@@ -61,6 +61,10 @@ class OrderReader:
         #: Whether the last refresh found a fresh, non-empty order.
         self.fresh = False
         self.counts = {name: 0 for name in counters}
+        #: Times a fresh order went stale (recache stopped publishing, or its file went bad):
+        #: from then on the engine's own eviction order decides, which the log says once.
+        self.counts["went_stale"] = 0
+        self.was_fresh = False
 
     def open(self, path: str) -> bool:
         """Load the library and open a reader on ``path`` (once); False, logged, if either
@@ -91,6 +95,15 @@ class OrderReader:
         rc = self.lib.recache_order_refresh(self.handle, max_age_ms(), ctypes.byref(st),
                                             ctypes.byref(cnt), ctypes.byref(gen))
         self.fresh = rc == 0 and st.value == 0 and cnt.value > 0
+        if self.was_fresh and not self.fresh:
+            self.counts["went_stale"] += 1
+            self.logger.warning(
+                "recache eviction order went stale (older than %d ms, missing or damaged: is "
+                "recache running?); the engine's own eviction order decides until it is fresh "
+                "again (went_stale=%d)", max_age_ms(), self.counts["went_stale"])
+        elif self.fresh and not self.was_fresh and self.counts["went_stale"]:
+            self.logger.info("recache eviction order fresh again; steering resumes")
+        self.was_fresh = self.fresh
         return self.fresh
 
     def ranks(self, hashes):

@@ -113,6 +113,8 @@ def main():
     for kind in ("unified", "legacy"):
         check(kind, order)
     assert steer.stats()["steered"] > 0 and steer.stats()["errors"] == 0, steer.stats()
+    # Each kind's last step let a fresh order go stale: counted (and logged) each time.
+    assert steer.stats()["went_stale"] == 2, steer.stats()
     print("eviction steering against SGLang radix caches: ok", steer.stats())
 
 

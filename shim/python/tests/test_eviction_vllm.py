@@ -65,10 +65,13 @@ def main():
     pool.get_new_blocks(2)  # 1001 (listed), then vLLM's LRU head 1000
     assert evicted(pool) == [0, 1, 3], evicted(pool)
 
-    write_order(order, [1004], age_ms=60_000)  # stale: native again
+    assert eviction.stats()["went_stale"] == 0, eviction.stats()
+    write_order(order, [1004], age_ms=60_000)  # stale: native again, counted (and logged) once
     pool = pool_with_five_cached()
     pool.get_new_blocks(1)
     assert evicted(pool) == [0], evicted(pool)
+    pool.get_new_blocks(1)
+    assert eviction.stats()["went_stale"] == 1, eviction.stats()
     print("eviction steering against vLLM BlockPool: ok", eviction.stats())
 
 

@@ -222,6 +222,14 @@ async fn vllm_mirror_policy_swap_and_fallback() {
             assert_eq!(cached, 320, "turn {i}: prefix not served from cache");
         }
     }
+    // The shim said so: the first eviction after the order went stale logs it (and counts it
+    // in its went_stale counter).
+    let log = tb.log_tail(3000);
+    assert!(
+        log.contains("recache eviction order went stale"),
+        "the engine's log does not say steering fell back:\n{}",
+        tb.log_tail(40)
+    );
     tb.down();
     let _ = std::fs::remove_file(&order);
 }

@@ -64,7 +64,7 @@ struct Tally {
 const KINDS: [&str; 4] = ["completion", "stream", "rank", "models"];
 
 pub async fn run(args: SoakArgs) -> Result<(), BenchError> {
-    if !(args.minutes > 0.0) || args.concurrency == 0 {
+    if args.minutes.is_nan() || args.minutes <= 0.0 || args.concurrency == 0 {
         return Err(BenchError::Setup(
             "--minutes must be above 0 and --concurrency at least 1".into(),
         ));

@@ -14,6 +14,7 @@
 //!   composed with predicted completion times ([`crate::slo::dispatch`]),
 //! - timeouts, health probing ([`health`]) and one typed error ([`error::ClientError`]).
 
+mod deadline;
 pub mod error;
 pub mod health;
 pub mod mirror;
@@ -211,19 +212,7 @@ impl EngineClient {
             // A deadline call waits for its place here, before anything is counted against
             // the replica, or is refused.
             let permit = match deadline {
-                Some(d) => {
-                    let demand = uncached(replica, out.demand, &out.hint);
-                    let in_flight = replica.in_flight();
-                    match replica.slo.admit(d, demand, in_flight).await {
-                        Ok(p) => Some(p),
-                        Err(refusal) => {
-                            return Err(ClientError::DeadlineUnreachable {
-                                upstream: replica.label.clone(),
-                                refusal,
-                            });
-                        }
-                    }
-                }
+                Some(d) => Some(deadline::admit(replica, d, out.demand, &out.hint).await?),
                 None => None,
             };
             replica.count_routed();
@@ -285,37 +274,6 @@ impl EngineClient {
         Err(last_error)
     }
 
-    /// Load-aware dispatch: the rule's `pick`, or a replica whose predicted completion for
-    /// this call is clearly shorter ([`slo::dispatch`]).
-    fn dispatch(
-        &self,
-        pick: usize,
-        tried: &[usize],
-        demand: Demand,
-        hint: &RouteHint<'_>,
-    ) -> usize {
-        if self.replicas.len() < 2 {
-            return pick;
-        }
-        let predicted: Vec<(usize, Option<f64>)> = self
-            .replicas
-            .iter()
-            .enumerate()
-            .filter(|(i, r)| !tried.contains(i) && r.is_healthy())
-            .map(|(i, r)| {
-                let d = uncached(r, demand, hint);
-                (i, r.slo.predict_completion_ms(d, r.in_flight()))
-            })
-            .collect();
-        let chosen = slo::dispatch::choose(pick, &predicted, self.settings.slo.dispatch_threshold);
-        if chosen != pick
-            && let Some(c) = &self.slo_switches
-        {
-            c.inc();
-        }
-        chosen
-    }
-
     /// Sends a JSON body (or none) to `path` and reads the whole answer as JSON.
     pub async fn json(
         &self,
@@ -367,7 +325,7 @@ impl EngineClient {
                 headers,
                 body,
                 hint: RouteHint { path, keys: &keys },
-                demand: json_demand(self.settings.engine, path, body_value),
+                demand: deadline::json_demand(self.settings.engine, path, body_value),
             })
             .await?;
         let Answer {
@@ -424,30 +382,6 @@ impl EngineClient {
             Some(ok)
         };
         matches!(tokio::time::timeout(limit, probe).await, Ok(Some(true)))
-    }
-}
-
-/// `demand` on `replica`: the prompt tokens its exact routing mirror holds are not computed.
-fn uncached(replica: &Replica, demand: Demand, hint: &RouteHint<'_>) -> Demand {
-    // Text prompts are keyed by bytes: a mirror of token blocks cannot say what they hold.
-    if hint.keys.keys.is_empty() || !hint.keys.token_ids {
-        return demand;
-    }
-    let held = replica.mirror.exact().map_or(0, |v| {
-        mirror::held_prefix(&v, &hint.keys.keys) * route::keys::TOKENS_PER_KEY
-    });
-    Demand {
-        uncached_tokens: demand.uncached_tokens.saturating_sub(held as u32),
-        ..demand
-    }
-}
-
-/// What a JSON call asks of the engine: its token prompt's length (or the text's bytes / 4)
-/// and `max_tokens` (16, vLLM's default, when absent).
-fn json_demand(engine: recache_adapters::Engine, path: &str, body: Option<&Value>) -> Demand {
-    match body.and_then(Value::as_object) {
-        Some(obj) => crate::slo::demand_of(engine.token_prompt_field(path), obj),
-        None => Demand::default(),
     }
 }
 

@@ -45,6 +45,7 @@ pub mod metrics;
 pub mod policy_slot;
 pub mod proxy;
 pub mod rank;
+pub mod retrieve;
 pub mod server;
 pub mod service;
 pub mod shutdown;

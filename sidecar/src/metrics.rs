@@ -44,6 +44,7 @@ const KNOWN_ROUTES: &[&str] = &[
     "/v1/chat/completions",
     "/v1/models",
     "/v1/rank",
+    "/v1/retrieve",
     "/tokenize",
     "/detokenize",
     "/health",

@@ -22,6 +22,7 @@ use crate::metrics::{Metrics, RequestRecord, route_label};
 use crate::policy_slot::PolicySlot;
 use crate::proxy::Proxy;
 use crate::rank::{RankState, Ranker};
+use crate::retrieve::Retriever;
 use crate::slo;
 
 /// The server's parts, built once from the configuration. Each handler gets the part it
@@ -31,6 +32,8 @@ pub struct AppState {
     pub client: Arc<EngineClient>,
     pub metrics: Arc<Metrics>,
     pub ranker: Arc<Ranker>,
+    /// `/v1/retrieve`, when `--retrieve-index` is set.
+    pub retriever: Option<Arc<Retriever>>,
     pub policy: Arc<PolicySlot>,
     pub proxy: Proxy,
     /// The engine loop, when `--kv-events` is set.
@@ -112,9 +115,20 @@ impl AppState {
             engine: config.engine,
             max_body_bytes: config.max_body_bytes,
         });
+        let retriever = match config.retrieve.clone() {
+            Some(r) => Some(Arc::new(Retriever::new(
+                r,
+                client.clone(),
+                config.engine,
+                config.max_body_bytes,
+                &metrics,
+            )?)),
+            None => None,
+        };
         let proxy = Proxy {
             client: client.clone(),
             ranker: ranker.clone(),
+            retriever: retriever.clone(),
             kvloop: kvloop.clone(),
             max_body_bytes: config.max_body_bytes,
             engine: config.engine,
@@ -124,6 +138,7 @@ impl AppState {
             client,
             metrics,
             ranker,
+            retriever,
             policy,
             proxy,
             kvloop,
@@ -177,6 +192,15 @@ pub async fn handle(
         (&Method::POST, "/v1/rank") => {
             slo::scope(deadline, crate::rank::handler::handle(&state.ranker, req)).await
         }
+        (&Method::POST, "/v1/retrieve") => match &state.retriever {
+            Some(r) => slo::scope(deadline, crate::retrieve::handler::handle(r, req)).await,
+            None => ApiError::NotFound(
+                "/v1/retrieve needs a retrieval index: start recache serve with \
+                 --retrieve-index (made by recache items index)"
+                    .into(),
+            )
+            .into_response(),
+        },
         (_, crate::admin::EVICTION_POLICY | crate::admin::ROUTING) => {
             if state.config.admin_listen.is_some() {
                 ApiError::Forbidden(

@@ -6,6 +6,7 @@ pub mod gr;
 pub mod loadgen;
 pub mod overhead;
 pub mod replay;
+pub mod retrieve;
 pub mod route;
 pub mod slo;
 pub mod soak;
@@ -31,6 +32,10 @@ pub enum BenchCmd {
     /// Eviction on a real engine: a Mooncake trace replayed through recache per policy
     /// (native vLLM LRU, or a policy steered via the shim); engine vs simulated hit rate.
     Replay(Box<replay::ReplayArgs>),
+    /// Generative retrieval on a real engine: `/v1/retrieve` per beam width (latency, engine
+    /// tokens computed vs one greedy decode, cached share) and an unconstrained beam search's
+    /// invalid-item rate on the same prompts.
+    Retrieve(Box<retrieve::RetrieveBenchArgs>),
     /// Routing strategies side by side on real replicas: engine hit rate, rps, latency,
     /// per-replica share and decision time per strategy.
     Route(Box<route::RouteArgs>),
@@ -81,6 +86,7 @@ impl BenchCmd {
             BenchCmd::Gr(args) => gr::run(*args).await,
             BenchCmd::Replay(args) => replay::run(*args).await,
             BenchCmd::Route(args) => route::run(*args).await,
+            BenchCmd::Retrieve(args) => retrieve::run(*args).await,
             BenchCmd::Soak(args) => soak::run(args).await,
             BenchCmd::Slo(args) => slo::run(*args).await,
             BenchCmd::Synth(args) => tokio::task::block_in_place(|| synth::run(args)),

@@ -11,6 +11,7 @@ use super::{ConfigError, ServeArgs};
 use crate::kvloop::config::KvLoopArgs;
 use crate::limits::LimitArgs;
 use crate::rank::config::{Admission, ItemReuse, RankArgs, SelectorKind};
+use crate::retrieve::config::RetrieveArgs;
 use crate::slo::args::{SloArgs, Switch};
 
 /// The same settings as read from a TOML file: one flat key per flag (but `--config`).
@@ -52,6 +53,10 @@ pub(super) struct FileConfig {
     rank_item_pool_fills: Option<usize>,
     rank_item_pool_refresh: Option<f64>,
     rank_item_catalog: Option<PathBuf>,
+    retrieve_index: Option<PathBuf>,
+    retrieve_max_beam_width: Option<usize>,
+    retrieve_align: Option<usize>,
+    retrieve_pad_token: Option<u32>,
     kv_events: Option<OneOrMany>,
     kv_replay: Option<String>,
     publish: Option<String>,
@@ -124,6 +129,15 @@ impl ServeArgs {
                 rank_item_pool_fills: rank.rank_item_pool_fills.or(file.rank_item_pool_fills),
                 rank_item_pool_refresh: rank.rank_item_pool_refresh.or(file.rank_item_pool_refresh),
                 rank_item_catalog: rank.rank_item_catalog.clone().or(file.rank_item_catalog),
+            },
+            retrieve: RetrieveArgs {
+                retrieve_index: self.retrieve.retrieve_index.clone().or(file.retrieve_index),
+                retrieve_max_beam_width: self
+                    .retrieve
+                    .retrieve_max_beam_width
+                    .or(file.retrieve_max_beam_width),
+                retrieve_align: self.retrieve.retrieve_align.or(file.retrieve_align),
+                retrieve_pad_token: self.retrieve.retrieve_pad_token.or(file.retrieve_pad_token),
             },
             kvloop: KvLoopArgs {
                 kv_events: if kv.kv_events.is_empty() {

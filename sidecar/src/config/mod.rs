@@ -22,6 +22,7 @@ use crate::client::route::Routing;
 use crate::kvloop::config::{InvalidKvLoop, KvLoopArgs};
 use crate::limits::{InvalidLimit, LimitArgs, Limits};
 use crate::rank::config::{InvalidRank, RankArgs};
+use crate::retrieve::config::{InvalidRetrieve, RetrieveArgs, RetrieveConfig};
 use crate::slo::SloSettings;
 use crate::slo::args::{InvalidSlo, SloArgs};
 
@@ -77,6 +78,8 @@ pub struct ServeArgs {
     pub limits: LimitArgs,
     #[command(flatten)]
     pub slo: SloArgs,
+    #[command(flatten)]
+    pub retrieve: RetrieveArgs,
     /// Bearer token for the admin API (/admin/...); without one the admin API is off
     #[arg(long, env = "RECACHE_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
@@ -123,6 +126,8 @@ pub struct Config {
     pub limits: Limits,
     /// Deadline serving.
     pub slo: SloSettings,
+    /// `/v1/retrieve`; None without `--retrieve-index`.
+    pub retrieve: Option<RetrieveConfig>,
     pub eviction_policy: PolicyConfig,
     pub routing: Routing,
     /// One KV-event endpoint per upstream (same order) for the routing mirrors; empty with
@@ -179,6 +184,15 @@ impl From<InvalidRank> for ConfigError {
 
 impl From<InvalidSlo> for ConfigError {
     fn from(e: InvalidSlo) -> Self {
+        ConfigError::Invalid {
+            setting: e.setting,
+            why: e.why,
+        }
+    }
+}
+
+impl From<InvalidRetrieve> for ConfigError {
+    fn from(e: InvalidRetrieve) -> Self {
         ConfigError::Invalid {
             setting: e.setting,
             why: e.why,
@@ -303,7 +317,9 @@ impl ServeArgs {
         if worker_threads == 0 {
             return Err(invalid("--worker-threads", "must be at least 1"));
         }
+        let retrieve = self.retrieve.try_resolve()?;
         Ok(Config {
+            retrieve,
             worker_threads,
             rank: self.rank.try_resolve_for(steered)?,
             kvloop,

@@ -28,6 +28,8 @@ pub struct Proxy {
     pub client: Arc<EngineClient>,
     /// The `recache_rank` completions extension.
     pub ranker: Arc<Ranker>,
+    /// The `recache_retrieve` completions extension, when `--retrieve-index` is set.
+    pub retriever: Option<Arc<crate::retrieve::Retriever>>,
     /// The engine loop (observation, `--sglang-priority`), when `--kv-events` is set.
     pub kvloop: Option<Arc<KvLoopHandle>>,
     pub max_body_bytes: usize,
@@ -48,6 +50,12 @@ impl Proxy {
             Err(e) => Err(e.into()),
         };
         let prepared = match prepared {
+            // A step answered the request itself (the retrieval extension).
+            Ok(p) if p.answered.is_some() => {
+                let value = p.answered.unwrap_or_default();
+                record.set_status(200);
+                return crate::error::json_response(http::StatusCode::OK, &value);
+            }
             Ok(p) => p,
             Err(e) => {
                 let resp = e.into_response();

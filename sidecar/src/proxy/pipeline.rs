@@ -3,6 +3,8 @@
 //! A body on a route no step inspects is forwarded as read, unparsed. Otherwise it is parsed
 //! once into a JSON object and these steps run over it, in order:
 //!
+//! 0. **retrieve extension** — a completions body with `recache_retrieve` is answered by
+//!    recache's beam search (`crate::retrieve::handler::completion`); nothing is forwarded;
 //! 1. **rank extension** — a completions body with `recache_rank` is rewritten into a GR
 //!    prompt (`crate::rank::extension`); its headers go on the response;
 //! 2. **validation** — OpenAI-route checks with 400s naming the field (`recache_adapters::openai`);
@@ -42,6 +44,8 @@ pub struct Prepared {
     pub response_headers: HeaderMap,
     /// What the call asks of the engine, for the deadline gate (only with a deadline).
     pub demand: Demand,
+    /// The answer, when a step answered the request itself (nothing is sent).
+    pub answered: Option<Value>,
 }
 
 /// Runs the steps that apply to `path` over `bytes`.
@@ -52,6 +56,7 @@ pub async fn run(proxy: &Proxy, path: &str, bytes: Bytes) -> Result<Prepared, Ra
         route_keys: RouteKeys::default(),
         response_headers: HeaderMap::new(),
         demand: Demand::default(),
+        answered: None,
     };
     let validated = openai::is_parsed_route(path);
     let prompt_field = proxy.engine.token_prompt_field(path);
@@ -67,6 +72,11 @@ pub async fn run(proxy: &Proxy, path: &str, bytes: Bytes) -> Result<Prepared, Ra
         _ if validated => return Err(invalid(path, &out.body)),
         _ => return Ok(out),
     };
+    if path == openai::COMPLETIONS && obj.contains_key(crate::retrieve::handler::KEY) {
+        let answer = crate::retrieve::handler::completion(proxy.retriever.as_ref(), obj).await?;
+        out.answered = Some(answer);
+        return Ok(out);
+    }
     let mut changed = false;
     let ranked = path == openai::COMPLETIONS && obj.contains_key(extension::KEY);
     if ranked {

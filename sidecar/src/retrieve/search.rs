@@ -1,0 +1,278 @@
+//! Constrained beam search over the index's trie, with early stopping.
+//!
+//! Each step asks the scorer, once per live beam, for the log-probability of every token the
+//! trie allows after that beam (subtrees whose items are all excluded are not offered), then
+//! keeps the best `beam_width` of (beam × allowed token) through recache's beam top-k — the
+//! CPU reference of the GPU kernel (`recache_kernels::beam`), fed one step at a time over the
+//! step's own small vocabulary. A beam that reaches a leaf is a finished item. Scores are sums
+//! of log-probabilities, so a beam can only fall: once `top_k` items are finished, a beam
+//! scoring no better than the k-th of them is dropped before it costs an engine call, and the
+//! search stops when none is left (the early stop).
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use recache_kernels::beam::{BeamStep, beam_topk_reference};
+use recache_kernels::trie::Trie;
+
+use super::index::RetrieveIndex;
+
+/// What one scoring call answered: a log-probability per offered token (same order), and its
+/// prompt and cached prompt tokens.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepScores {
+    pub logprobs: Vec<f64>,
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+}
+
+/// Scores the tokens that may follow a beam's code tokens (the scorer adds the prompt).
+pub trait Scorer {
+    type Error;
+    fn score(
+        &self,
+        beam: &[u32],
+        next: &[u32],
+    ) -> impl Future<Output = Result<StepScores, Self::Error>> + Send;
+}
+
+/// One search.
+#[derive(Debug, Clone)]
+pub struct SearchSpec {
+    pub beam_width: usize,
+    pub top_k: usize,
+    /// Index positions of items never to return.
+    pub exclude: Vec<usize>,
+}
+
+/// A finished item: its index position and score (sum of log-probabilities of its code).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Found {
+    pub item: usize,
+    pub score: f32,
+}
+
+/// What the search did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SearchStats {
+    pub steps: usize,
+    pub engine_calls: u64,
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    /// Beams dropped because they could no longer beat the k-th finished item.
+    pub pruned_beams: u64,
+    /// The search ended before the deepest level because no live beam could win.
+    pub stopped_early: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Beam {
+    tokens: Vec<u32>,
+    node: i32,
+    score: f32,
+}
+
+/// Runs the search; the best `top_k` items first (fewer if fewer exist).
+pub async fn search<S: Scorer>(
+    index: &RetrieveIndex,
+    spec: &SearchSpec,
+    scorer: &S,
+) -> Result<(Vec<Found>, SearchStats), S::Error> {
+    let excluded = excluded_counts(index, &spec.exclude);
+    let allowed = |node: i32| -> Vec<(u32, i32)> {
+        let (toks, kids) = index.trie.children(node);
+        toks.iter()
+            .zip(kids)
+            .filter(|(_, k)| {
+                let total = index.subtree_items[**k as usize];
+                total > excluded.get(k).copied().unwrap_or(0)
+            })
+            .map(|(t, k)| (*t as u32, *k))
+            .collect()
+    };
+    let mut stats = SearchStats::default();
+    let mut found: Vec<Found> = Vec::new();
+    let mut live = vec![Beam {
+        tokens: Vec::new(),
+        node: 0,
+        score: 0.0,
+    }];
+    while !live.is_empty() {
+        if found.len() >= spec.top_k {
+            let kth = found[spec.top_k - 1].score;
+            let before = live.len();
+            live.retain(|b| b.score > kth);
+            stats.pruned_beams += (before - live.len()) as u64;
+            if live.is_empty() {
+                stats.stopped_early = true;
+                break;
+            }
+        }
+        stats.steps += 1;
+        let offers: Vec<Vec<(u32, i32)>> = live.iter().map(|b| allowed(b.node)).collect();
+        let calls = live.iter().zip(&offers).map(|(b, offer)| {
+            let next: Vec<u32> = offer.iter().map(|(t, _)| *t).collect();
+            async move {
+                if next.is_empty() {
+                    return Ok(None);
+                }
+                scorer.score(&b.tokens, &next).await.map(Some)
+            }
+        });
+        let answers = join_all(calls).await;
+        let mut rows = Vec::with_capacity(live.len());
+        for a in answers {
+            let a = a?;
+            if let Some(s) = &a {
+                stats.engine_calls += 1;
+                stats.prompt_tokens += s.prompt_tokens;
+                stats.cached_tokens += s.cached_tokens;
+            }
+            rows.push(a.map(|s| s.logprobs).unwrap_or_default());
+        }
+        let chosen = select(&live, &offers, &rows, spec.beam_width);
+        let mut next_live = Vec::with_capacity(chosen.len());
+        for (b, (token, node), score) in chosen {
+            let mut tokens = live[b].tokens.clone();
+            tokens.push(token);
+            match index.leaf_item.get(&node) {
+                Some(&item) => insert_found(&mut found, Found { item, score }),
+                None => next_live.push(Beam {
+                    tokens,
+                    node,
+                    score,
+                }),
+            }
+        }
+        live = next_live;
+    }
+    found.truncate(spec.top_k);
+    Ok((found, stats))
+}
+
+/// Keeps finished items best first; ties by index position, so results are deterministic.
+fn insert_found(found: &mut Vec<Found>, f: Found) {
+    let at =
+        found.partition_point(|g| g.score > f.score || (g.score == f.score && g.item < f.item));
+    found.insert(at, f);
+}
+
+/// How many excluded items lie under each node.
+fn excluded_counts(index: &RetrieveIndex, exclude: &[usize]) -> HashMap<i32, u32> {
+    let mut counts = HashMap::new();
+    let mut seen = std::collections::HashSet::new();
+    for &item in exclude {
+        if !seen.insert(item) {
+            continue;
+        }
+        let Some(mut node) = super::index::walk(&index.trie, &index.file.items[item].code) else {
+            continue;
+        };
+        while node >= 0 {
+            *counts.entry(node).or_insert(0) += 1;
+            node = index.parent[node as usize];
+        }
+    }
+    counts
+}
+
+/// One step's top-`width` of (beam × offered token) through the kernel's CPU reference: the
+/// step's offered tokens become a small vocabulary, each live beam a row of it (padded to
+/// `width` rows with inactive beams), and a step-local trie whose node `b` offers beam `b`'s
+/// tokens. Returns (beam, (token, trie node), score), best first.
+fn select(
+    live: &[Beam],
+    offers: &[Vec<(u32, i32)>],
+    rows: &[Vec<f64>],
+    width: usize,
+) -> Vec<(usize, (u32, i32), f32)> {
+    let mut vocab: Vec<u32> = offers.iter().flatten().map(|(t, _)| *t).collect();
+    vocab.sort_unstable();
+    vocab.dedup();
+    if vocab.is_empty() {
+        return Vec::new();
+    }
+    let col = |t: u32| vocab.binary_search(&t).unwrap_or(0);
+    let rows_n = width.max(live.len());
+    let v = vocab.len();
+    let mut log_probs = vec![f32::NEG_INFINITY; rows_n * v];
+    let mut beam_scores = vec![f32::NEG_INFINITY; rows_n];
+    let mut beam_node = vec![-1i32; rows_n];
+    // Step-local trie: nodes 0..rows_n are the beams, then one leaf per offered edge.
+    let mut local = Trie {
+        row_ptr: vec![0],
+        ..Default::default()
+    };
+    let mut edges: Vec<(usize, u32, i32)> = Vec::new();
+    for r in 0..rows_n {
+        if let (Some(beam), Some(offer)) = (live.get(r), offers.get(r)) {
+            beam_scores[r] = beam.score;
+            beam_node[r] = r as i32;
+            let mut sorted: Vec<(usize, u32, i32, f64)> = offer
+                .iter()
+                .zip(rows[r].iter().chain(std::iter::repeat(&f64::NEG_INFINITY)))
+                .map(|((t, n), lp)| (col(*t), *t, *n, *lp))
+                .collect();
+            sorted.sort_unstable_by_key(|e| e.0);
+            for (c, t, n, lp) in sorted {
+                log_probs[r * v + c] = lp as f32;
+                local.child_token.push(c as i32);
+                local.child_node.push((rows_n + edges.len()) as i32);
+                edges.push((r, t, n));
+            }
+        }
+        local.row_ptr.push(local.child_token.len() as i32);
+    }
+    for _ in 0..edges.len() {
+        local.row_ptr.push(local.child_token.len() as i32);
+    }
+    let step = BeamStep {
+        log_probs: &log_probs,
+        row_stride: v,
+        vocab: v,
+        beam_scores: &beam_scores,
+        beam_node: &beam_node,
+        trie: &local,
+        per_beam_k: rows_n.min(recache_kernels::beam::MAX_PER_BEAM_K),
+    };
+    let Ok(result) = beam_topk_reference(&step) else {
+        return Vec::new();
+    };
+    result
+        .choices
+        .into_iter()
+        .filter(|c| c.node >= 0 && c.score > f32::NEG_INFINITY)
+        .filter_map(|c| {
+            let (beam, token, node) = *edges.get(c.node as usize - rows_n)?;
+            Some((beam, (token, node), c.score))
+        })
+        .collect()
+}
+
+/// Awaits every future together and returns their outputs in input order (the calls run
+/// concurrently on the engine, which batches them).
+pub(crate) async fn join_all<F: Future>(futs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut pending: Vec<_> = futs.into_iter().map(|f| Some(Box::pin(f))).collect();
+    let mut out: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut done = true;
+        for (slot, result) in pending.iter_mut().zip(out.iter_mut()) {
+            if let Some(f) = slot {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => {
+                        *result = Some(v);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => done = false,
+                }
+            }
+        }
+        if done {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}

@@ -28,6 +28,9 @@ enum Command {
     /// Benchmarks that print JSON.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Catalog tools: `recache items index` builds the retrieval index.
+    #[command(subcommand)]
+    Items(recache::retrieve::cli::ItemsCmd),
 }
 
 #[derive(Args, Debug)]
@@ -73,6 +76,7 @@ fn main() -> anyhow::Result<()> {
             let runtime = tokio::runtime::Runtime::new().context("starting the tokio runtime")?;
             Ok(runtime.block_on(cmd.run())?)
         }
+        Command::Items(cmd) => Ok(cmd.run()?),
         Command::Sim(args) => Ok(recache_eviction::sim::run(&args)?),
     }
 }

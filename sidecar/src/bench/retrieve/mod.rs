@@ -83,6 +83,12 @@ pub async fn run(args: RetrieveBenchArgs) -> Result<(), BenchError> {
     let client = http::client();
     let upstream = args.upstream.trim_end_matches('/').to_string();
     let engine = engine_ops::resolve(&client, &upstream, args.engine).await;
+    if engine != recache_adapters::Engine::Vllm {
+        return Err(BenchError::Setup(format!(
+            "bench retrieve measures on vLLM (its baselines read vLLM's token-id logprobs and \
+             cached-token usage); {engine} serves /v1/retrieve too, tested in tests/tests/retrieve.rs"
+        )));
+    }
     let model = first_model(&client, &upstream).await?;
     let (index_path, _keep) = args::index_path(&args)?;
     let index = RetrieveIndex::load(&index_path).map_err(|e| BenchError::Setup(e.to_string()))?;

@@ -5,6 +5,7 @@ pub mod engine_ops;
 pub mod gr;
 pub mod loadgen;
 pub mod overhead;
+pub mod progress;
 pub mod replay;
 pub mod retrieve;
 pub mod route;

@@ -227,6 +227,8 @@ async fn one(
     let before = metrics(&client).await?;
     let url = format!("{}/v1/completions", local.base);
     let mut lat = Vec::with_capacity(reqs.len());
+    let progress =
+        crate::bench::progress::Progress::new(reqs.len() as u64, format!("replay {name}"));
     let t0 = Instant::now();
     for (i, r) in reqs.iter().enumerate() {
         let body = json!({"model": model, "prompt": tokens(r, i as u64), "max_tokens": 1, "temperature": 0});
@@ -238,10 +240,9 @@ async fn one(
             )));
         }
         lat.push(t.elapsed().as_secs_f64() * 1000.0);
-        if (i + 1) % 250 == 0 {
-            eprintln!("[replay] {name}: {}/{}", i + 1, reqs.len());
-        }
+        progress.inc(1);
     }
+    progress.finish();
     let wall = t0.elapsed().as_secs_f64();
     // The engine updates its counters as outputs are processed; give the last ones a moment.
     tokio::time::sleep(Duration::from_millis(500)).await;

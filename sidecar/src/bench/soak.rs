@@ -119,6 +119,7 @@ pub async fn run(args: SoakArgs) -> Result<(), BenchError> {
     let (rss_start, fds_start) = (rss_kb(pid), fds(pid));
     let mut swaps = 0u64;
     let mut last_progress = Instant::now();
+    let progress = crate::bench::progress::Progress::new(total.as_secs().max(1), "soak (seconds)");
     let mut i = 0usize;
     while Instant::now() < stop {
         tokio::time::sleep(
@@ -135,18 +136,20 @@ pub async fn run(args: SoakArgs) -> Result<(), BenchError> {
             true => swaps += 1,
             false => *tally.lock().await.errors.entry("swap").or_insert(0) += 1,
         }
+        progress.set(started.elapsed().as_secs());
         if last_progress.elapsed() >= Duration::from_secs(10) {
             last_progress = Instant::now();
             let t = tally.lock().await;
-            eprintln!(
+            progress.line(&format!(
                 "soak: {:>5.0}s / {:.0}s, {} requests, {} errors, {swaps} swaps",
                 started.elapsed().as_secs_f64(),
                 total.as_secs_f64(),
                 t.latencies.len() as u64 + t.errors.values().sum::<u64>(),
                 t.errors.values().sum::<u64>()
-            );
+            ));
         }
     }
+    progress.finish();
     for t in tasks {
         let _ = t.await;
     }

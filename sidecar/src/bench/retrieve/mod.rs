@@ -275,7 +275,11 @@ async fn ours(
     let (mut lat, mut computed, mut prompt, mut cached, mut calls, mut early) =
         (Vec::new(), 0.0, 0.0, 0.0, 0.0, 0usize);
     let (mut invalid, mut dups) = (0, 0);
-    for (n, u) in users.iter().enumerate() {
+    let progress = crate::bench::progress::Progress::new(
+        users.len() as u64,
+        format!("retrieve width {width}"),
+    );
+    for u in users {
         let body = json!({"model": model, "user": {"id": u.id, "text": u.text},
                           "beam_width": width, "top_k": k});
         let started = Instant::now();
@@ -305,14 +309,9 @@ async fn ours(
         d.sort_unstable();
         d.dedup();
         dups += ids.len() - d.len();
-        if (n + 1) % 8 == 0 {
-            eprintln!(
-                "bench retrieve: width {width}: {}/{} users",
-                n + 1,
-                users.len()
-            );
-        }
+        progress.inc(1);
     }
+    progress.finish();
     lat.sort_by(f64::total_cmp);
     let n = users.len().max(1) as f64;
     Ok(WidthRow {

@@ -31,7 +31,11 @@ pub async fn run(
     let fanout = width.min(MAX_FANOUT);
     let url = format!("{upstream}/v1/completions");
     let (mut invalid, mut returned, mut computed) = (0usize, 0usize, 0.0);
-    for (n, prompt) in prompts.iter().enumerate() {
+    let progress = crate::bench::progress::Progress::new(
+        prompts.len() as u64,
+        format!("unconstrained width {width}"),
+    );
+    for prompt in prompts {
         let mut beams: Vec<(Vec<u32>, f64)> = vec![(Vec::new(), 0.0)];
         for _ in 0..index.depth {
             let calls = beams.iter().map(|(code, _)| {
@@ -69,14 +73,9 @@ pub async fn run(
             returned += 1;
             invalid += !is_item(index, code) as usize;
         }
-        if (n + 1) % 8 == 0 {
-            eprintln!(
-                "bench retrieve: unconstrained width {width}: {}/{} users",
-                n + 1,
-                prompts.len()
-            );
-        }
+        progress.inc(1);
     }
+    progress.finish();
     Ok(Outcome {
         invalid_rate: invalid as f64 / returned.max(1) as f64,
         computed_tokens: computed / prompts.len().max(1) as f64,

@@ -225,7 +225,12 @@ async fn one(
     let mut workers = tokio::task::JoinSet::new();
     let shared: Arc<[Vec<u32>]> = prompts.to_vec().into();
     let errors = Arc::new(AtomicUsize::new(0));
+    let progress = crate::bench::progress::Progress::new(
+        prompts.len() as u64,
+        format!("route {}", routing.name()),
+    );
     for _ in 0..args.concurrency.max(1) {
+        let progress = progress.clone();
         let (client, url, next, model) =
             (client.clone(), url.clone(), next.clone(), model.to_string());
         let prompts = shared.clone();
@@ -243,12 +248,11 @@ async fn one(
                     // minutes of measurement (the row says how many failed).
                     eprintln!("[route] request {i} answered {status}: {v}");
                     errors.fetch_add(1, Ordering::Relaxed);
+                    progress.inc(1);
                     continue;
                 }
                 lat.push(t.elapsed().as_secs_f64() * 1000.0);
-                if (i + 1) % 250 == 0 {
-                    eprintln!("[route] {}: {}/{}", routing.name(), i + 1, prompts.len());
-                }
+                progress.inc(1);
             }
             Ok::<_, BenchError>(lat)
         });
@@ -257,6 +261,7 @@ async fn one(
     while let Some(done) = workers.join_next().await {
         lat.extend(done.map_err(|e| BenchError::Setup(format!("worker: {e}")))??);
     }
+    progress.finish();
     let wall = t0.elapsed().as_secs_f64();
     let failed = errors.load(Ordering::Relaxed);
     if failed * 10 > prompts.len() {

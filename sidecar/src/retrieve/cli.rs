@@ -23,11 +23,12 @@ pub struct IndexArgs {
     /// Where to write the index (JSON)
     #[arg(long)]
     pub out: PathBuf,
-    /// Code tokens per item before disambiguation
-    #[arg(long, default_value_t = 3)]
-    pub levels: usize,
+    /// Code tokens per item before disambiguation [default: the fewest whose codes outnumber
+    /// the items: codebook^levels >= items]
+    #[arg(long)]
+    pub levels: Option<usize>,
     /// Codes per level (at most 128: one engine request scores at most 128 given tokens)
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 128)]
     pub codebook: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -63,13 +64,13 @@ impl ItemsCmd {
 
 fn index(a: IndexArgs) -> Result<(), ItemsError> {
     let args = SemanticArgs {
-        levels: a.levels,
+        levels: a.levels.unwrap_or(0),
         codebook: a.codebook,
         seed: a.seed,
         token_base: a.token_base,
         dims: a.dims,
     };
-    let bar = indicatif::ProgressBar::new((args.levels * super::semantic::ITERATIONS) as u64);
+    let bar = indicatif::ProgressBar::new(super::semantic::ITERATIONS as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("k-means {bar:40} {pos}/{len} passes {elapsed}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),

@@ -108,7 +108,7 @@ fn errors_name_the_file_or_flag() {
     for (args, flag) in [
         (
             SemanticArgs {
-                levels: 0,
+                levels: 9,
                 ..small()
             },
             "--levels",
@@ -132,4 +132,22 @@ fn errors_name_the_file_or_flag() {
         let e = build_index(f.path(), &args, &mut |_, _| {}).unwrap_err();
         assert!(e.to_string().starts_with(flag), "{e}");
     }
+}
+
+#[test]
+fn auto_levels_are_the_fewest_whose_codes_outnumber_the_items() {
+    assert_eq!(auto_levels(100, 128), 1);
+    assert_eq!(auto_levels(3686, 128), 2);
+    assert_eq!(auto_levels(3686, 64), 2);
+    assert_eq!(auto_levels(20_000, 128), 3);
+    assert_eq!(auto_levels(40, 4), 3);
+    let f = catalog(40);
+    let (a, _) = build(
+        &f,
+        &SemanticArgs {
+            levels: 0,
+            ..small()
+        },
+    );
+    assert_eq!(a.levels, 3, "auto: 4^3 = 64 codes >= 40 items");
 }

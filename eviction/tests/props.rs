@@ -33,10 +33,10 @@ proptest! {
     ) {
         let trace: Vec<Vec<u64>> = items.iter().map(|&i| vec![i]).collect();
         let opt = replay(&trace, &PolicyConfig::Opt {}, capacity, 0.0).expect("opt");
-        let laru = PolicyConfig::Laru { lambda_min_misses: None };
+        let laru = PolicyConfig::Laru { lambda_min_misses: None, guard: true };
         let l = replay(&trace, &laru, capacity, 0.0).expect("laru");
         prop_assert_eq!(opt.total_hits(), l.total_hits());
-        let strict = PolicyConfig::Laru { lambda_min_misses: Some(1) };
+        let strict = PolicyConfig::Laru { lambda_min_misses: Some(1), guard: true };
         let s = replay(&trace, &strict, capacity, 0.0).expect("laru strict");
         prop_assert_eq!(opt.total_hits(), s.total_hits());
     }

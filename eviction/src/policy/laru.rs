@@ -13,6 +13,7 @@
 //! prefix tree has far fewer leaves than blocks), else O(l) to scan the l
 //! oldest leaves.
 
+use super::guard::Guard;
 use super::scored::Scored;
 use super::{AccessEvent, EvictCtx, EvictionPolicy, PolicyStats};
 use crate::BlockId;
@@ -34,7 +35,12 @@ pub struct Laru {
     phases: u64,
     prediction_induced_misses: u64,
     lru_fallbacks: u64,
+    /// The shadow-LRU guard ([`super::guard`]); None: LCR Algorithm 1 alone.
+    guard: Option<Guard>,
 }
+
+/// Accesses per guard window.
+pub const GUARD_WINDOW: u64 = 2048;
 
 impl Laru {
     /// `k` is the capacity; `lambda_min_misses` defaults to max(k/32, 1)
@@ -51,7 +57,16 @@ impl Laru {
             phases: 0,
             prediction_induced_misses: 0,
             lru_fallbacks: 0,
+            guard: Some(Guard::new(k, GUARD_WINDOW)),
         }
+    }
+
+    /// With or without the shadow-LRU guard.
+    pub fn guarded(mut self, on: bool) -> Self {
+        if !on {
+            self.guard = None;
+        }
+        self
     }
 
     fn maybe_new_phase(&mut self, idx: &RadixIndex) {
@@ -61,7 +76,7 @@ impl Laru {
         // O(k), amortised O(1): the phase lasts at least as many events.
         self.old.extend(idx.blocks());
         self.evicted_by_prediction.clear();
-        self.lambda = 1.0;
+        self.lambda = self.guard.as_ref().map_or(1.0, Guard::start_lambda);
         self.misses_since_halving = 0;
         self.phases += 1;
     }
@@ -83,6 +98,9 @@ impl EvictionPolicy for Laru {
 
     fn on_access(&mut self, idx: &RadixIndex, ev: &AccessEvent) {
         self.scored.on_access(idx, ev);
+        if let Some(g) = &mut self.guard {
+            g.access(ev.block, ev.ctx.pos >= ev.ctx.hit_len);
+        }
         self.old.remove(&ev.block);
         self.maybe_new_phase(idx);
     }
@@ -112,7 +130,7 @@ impl EvictionPolicy for Laru {
             }
         }
         let l = self.candidates(idx.evictable_len());
-        if l == 1 {
+        if l == 1 || self.guard.as_ref().is_some_and(|g| !g.trusted()) {
             return Some(lru);
         }
         if !self.scored.refresh(idx, ctx.now) {
@@ -138,6 +156,7 @@ impl EvictionPolicy for Laru {
             lambda: Some(self.lambda),
             phases: self.phases,
             prediction_induced_misses: self.prediction_induced_misses,
+            guard_trips: self.guard.as_ref().map_or(0, |g| g.trips),
             predictor: Some(self.scored.stats()),
         }
     }

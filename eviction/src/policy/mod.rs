@@ -7,6 +7,7 @@
 //! evictable leaf. Candidates therefore always come from the [`RadixIndex`].
 
 mod fpb;
+mod guard;
 mod hf;
 mod laru;
 mod lfu;
@@ -75,6 +76,9 @@ pub struct PolicyStats {
     pub phases: u64,
     /// LARU: misses on blocks a prediction evicted earlier in the phase.
     pub prediction_induced_misses: u64,
+    /// LARU: times the guard stopped trusting predictions (its shadow LRU missed clearly
+    /// less over a window; `policy/guard.rs`).
+    pub guard_trips: u64,
     pub predictor: Option<PredictorStats>,
 }
 
@@ -101,6 +105,10 @@ pub trait EvictionPolicy: Send {
     fn stats(&self) -> PolicyStats {
         PolicyStats::default()
     }
+}
+
+fn default_guard() -> bool {
+    true
 }
 
 fn default_hf_candidates() -> usize {
@@ -130,6 +138,10 @@ pub enum PolicyConfig {
         /// Prediction-induced misses before λ halves; default max(k/32, 1).
         #[serde(default)]
         lambda_min_misses: Option<u64>,
+        /// Fall back to LRU while a shadow LRU would miss clearly less (default on;
+        /// `guard=false` is LCR Algorithm 1 alone).
+        #[serde(default = "default_guard")]
+        guard: bool,
     },
     /// Belady: furthest true next use. Needs the future (simulator only).
     Opt {},
@@ -248,9 +260,12 @@ pub fn build(cfg: &PolicyConfig, env: PolicyEnv) -> Result<Box<dyn EvictionPolic
         PolicyConfig::Sieve {} => Box::new(Sieve::default()),
         PolicyConfig::Fpb {} => Box::new(Fpb::new(predictor()?)),
         PolicyConfig::Hf { candidates } => Box::new(Hf::new(predictor()?, *candidates)),
-        PolicyConfig::Laru { lambda_min_misses } => {
+        PolicyConfig::Laru {
+            lambda_min_misses,
+            guard,
+        } => {
             let capacity = env.capacity;
-            Box::new(Laru::new(predictor()?, capacity, *lambda_min_misses))
+            Box::new(Laru::new(predictor()?, capacity, *lambda_min_misses).guarded(*guard))
         }
         PolicyConfig::Opt {} => Box::new(Opt::new(env.future.ok_or(PolicyError::NeedsFuture)?)),
     })
@@ -271,7 +286,8 @@ mod tests {
         assert_eq!(
             laru,
             PolicyConfig::Laru {
-                lambda_min_misses: Some(8)
+                lambda_min_misses: Some(8),
+                guard: true,
             }
         );
     }

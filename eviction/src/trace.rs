@@ -1,15 +1,51 @@
-//! Trace loading. Mooncake format: one JSON object per line,
+//! Trace loading and writing. Mooncake format: one JSON object per line,
 //! `{"timestamp","input_length","output_length","hash_ids":[...]}`.
+//!
+//! GR traces (written by `recache bench gr --trace-out`) add an optional
+//! `segments` list that splits `hash_ids` into parts, each with what it holds:
+//! `{"len": n, "kind": "user"|"item"|"items"|"other", "entity": id?, "root": bool?}`.
+//! A segment with `"root": true` starts a new chain from the root of the
+//! prefix tree (a pooled item is computed alone, so it is its own one-block
+//! chain); otherwise it continues the previous segment's chain. The first
+//! segment always starts at the root. Lens sum to `hash_ids.len()`. Without
+//! `segments` the request is one chain (plain Mooncake), so every reader that
+//! ignores the field still reads a GR trace.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::BlockId;
 
+/// What a segment of a GR request holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SegmentKind {
+    /// A user's profile (the user-as-prefix part); `entity` is the user id.
+    User,
+    /// One pooled item, computed alone; `entity` is the item id.
+    Item,
+    /// A run of candidate items inside a prompt (not one entity).
+    Items,
+    /// Anything else: the instruction, the user after an item-first prefix.
+    Other,
+}
+
+/// One part of a request's blocks.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Segment {
+    pub len: usize,
+    pub kind: SegmentKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity: Option<u64>,
+    /// Starts a new chain from the root (else continues the previous one).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub root: bool,
+}
+
 /// One request of a trace.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 pub struct Request {
     #[serde(default)]
     pub timestamp: Option<u64>,
@@ -18,6 +54,39 @@ pub struct Request {
     #[serde(default)]
     pub output_length: Option<u64>,
     pub hash_ids: Vec<BlockId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<Vec<Segment>>,
+}
+
+impl Request {
+    /// The request's chains: split at every root segment (one chain without segments).
+    /// Returns (start, end) ranges into `hash_ids`.
+    pub fn chains(&self) -> Vec<(usize, usize)> {
+        let Some(segs) = &self.segments else {
+            return vec![(0, self.hash_ids.len())];
+        };
+        let mut out: Vec<(usize, usize)> = Vec::new();
+        let mut at = 0;
+        for (i, s) in segs.iter().enumerate() {
+            match out.last_mut() {
+                Some(last) if !s.root && i > 0 => last.1 = at + s.len,
+                _ => out.push((at, at + s.len)),
+            }
+            at += s.len;
+        }
+        out.retain(|(a, b)| b > a);
+        out
+    }
+
+    /// The segment of each block (None without segments).
+    pub fn block_segments(&self) -> Option<Vec<&Segment>> {
+        let segs = self.segments.as_ref()?;
+        Some(
+            segs.iter()
+                .flat_map(|s| std::iter::repeat_n(s, s.len))
+                .collect(),
+        )
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -35,12 +104,19 @@ pub enum TraceError {
         #[source]
         source: serde_json::Error,
     },
+    #[error("{path}:{line}: segment lengths sum to {sum}, but the request has {blocks} hash_ids")]
+    Segments {
+        path: PathBuf,
+        line: usize,
+        sum: usize,
+        blocks: usize,
+    },
     #[error("trace {0} has no requests")]
     Empty(PathBuf),
 }
 
-/// Reads a Mooncake JSONL trace; blank lines are skipped, a bad line is an
-/// error naming its (1-based) line number.
+/// Reads a Mooncake JSONL trace (GR segments included); blank lines are
+/// skipped, a bad line is an error naming its (1-based) line number.
 pub fn load_mooncake(path: &Path) -> Result<Vec<Request>, TraceError> {
     let io = |source| TraceError::Io {
         path: path.to_path_buf(),
@@ -53,15 +129,32 @@ pub fn load_mooncake(path: &Path) -> Result<Vec<Request>, TraceError> {
         if line.trim().is_empty() {
             continue;
         }
-        let req = serde_json::from_str(&line).map_err(|source| TraceError::Parse {
+        let req: Request = serde_json::from_str(&line).map_err(|source| TraceError::Parse {
             path: path.to_path_buf(),
             line: i + 1,
             source,
         })?;
+        if let Some(segs) = &req.segments {
+            let sum = segs.iter().fold(0usize, |a, s| a.saturating_add(s.len));
+            if sum != req.hash_ids.len() {
+                return Err(TraceError::Segments {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    sum,
+                    blocks: req.hash_ids.len(),
+                });
+            }
+        }
         out.push(req);
     }
     if out.is_empty() {
         return Err(TraceError::Empty(path.to_path_buf()));
     }
     Ok(out)
+}
+
+/// One trace line (no newline), as [`load_mooncake`] reads it back.
+pub fn to_line(req: &Request) -> String {
+    // A struct of integers, strings and bools always serialises.
+    serde_json::to_string(req).unwrap_or_default()
 }

@@ -23,6 +23,8 @@ fn mooncake_trace() {
         json!({"timestamp": 0, "input_length": 512, "output_length": 8, "hash_ids": [0, 1, 2]}),
         json!({"timestamp": 27, "hash_ids": [0, 5]}),
         json!({"hash_ids": []}),
+        json!({"timestamp": 3, "hash_ids": [7, 8, 9], "segments": [
+            {"len": 2, "kind": "user", "entity": 4}, {"len": 1, "kind": "item", "entity": 9, "root": true}]}),
     ];
     let raw: Vec<Vec<u8>> = seeds.iter().map(|v| v.to_string().into_bytes()).collect();
     let path =
@@ -60,9 +62,14 @@ fn mooncake_trace() {
                 if line.trim().is_empty() {
                     continue;
                 }
+                let seg_sum = |r: &Request| {
+                    r.segments
+                        .as_ref()
+                        .map(|s| s.iter().fold(0usize, |a, s| a.saturating_add(s.len)))
+                };
                 match serde_json::from_str::<Request>(line) {
-                    Ok(r) => want.push(r),
-                    Err(_) => {
+                    Ok(r) if seg_sum(&r).is_none_or(|n| n == r.hash_ids.len()) => want.push(r),
+                    _ => {
                         first_bad = Some(i + 1);
                         break;
                     }
@@ -71,6 +78,7 @@ fn mooncake_trace() {
             match (got, first_bad) {
                 (Ok(reqs), None) => assert_eq!(reqs, want),
                 (Err(TraceError::Parse { line, .. }), Some(bad)) => assert_eq!(line, bad),
+                (Err(TraceError::Segments { line, .. }), Some(bad)) => assert_eq!(line, bad),
                 (Err(TraceError::Empty(_)), None) => assert!(want.is_empty()),
                 (got, bad) => panic!("loader {got:?}, reference first bad line {bad:?}"),
             }

@@ -68,3 +68,59 @@ fn rust_evaluator_matches_lightgbm() {
         assert!((model.predict(row) - want).abs() < 1e-9);
     }
 }
+
+#[test]
+fn gr_segments_split_chains_and_round_trip() {
+    use recache_eviction::trace::{Request, Segment, SegmentKind, to_line};
+    let seg = |len, kind, entity, root| Segment {
+        len,
+        kind,
+        entity,
+        root,
+    };
+    let req = Request {
+        timestamp: Some(5),
+        input_length: Some(300),
+        output_length: Some(1),
+        hash_ids: vec![1, 2, 3, 40, 41, 50, 60],
+        segments: Some(vec![
+            seg(3, SegmentKind::User, Some(9), false),
+            seg(2, SegmentKind::Items, None, false),
+            seg(1, SegmentKind::Item, Some(77), true),
+            seg(1, SegmentKind::Other, None, true),
+        ]),
+    };
+    // user + items continue one chain; each root segment starts its own.
+    assert_eq!(req.chains(), vec![(0, 5), (5, 6), (6, 7)]);
+    let kinds: Vec<SegmentKind> = req
+        .block_segments()
+        .expect("segments")
+        .iter()
+        .map(|s| s.kind)
+        .collect();
+    assert_eq!(kinds[4], SegmentKind::Items);
+    assert_eq!(kinds[5], SegmentKind::Item);
+    let dir = std::env::temp_dir().join(format!("recache-gr-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let path = dir.join("gr.jsonl");
+    std::fs::write(&path, format!("{}\n", to_line(&req))).expect("write");
+    let back = recache_eviction::trace::load_mooncake(&path).expect("load");
+    assert_eq!(back, vec![req.clone()]);
+    // A plain line is one chain.
+    let plain = Request {
+        segments: None,
+        ..req
+    };
+    assert_eq!(plain.chains(), vec![(0, 7)]);
+    // Lens that do not add up are refused, naming the line.
+    std::fs::write(
+        &path,
+        "{\"hash_ids\":[1],\"segments\":[{\"len\":2,\"kind\":\"user\"}]}\n",
+    )
+    .expect("write");
+    let err = recache_eviction::trace::load_mooncake(&path).expect_err("bad lens");
+    assert!(
+        err.to_string().contains(":1: segment lengths sum to 2"),
+        "{err}"
+    );
+}

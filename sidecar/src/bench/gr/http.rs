@@ -48,6 +48,37 @@ pub async fn post(
     Ok((status, value))
 }
 
+/// POSTs a streaming JSON request and reads the answer to its end: (status, milliseconds to
+/// the first body bytes — the first token of an SSE stream —, milliseconds to the end).
+pub async fn post_stream_timed(
+    client: &HttpClient,
+    url: &str,
+    body: &Value,
+) -> Result<(u16, f64, f64), BenchError> {
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri(url)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .map_err(|e| BenchError::Setup(format!("{url}: {e}")))?;
+    let sent = std::time::Instant::now();
+    let resp = client
+        .request(req)
+        .await
+        .map_err(|e| BenchError::Setup(format!("POST {url}: {e}")))?;
+    let status = resp.status().as_u16();
+    let mut body = resp.into_body();
+    let mut first = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| BenchError::Setup(format!("reading {url}: {e}")))?;
+        if frame.data_ref().is_some_and(|d| !d.is_empty()) && first.is_none() {
+            first = Some(sent.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    let total = sent.elapsed().as_secs_f64() * 1000.0;
+    Ok((status, first.unwrap_or(total), total))
+}
+
 pub async fn get_text(client: &HttpClient, url: &str) -> Result<String, BenchError> {
     let uri = url
         .parse()

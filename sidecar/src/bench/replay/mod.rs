@@ -4,8 +4,10 @@
 //!
 //! Each hash id becomes a fixed 32-token block (seeded from the id, so shared prefixes stay
 //! shared), plus one trailing token per request so vLLM can hit every full block (it never
-//! serves a block-aligned prompt's last token from cache). Requests go one at a time, in
-//! trace order, so the engine sees the stream the simulator sees. Policies: `native` (recache
+//! serves a block-aligned prompt's last token from cache). Requests go in trace order, one at
+//! a time by default (so the engine sees the stream the simulator sees), or at most
+//! `--concurrency` in flight to measure the time to first token under load (LCR measures P99
+//! TTFT); each request streams its one output token, and its first chunk times the TTFT. Policies: `native` (recache
 //! publishes no order: the engine's own LRU), else any servable policy steered through the
 //! shim (vLLM) or through request priorities (SGLang, `--sglang-priority`; SGLang must run
 //! with `--radix-eviction-policy priority`). Between policies the engine's prefix cache is
@@ -17,11 +19,15 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 
 use super::BenchError;
+
+mod send;
+mod summary;
+
 use super::engine_ops;
 use super::gr::http::{self, counter};
 use crate::config::ServeArgs;
@@ -29,6 +35,8 @@ use crate::kvloop::config::KvLoopArgs;
 use crate::service::AppState;
 use recache_adapters::Engine;
 use recache_eviction::{Cache, PolicyConfig};
+use send::send_all;
+use summary::summarize;
 
 const BLOCK: usize = 32;
 
@@ -61,6 +69,15 @@ pub struct ReplayArgs {
     /// The order file the engine's shim reads (testbed --shim FILE)
     #[arg(long, env = "RECACHE_PUBLISH")]
     pub publish: Option<PathBuf>,
+    /// Requests in flight at most, in trace order (closed loop); a list runs every policy at
+    /// each. Each request streams its one output token, so its first chunk's arrival is the
+    /// time to first token (TTFT)
+    #[arg(long, default_value = "1", value_delimiter = ',')]
+    pub concurrency: Vec<usize>,
+    /// Rounds: every (concurrency, policy) runs this many times, policies alternating within a
+    /// round (paired); with more than one, summary rows give the median and the spread
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
     /// Print one JSON object per policy (else a table)
     #[arg(long)]
     pub json: bool,
@@ -193,6 +210,7 @@ async fn one(
     engine: Engine,
     reqs: &[Vec<u64>],
     name: &str,
+    (concurrency, round): (usize, usize),
 ) -> Result<serde_json::Value, BenchError> {
     let client = http::client();
     let native = name == "native";
@@ -226,24 +244,13 @@ async fn one(
     };
     let before = metrics(&client).await?;
     let url = format!("{}/v1/completions", local.base);
-    let mut lat = Vec::with_capacity(reqs.len());
-    let progress =
-        crate::bench::progress::Progress::new(reqs.len() as u64, format!("replay {name}"));
-    let t0 = Instant::now();
-    for (i, r) in reqs.iter().enumerate() {
-        let body = json!({"model": model, "prompt": tokens(r, i as u64), "max_tokens": 1, "temperature": 0});
-        let t = Instant::now();
-        let (status, v) = http::post(&client, &url, &body).await?;
-        if status != 200 {
-            return Err(BenchError::Setup(format!(
-                "request {i} answered {status}: {v}"
-            )));
-        }
-        lat.push(t.elapsed().as_secs_f64() * 1000.0);
-        progress.inc(1);
-    }
+    let progress = crate::bench::progress::Progress::new(
+        reqs.len() as u64,
+        format!("replay {name} c={concurrency}"),
+    );
+    let timings = send_all(&client, &url, &model, reqs, concurrency, &progress).await?;
     progress.finish();
-    let wall = t0.elapsed().as_secs_f64();
+    let (lat, wall) = (&timings.latency, timings.wall_s);
     // The engine updates its counters as outputs are processed; give the last ones a moment.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = metrics(&client).await?;
@@ -258,51 +265,86 @@ async fn one(
     };
     let capacity = args.kv_blocks.saturating_sub(reserved).max(1);
     let sim_hit_rate = simulate(reqs, &cfg, capacity)?;
-    lat.sort_by(f64::total_cmp);
     let shadow = String::from_utf8_lossy(&local.state.metrics.render()).into_owned();
     let shadow_hit_rate = counter(&shadow, "recache_kv_shadow_hit_blocks_total")
         / counter(&shadow, "recache_kv_shadow_blocks_total").max(1.0);
     Ok(json!({
         "policy": name, "requests": reqs.len(), "hit_rate": hit_rate,
-        "rps": reqs.len() as f64 / wall, "p50_ms": pct(&lat, 0.5), "p99_ms": pct(&lat, 0.99),
+        "rps": reqs.len() as f64 / wall, "p50_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99),
+        "ttft_p50_ms": pct(&timings.ttft, 0.5), "ttft_p99_ms": pct(&timings.ttft, 0.99),
+        "concurrency": concurrency, "round": round,
         "sim_hit_rate": sim_hit_rate, "shadow_block_hit_rate": shadow_hit_rate,
         "kv_blocks": args.kv_blocks, "sim_capacity": capacity,
     }))
 }
 
 pub async fn run(args: ReplayArgs) -> Result<(), BenchError> {
+    if args.repeat == 0 || args.concurrency.contains(&0) {
+        return Err(BenchError::Setup(
+            "--repeat and every --concurrency must be at least 1".into(),
+        ));
+    }
     let reqs = load(&args)?;
     let engine = engine_ops::resolve(&http::client(), &args.upstream, args.engine).await;
     let mut rows = Vec::new();
-    for p in &args.policies {
-        let row = one(&args, engine, &reqs, p.trim()).await?;
-        if args.json {
-            println!("{row}");
-        } else {
-            eprintln!("{row}");
+    for round in 0..args.repeat {
+        for &c in &args.concurrency {
+            for p in &args.policies {
+                let row = one(&args, engine, &reqs, p.trim(), (c, round)).await?;
+                if args.json {
+                    println!("{row}");
+                } else {
+                    eprintln!("{row}");
+                }
+                rows.push(row);
+            }
         }
-        rows.push(row);
     }
     if let Some(p) = &args.publish {
         let _ = std::fs::remove_file(p);
     }
-    if !args.json {
-        println!(
-            "{:<8} {:>8} {:>9} {:>13} {:>8} {:>8} {:>8}",
-            "policy", "requests", "hit_rate", "sim_hit_rate", "rps", "p50_ms", "p99_ms"
-        );
-        for r in rows {
-            println!(
-                "{:<8} {:>8} {:>9.4} {:>13.4} {:>8.2} {:>8.1} {:>8.1}",
-                r["policy"].as_str().unwrap_or(""),
-                r["requests"],
-                r["hit_rate"].as_f64().unwrap_or(0.0),
-                r["sim_hit_rate"].as_f64().unwrap_or(0.0),
-                r["rps"].as_f64().unwrap_or(0.0),
-                r["p50_ms"].as_f64().unwrap_or(0.0),
-                r["p99_ms"].as_f64().unwrap_or(0.0)
-            );
+    let summaries = if args.repeat > 1 {
+        summarize(&rows)
+    } else {
+        Vec::new()
+    };
+    if args.json {
+        for s in &summaries {
+            println!("{s}");
         }
+        return Ok(());
+    }
+    println!(
+        "{:<8} {:>4} {:>8} {:>9} {:>13} {:>8} {:>8} {:>8} {:>9} {:>9}",
+        "policy",
+        "c",
+        "requests",
+        "hit_rate",
+        "sim_hit_rate",
+        "rps",
+        "p50_ms",
+        "p99_ms",
+        "ttft_p50",
+        "ttft_p99"
+    );
+    let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or(0.0);
+    for r in &rows {
+        println!(
+            "{:<8} {:>4} {:>8} {:>9.4} {:>13.4} {:>8.2} {:>8.1} {:>8.1} {:>9.1} {:>9.1}",
+            r["policy"].as_str().unwrap_or(""),
+            r["concurrency"],
+            r["requests"],
+            f(r, "hit_rate"),
+            f(r, "sim_hit_rate"),
+            f(r, "rps"),
+            f(r, "p50_ms"),
+            f(r, "p99_ms"),
+            f(r, "ttft_p50_ms"),
+            f(r, "ttft_p99_ms")
+        );
+    }
+    for s in &summaries {
+        println!("{s}");
     }
     Ok(())
 }

@@ -19,8 +19,8 @@ pub enum LocalError {
     Config(#[from] ConfigError),
     #[error("binding a loopback port: {0}")]
     Bind(#[source] std::io::Error),
-    #[error("creating metrics: {0}")]
-    Metrics(#[from] prometheus::Error),
+    #[error(transparent)]
+    Start(#[from] crate::service::StartError),
 }
 
 /// A running in-process recache.

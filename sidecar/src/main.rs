@@ -119,7 +119,7 @@ async fn serve(config: recache::config::Config) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let state = recache::service::AppState::new(config).context("creating metrics")?;
+    let state = recache::service::AppState::new(config).context("starting")?;
     // Label check, item pool adoption and catalog precompute, once a replica is healthy.
     let _startup = recache::rank::startup::spawn(state.ranker.clone());
     let drained = recache::server::run_with_admin(listener, admin, state, shutdown_signal()).await;

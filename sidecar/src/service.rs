@@ -70,8 +70,17 @@ impl Origin {
     }
 }
 
+/// Why the serving parts could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("creating metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error(transparent)]
+    Rank(#[from] crate::rank::RankSetupError),
+}
+
 impl AppState {
-    pub fn new(config: Config) -> Result<Arc<Self>, prometheus::Error> {
+    pub fn new(config: Config) -> Result<Arc<Self>, StartError> {
         let metrics = Arc::new(Metrics::new()?);
         let client = EngineClient::new(
             &config.upstreams,

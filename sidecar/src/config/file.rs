@@ -53,6 +53,7 @@ pub(super) struct FileConfig {
     rank_item_pool_fills: Option<usize>,
     rank_item_pool_refresh: Option<f64>,
     rank_item_catalog: Option<PathBuf>,
+    rank_trace_out: Option<PathBuf>,
     retrieve_index: Option<PathBuf>,
     retrieve_max_beam_width: Option<usize>,
     retrieve_align: Option<usize>,
@@ -129,6 +130,7 @@ impl ServeArgs {
                 rank_item_pool_fills: rank.rank_item_pool_fills.or(file.rank_item_pool_fills),
                 rank_item_pool_refresh: rank.rank_item_pool_refresh.or(file.rank_item_pool_refresh),
                 rank_item_catalog: rank.rank_item_catalog.clone().or(file.rank_item_catalog),
+                rank_trace_out: rank.rank_trace_out.clone().or(file.rank_trace_out),
             },
             retrieve: RetrieveArgs {
                 retrieve_index: self.retrieve.retrieve_index.clone().or(file.retrieve_index),

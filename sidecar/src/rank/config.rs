@@ -129,6 +129,11 @@ pub struct RankArgs {
     // Checked in `try_resolve_for`, not by clap's `requires`, so the pool may come from the file.
     #[arg(long, env = "RECACHE_RANK_ITEM_CATALOG")]
     pub rank_item_catalog: Option<std::path::PathBuf>,
+    /// Write the GR block trace of every ranking prompt to FILE (JSON lines `recache sim
+    /// --trace` reads: 32-token blocks, user / item / other segments, entity ids, ms since
+    /// start), to compare eviction policies offline on this traffic
+    #[arg(long, env = "RECACHE_RANK_TRACE_OUT", value_name = "FILE")]
+    pub rank_trace_out: Option<std::path::PathBuf>,
 }
 
 /// Resolved ranking settings.
@@ -142,6 +147,8 @@ pub struct RankConfig {
     pub item_pool: Option<super::pool::PoolConfig>,
     /// `--rank-item-catalog`: precomputed into the pool at start-up.
     pub item_catalog: Option<std::path::PathBuf>,
+    /// `--rank-trace-out`: where prepared prompts are traced.
+    pub trace_out: Option<std::path::PathBuf>,
 }
 
 impl Default for RankConfig {
@@ -211,6 +218,7 @@ impl RankArgs {
                 }
             }),
             item_catalog: self.rank_item_catalog.clone(),
+            trace_out: self.rank_trace_out.clone(),
         })
     }
 

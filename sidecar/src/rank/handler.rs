@@ -51,7 +51,9 @@ pub async fn handle(state: &Arc<Ranker>, req: Request<Incoming>) -> Response<Bod
 
 /// Ranks a validated request.
 pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, RankError> {
-    let Prepared { kind, prompt, pool } = prepare(state, req).await?;
+    let Prepared {
+        kind, prompt, pool, ..
+    } = prepare(state, req).await?;
     let engine_started = Instant::now();
     let dialect = state.engine;
     let (path, mut body) = engine::scoring_request(

@@ -19,6 +19,8 @@
 //! - [`pool`]: the item KV pool's residency, labels, admission and background fills.
 //! - [`startup`]: label check, pool adoption and catalog precompute once a replica is healthy.
 //! - [`vocab`]: whether the served model has every label token recache may send.
+//! - [`trace`]: the GR block trace of every prepared prompt (`--rank-trace-out`), for
+//!   `recache sim`.
 
 pub mod api;
 pub mod config;
@@ -34,6 +36,7 @@ pub mod popularity;
 pub mod select;
 pub mod startup;
 pub mod tokens;
+pub mod trace;
 pub mod vocab;
 
 use std::sync::Arc;
@@ -71,13 +74,31 @@ pub struct RankState {
     pub pool: Option<std::sync::Arc<pool::ItemPool>>,
     /// The engine's verdict on the label range.
     pub vocab: vocab::VocabCheck,
+    /// Where prepared prompts are traced (`--rank-trace-out`), if anywhere.
+    pub trace: Option<Arc<trace::TraceSink>>,
+}
+
+/// Blocks of the `--rank-trace-out` trace, in tokens: vLLM's (and the testbed's) KV block.
+pub const TRACE_BLOCK_TOKENS: usize = 32;
+
+/// Why ranking could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum RankSetupError {
+    #[error("registering ranking metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error("--rank-trace-out: cannot create {path}: {source}")]
+    Trace {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl RankState {
     pub fn new(
         config: config::RankConfig,
         registry: &crate::metrics::Metrics,
-    ) -> Result<Self, prometheus::Error> {
+    ) -> Result<Self, RankSetupError> {
         let pool = match &config.item_pool {
             Some(c) => {
                 let first_label = config.label_base + config.max_items as u32;
@@ -90,7 +111,19 @@ impl RankState {
             }
             None => None,
         };
+        let trace = match &config.trace_out {
+            Some(path) => Some(Arc::new(
+                trace::TraceSink::create(path, TRACE_BLOCK_TOKENS).map_err(|source| {
+                    RankSetupError::Trace {
+                        path: path.clone(),
+                        source,
+                    }
+                })?,
+            )),
+            None => None,
+        };
         Ok(Self {
+            trace,
             pool,
             vocab: vocab::VocabCheck::new(&config),
             selector: select::build(&config.selector),

@@ -30,6 +30,11 @@ pub struct Prepared {
     pub prompt: Prompt,
     /// Item-first prompts with the item pool on: the connector's `kv_transfer_params`.
     pub pool: Option<super::pool::PoolUse>,
+    /// Leading items the pool holds (item-first prompts with the pool), as recache sees it.
+    pub pooled: usize,
+    /// Tokens of the user's profile, and of each item in prompt order (label included).
+    pub user_len: usize,
+    pub item_lens: Vec<usize>,
 }
 
 /// Token ids of all items, tokenizing uncached texts concurrently.
@@ -166,6 +171,12 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
         pool_use = Some(p.request(pool_keys, &lens));
     }
     let prompt = layout::build_labeled(kind, &user, &item_refs, &order, &instruction, &labels);
+    let pooled = if pool_use.is_some() {
+        resident_items
+    } else {
+        0
+    };
+    let item_lens: Vec<usize> = order.iter().map(|&i| item_refs[i].len() + 1).collect();
     if let Some(kvloop) = &state.kvloop {
         // The engine loop's shadow cache sees what recache wants kept: a user-first prompt
         // whole, an item-first one only up to its items (the user part after them is reusable
@@ -192,9 +203,44 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
             .collect();
         p.want(state, model, wanted);
     }
-    Ok(Prepared {
+    let prepared = Prepared {
         kind,
         prompt,
         pool: pool_use,
-    })
+        pooled,
+        user_len: user.len(),
+        item_lens,
+    };
+    if let Some(sink) = &rank.trace {
+        sink.write(&prepared.trace_line(req, sink.block(), sink.now_ms()));
+    }
+    Ok(prepared)
+}
+
+impl Prepared {
+    /// This prompt's line of the GR block trace (`--rank-trace-out`, `bench gr --trace-out`).
+    pub fn trace_line(
+        &self,
+        req: &Validated,
+        block: usize,
+        timestamp_ms: u64,
+    ) -> recache_eviction::trace::Request {
+        let item_ids: Vec<&str> = (self.prompt.labels.iter())
+            .map(|&(_, i)| req.items.get(i).map_or("", |it| it.key.as_str()))
+            .collect();
+        super::trace::request(
+            &super::trace::PromptShape {
+                kind: self.kind,
+                tokens: &self.prompt.tokens,
+                user_len: self.user_len,
+                item_lens: &self.item_lens,
+                item_ids: &item_ids,
+                pooled: self.pooled,
+                user_id: &req.user.key,
+                salt: req.cache_salt.as_deref(),
+            },
+            block,
+            timestamp_ms,
+        )
+    }
 }

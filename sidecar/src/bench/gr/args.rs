@@ -133,6 +133,16 @@ pub struct GrArgs {
     /// from (the same generator with another seed; never the measured stream)
     #[arg(long, default_value_t = 5000)]
     pub past_requests: usize,
+    /// Write each run's GR block trace (what the mode's recache sent to the engine, as `recache
+    /// sim --trace` reads it): FILE for a single run, else FILE with `.MODE` (and `.rROUND`,
+    /// `.RATErps` when several) before its extension
+    #[arg(long, value_name = "FILE")]
+    pub trace_out: Option<PathBuf>,
+    /// With --trace-out: write the planned stream's traces without running it (each mode's
+    /// recache rewrites every request at its planned arrival time; nothing is scored, the
+    /// engine only tokenizes); not for the pool modes, whose residency comes from the engine
+    #[arg(long, requires = "trace_out")]
+    pub trace_only: bool,
 }
 
 /// Which request stream `bench gr` sends.

@@ -155,8 +155,10 @@ pub async fn run_mode(ctx: &Ctx<'_>, run: Run<'_>) -> Result<ModeResult, BenchEr
         ctx.engine,
         mode,
         args,
-        (user_cache, layout.kv_blocks),
-        pool_items,
+        (user_cache, layout.kv_blocks, pool_items),
+        args.trace_out
+            .as_deref()
+            .map(|base| super::trace::path_for(base, args, mode, run.round, run.offered_rps)),
     )
     .await?;
     if proxy.follows_engine && !proxy.proxy.wait_for_kv_events(Duration::from_secs(5)).await {
@@ -208,6 +210,11 @@ pub async fn run_mode(ctx: &Ctx<'_>, run: Run<'_>) -> Result<ModeResult, BenchEr
     )
     .await?;
     progress.finish();
+    if let Some(sink) = &state.ranker.rank.trace {
+        sink.flush()
+            .map_err(BenchError::io(format!("writing {}", sink.path().display())))?;
+        eprintln!("bench gr: {name}: trace in {}", sink.path().display());
+    }
     // vLLM updates its counters as outputs are processed; give the last ones a moment.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = http::get_text(ctx.client, &metrics_url).await?;
@@ -285,10 +292,11 @@ impl LocalProxyRun {
         engine: Engine,
         mode: Mode,
         args: &GrArgs,
-        (user_cache, engine_blocks): (u64, u64),
-        pool_items: usize,
+        (user_cache, engine_blocks, pool_items): (u64, u64, usize),
+        trace_out: Option<std::path::PathBuf>,
     ) -> Result<Self, BenchError> {
-        let setup = mode.setup(args.window, user_cache, pool_items);
+        let mut setup = mode.setup(args.window, user_cache, pool_items);
+        setup.rank.rank_trace_out = trace_out;
         // Only the cache-aware rule reads the engine's cache; the others never subscribe.
         let follows_engine = mode.reads_engine_cache() && kv_events.is_some();
         let per = engine

@@ -11,7 +11,8 @@
 //!   [`run`]: sending a stream;
 //! - [`http`]: HTTP helpers and the in-process recache; [`report`]: rows, the table, the
 //!   `--out` PNG; [`summary`]: medians and spreads over rounds; [`sweep`]: the
-//!   `--sweep-out` PNG; [`rng`]: the seeded PRNG.
+//!   `--sweep-out` PNG; [`rng`]: the seeded PRNG; [`trace`]: `--trace-out` and `--trace-only`
+//!   (the GR block traces `recache sim` reads).
 //!
 //! Rounds × offered loads × modes: within a round the modes alternate on the same request
 //! stream (paired runs), every round repeats them, and the summary rows give the median and
@@ -29,6 +30,7 @@ pub mod run;
 pub mod summary;
 pub mod sweep;
 pub mod testbed;
+pub mod trace;
 pub mod workload;
 pub mod workload_bat;
 
@@ -77,6 +79,11 @@ fn check(args: &GrArgs) -> Result<(), BenchError> {
         return bad("--rate/--rates must be finite and >= 0 (0 = closed loop)");
     }
     // Caught here rather than by the plot after every run: a sweep plot needs offered loads.
+    if args.trace_only
+        && let Some(why) = args.modes.iter().find_map(|&m| trace::refuse_trace_only(m))
+    {
+        return Err(BenchError::Setup(why));
+    }
     if args.sweep_out.is_some() && !args.rates.iter().any(|r| *r > 0.0) {
         return bad("--sweep-out plots against offered load: give --rates with a rate > 0");
     }
@@ -201,6 +208,19 @@ pub async fn run(args: GrArgs) -> Result<(), BenchError> {
         .iter()
         .map(|&i| (i, Arc::new(titles.item(&data, args.item_tokens, i))))
         .collect();
+    if args.trace_only {
+        let base = args
+            .trace_out
+            .as_deref()
+            .unwrap_or(std::path::Path::new("gr.jsonl"));
+        let arrivals: Vec<f64> = plan.iter().map(|p| p.at_s).collect();
+        let upstream = first.upstream.clone();
+        trace::write_only(&args, &upstream, engine, &bodies, &arrivals, base).await?;
+        if let Engines::Testbed(tb) = &mut engines {
+            tokio::task::block_in_place(|| tb.stop_all());
+        }
+        return Ok(());
+    }
     let nonce = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -269,9 +289,16 @@ async fn warm_up(
     bodies: &[Arc<serde_json::Value>],
     nonce: u128,
 ) -> Result<(), BenchError> {
-    let warm =
-        measure::LocalProxyRun::new(&first.upstream, None, engine, Mode::Re, args, (0, 0), 0)
-            .await?;
+    let warm = measure::LocalProxyRun::new(
+        &first.upstream,
+        None,
+        engine,
+        Mode::Re,
+        args,
+        (0, 0, 0),
+        None,
+    )
+    .await?;
     let n = bodies.len().min(4);
     let few = run::Stream {
         bodies: &bodies[..n],

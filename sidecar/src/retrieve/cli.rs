@@ -70,15 +70,10 @@ fn index(a: IndexArgs) -> Result<(), ItemsError> {
         token_base: a.token_base,
         dims: a.dims,
     };
-    let bar = indicatif::ProgressBar::new(super::semantic::ITERATIONS as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("k-means {bar:40} {pos}/{len} passes {elapsed}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    let (file, stats) = build_index(&a.items, &args, &mut |done, _| {
-        bar.set_position(done as u64)
-    })?;
-    bar.finish_and_clear();
+    let bar =
+        crate::bench::progress::Progress::new(super::semantic::ITERATIONS as u64, "k-means passes");
+    let (file, stats) = build_index(&a.items, &args, &mut |done, _| bar.set(done as u64))?;
+    bar.finish();
     let text = serde_json::to_string(&file).unwrap_or_default();
     RetrieveIndex::new(file)?;
     write_atomic(&a.out, text.as_bytes())?;

@@ -8,7 +8,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use recache_adapters::Engine;
 use serde_json::Value;
 
@@ -22,6 +21,7 @@ use super::testbed::Instance;
 use super::workload::Population;
 use crate::bench::BenchError;
 use crate::bench::HttpClient;
+use crate::bench::progress::Progress;
 use crate::rank::pool::{self, Wanted};
 use crate::rank::startup;
 use crate::rank::vocab::Verdict;
@@ -48,15 +48,6 @@ pub struct Run<'a> {
     pub arrivals: &'a [f64],
     pub offered_rps: f64,
     pub round: usize,
-}
-
-fn bar(len: u64, msg: String) -> ProgressBar {
-    let bar = ProgressBar::new(len).with_message(msg);
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>16} [{bar:40}] {pos}/{len} {elapsed}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar
 }
 
 /// recache's own counters that the row needs, read in-process.
@@ -116,17 +107,21 @@ async fn prepare_pool(
         .collect();
     let keep: HashSet<String> = wanted.iter().map(|w| w.key.clone()).collect();
     let dropped = p.retain_only(&keep);
-    let progress = bar(wanted.len() as u64, format!("{name} precompute"));
+    // The count to compute (what is not resident yet) is known once the precompute starts.
+    let progress = std::sync::OnceLock::new();
     let show = |done: usize, total: usize| {
-        progress.set_length(total as u64);
-        progress.set_position(done as u64);
+        progress
+            .get_or_init(|| Progress::new(total as u64, format!("{name} precompute")))
+            .set(done as u64);
     };
     let limit = Duration::from_secs(3 * 3600);
     let done = p
         .precompute(state, model, wanted, limit, &show)
         .await
         .map_err(|e| BenchError::Setup(format!("{name}: {e}")))?;
-    progress.finish_and_clear();
+    if let Some(p) = progress.get() {
+        p.finish();
+    }
     eprintln!(
         "bench gr: {name}: pool {} items ({adopted} kept from the engine, {dropped} evicted, {} \
          computed: {} tokens in {:.1}s)",
@@ -183,7 +178,7 @@ pub async fn run_mode(ctx: &Ctx<'_>, run: Run<'_>) -> Result<ModeResult, BenchEr
     let before = http::get_text(ctx.client, &metrics_url).await?;
     let local_before = local(&state);
     let name = mode.name();
-    let progress = bar(
+    let progress = Progress::new(
         run.bodies.len() as u64,
         format!("{name} @{}", run.offered_rps),
     );

@@ -306,8 +306,9 @@ async fn warm_up(
         concurrency: 1,
     };
     let salt = |i: usize| format!("warmup-{nonce}-{i}");
-    let hidden = indicatif::ProgressBar::hidden();
-    run::run(client, &warm.url, &few, "user_prefix", &salt, &hidden).await?;
+    let progress = crate::bench::progress::Progress::new(n as u64, "warm-up");
+    run::run(client, &warm.url, &few, "user_prefix", &salt, &progress).await?;
+    progress.finish();
     Ok(())
 }
 

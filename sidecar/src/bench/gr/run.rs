@@ -5,13 +5,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use indicatif::ProgressBar;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
 use super::http;
 use crate::bench::BenchError;
 use crate::bench::HttpClient;
+use crate::bench::progress::Progress;
 
 /// What recache answered over one mode's run.
 #[derive(Debug, Default)]
@@ -37,7 +37,7 @@ pub async fn run(
     stream: &Stream<'_>,
     request_mode: &str,
     salt: &dyn Fn(usize) -> String,
-    bar: &ProgressBar,
+    bar: &Progress,
 ) -> Result<Outcome, BenchError> {
     let slots = Arc::new(Semaphore::new(stream.concurrency.max(1)));
     let start = tokio::time::Instant::now();

@@ -30,12 +30,11 @@ pub mod workload;
 #[cfg(test)]
 mod tests;
 
-use indicatif::{ProgressBar, ProgressStyle};
-
 pub use args::SloArgs;
 use child::{Mode, ServeChild};
 
 use super::gr::http::client;
+use super::progress::Progress;
 use super::{BenchError, engine_ops};
 
 pub async fn run(args: SloArgs) -> Result<(), BenchError> {
@@ -47,15 +46,6 @@ pub async fn run(args: SloArgs) -> Result<(), BenchError> {
             Err(BenchError::Setup("bench slo: interrupted".into()))
         }
     }
-}
-
-fn bar(len: u64, msg: String) -> ProgressBar {
-    let bar = ProgressBar::new(len).with_message(msg);
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>22} [{bar:40}] {pos}/{len} {elapsed}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar
 }
 
 async fn bench(args: &SloArgs) -> Result<(), BenchError> {
@@ -96,7 +86,8 @@ async fn bench(args: &SloArgs) -> Result<(), BenchError> {
                         "bench slo: cannot empty the engine's prefix cache ({why}); going on"
                     );
                 }
-                let progress = bar(times.len() as u64, format!("{load}x {}", mode.name()));
+                let progress =
+                    Progress::new(times.len() as u64, format!("{load}x {}", mode.name()));
                 let samples = send::open_loop(
                     &http,
                     &url(child),
@@ -107,7 +98,7 @@ async fn bench(args: &SloArgs) -> Result<(), BenchError> {
                     &progress,
                 )
                 .await;
-                progress.finish_and_clear();
+                progress.finish();
                 let which = tally::Which {
                     load,
                     mode: mode.name(),

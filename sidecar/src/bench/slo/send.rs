@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::bench::progress::Progress;
 use bytes::Bytes;
 use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
-use indicatif::ProgressBar;
 use tokio::time::Instant;
 
 use crate::bench::HttpClient;
@@ -92,7 +92,7 @@ pub async fn open_loop(
     arrivals_s: &[f64],
     deadline_ms: u64,
     timeout: Duration,
-    bar: &ProgressBar,
+    bar: &Progress,
 ) -> Vec<Sample> {
     let start = Instant::now() + Duration::from_millis(50);
     let mut tasks = tokio::task::JoinSet::new();

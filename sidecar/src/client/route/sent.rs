@@ -3,11 +3,12 @@
 //! (no KV events needed): a key sent within the TTL, among the replica's `capacity` most
 //! recently sent, is taken to be cached there.
 //!
-//! Bounded: each replica keeps at most `capacity` keys, dropping the least recently sent (an
-//! append-only log of touches, compacted when it outgrows twice the capacity), so memory and
-//! lookup cost do not grow with traffic.
-
-use std::collections::VecDeque;
+//! Bounded: each replica keeps about `capacity` keys. Past `capacity` plus a quarter, one
+//! sweep drops the least recently sent down to `capacity` (a linear-time selection on the
+//! send times), so a touch is one map insert and the sweep's cost, spread over the quarter's
+//! inserts, is a few nanoseconds per key; memory and lookup cost do not grow with traffic.
+//! (An exact LRU, a map plus a log of touches, cost three to four map operations per key and
+//! kept the 100k-key decision's p99 above 5 µs.)
 
 // Keys are already hashes: the eviction crate's integer hasher, not SipHash.
 use recache_eviction::hash::FastMap;
@@ -17,8 +18,6 @@ use recache_eviction::hash::FastMap;
 pub struct Sent {
     /// Key → when it was last sent (ms on the rule's clock).
     last: FastMap<u64, u64>,
-    /// Touches in time order; entries whose time no longer matches `last` are stale.
-    log: VecDeque<(u64, u64)>,
 }
 
 impl Sent {
@@ -52,37 +51,39 @@ impl Sent {
         lo
     }
 
-    /// Records that `keys` were sent at `now`, dropping the least recently sent keys beyond
-    /// `capacity`.
+    /// Records that `keys` were sent at `now`; past `capacity` + 25%, drops the least
+    /// recently sent down to `capacity`.
     pub fn touch(&mut self, keys: &[u64], now: u64, capacity: usize) {
         for &k in keys {
             self.last.insert(k, now);
-            self.log.push_back((k, now));
         }
-        while self.last.len() > capacity {
-            let Some((k, t)) = self.log.pop_front() else {
-                break;
-            };
-            if self.last.get(&k) == Some(&t) {
-                self.last.remove(&k);
-            }
-        }
-        if self.log.len() > 2 * capacity.max(1024) {
-            self.compact();
+        if self.last.len() > capacity + capacity / 4 {
+            self.sweep(capacity);
         }
     }
 
-    /// Rebuilds the log from the live keys (amortised: runs once per `capacity` touches).
-    fn compact(&mut self) {
-        let mut live: Vec<(u64, u64)> = self.last.iter().map(|(&k, &t)| (k, t)).collect();
-        live.sort_unstable_by_key(|&(_, t)| t);
-        self.log = live.into();
+    /// Keeps the `capacity` most recently sent keys (among keys sent in the same
+    /// millisecond as the oldest kept, an arbitrary few).
+    fn sweep(&mut self, capacity: usize) {
+        let drop = self.last.len().saturating_sub(capacity);
+        if drop == 0 {
+            return;
+        }
+        let mut times: Vec<u64> = self.last.values().copied().collect();
+        let (_, &mut cut, newer) = times.select_nth_unstable(drop - 1);
+        let mut room = capacity - newer.iter().filter(|&&t| t > cut).count();
+        self.last.retain(|_, t| {
+            *t > cut
+                || (*t == cut && room > 0 && {
+                    room -= 1;
+                    true
+                })
+        });
     }
 
     /// Forgets everything (the replica restarted or was removed).
     pub fn clear(&mut self) {
         self.last.clear();
-        self.log.clear();
     }
 }
 
@@ -113,15 +114,13 @@ mod tests {
             // Retouching one key keeps it alive across the whole run.
             s.touch(&[42], i, 64);
         }
-        assert!(s.len() <= 64, "{}", s.len());
-        assert!(
-            s.log.len() <= 2 * 1024 + 3,
-            "log compacted: {}",
-            s.log.len()
-        );
+        assert!(s.len() <= 64 + 64 / 4, "{}", s.len());
         assert_eq!(s.matched(&[42], 10_000, u64::MAX), 1);
         assert_eq!(s.matched(&[9_999], 10_000, u64::MAX), 1);
         assert_eq!(s.matched(&[5], 10_000, u64::MAX), 0);
+        // Keys sent in the same millisecond past the bound: the record keeps `capacity`.
+        s.touch(&(0..200).map(|k| k + 5_000_000).collect::<Vec<u64>>(), 20_000, 64);
+        assert_eq!(s.len(), 64);
         s.clear();
         assert!(s.is_empty());
     }

@@ -1,18 +1,29 @@
 //! Routing decision time with a full record: every replica's `prefix` record filled to
 //! `blocks` keys from the trace's own prompts, then each request's decision timed alone (no
-//! engine, no network). The live runs report the same from `recache_route_decision_seconds`.
+//! engine, no network). With `mirrored`, every replica also has an `exact` KV-event mirror of
+//! that many blocks (the trace's prompts' blocks first, then synthetic ones), so the decision
+//! reads the mirror as it does with `--kv-events`. The live runs report the same from
+//! `recache_route_decision_seconds`.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
+use crate::client::mirror::MirrorState;
 use crate::client::replica::Replica;
+use recache_eviction::hash::FastSet;
 use crate::client::route::{self, RouteHint, RouteKeys, Routing};
 
 /// Times `rounds` decisions of `routing` over `replicas` replicas whose records hold about
 /// `blocks` keys each, prompts cycling through `prompts`.
-pub fn measure(routing: Routing, replicas: usize, prompts: &[Vec<u32>], rounds: usize) -> Value {
+pub fn measure(
+    routing: Routing,
+    replicas: usize,
+    prompts: &[Vec<u32>],
+    rounds: usize,
+    mirrored: usize,
+) -> Value {
     let set: Vec<Arc<Replica>> = (0..replicas)
         .map(|i| {
             Arc::new(Replica::new(
@@ -39,6 +50,27 @@ pub fn measure(routing: Routing, replicas: usize, prompts: &[Vec<u32>], rounds: 
         let k = RouteKeys::from_tokens(&[p]);
         rule.choose(&set, &[], &RouteHint { path: "", keys: &k });
     }
+    if mirrored > 0 {
+        // Each replica mirrors every other prompt of the trace (so the two disagree) plus
+        // synthetic blocks up to `mirrored`.
+        for (r, replica) in set.iter().enumerate() {
+            let mut ids: FastSet<u64> = keys
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i % replicas.max(1) == r)
+                .flat_map(|(_, k)| k.keys.iter().copied())
+                .collect();
+            let mut x = r as u64;
+            while ids.len() < mirrored {
+                x = recache_hash::mix64(x.wrapping_add(0x9e37_79b9));
+                ids.insert(x);
+            }
+            replica.mirror.publish(ids);
+            replica
+                .mirror
+                .set_state(MirrorState::Exact, "bench: mirrored", "bench");
+        }
+    }
     let mut times = Vec::with_capacity(rounds);
     for i in 0..rounds {
         let k = &keys[i % keys.len().max(1)];
@@ -53,7 +85,7 @@ pub fn measure(routing: Routing, replicas: usize, prompts: &[Vec<u32>], rounds: 
         keys.iter().map(|k| k.keys.len()).sum::<usize>() as f64 / keys.len().max(1) as f64;
     json!({
         "strategy": routing.name(), "replicas": replicas, "blocks_per_replica": blocks,
-        "decisions": rounds, "mean_prompt_keys": mean_keys,
+        "decisions": rounds, "mean_prompt_keys": mean_keys, "mirrored_blocks_per_replica": mirrored,
         "decision_p50_us": q(0.5), "decision_p99_us": q(0.99),
     })
 }

@@ -76,8 +76,9 @@ pub struct RouteArgs {
     /// Print one JSON object per strategy (else a table)
     #[arg(long)]
     pub json: bool,
-    /// Only time routing decisions with 100k keys per replica (no engine is called; the
-    /// trace's prompts are the requests; --upstream gives the replica count)
+    /// Only time routing decisions with 100k keys per replica, first from the record alone,
+    /// then with a 100k-block exact mirror per replica (no engine is called; the trace's
+    /// prompts are the requests; --upstream gives the replica count)
     #[arg(long)]
     pub decisions_only: bool,
 }
@@ -129,7 +130,10 @@ pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
         .map(|(i, r)| tokens(r, i as u64))
         .collect();
     if args.decisions_only {
-        print_row(&args, &timed_decisions(&args, &prompts));
+        // The record alone (approximate mode), then with exact mirrors (--kv-events).
+        for mirrored in [0, 100_000] {
+            print_row(&args, &timed_decisions(&args, &prompts, mirrored));
+        }
         return Ok(());
     }
     let client = http::client();
@@ -150,16 +154,18 @@ pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
         print_row(&args, &row);
         rows.push(row);
     }
-    let row = timed_decisions(&args, &prompts);
-    print_row(&args, &row);
+    for mirrored in [0, 100_000] {
+        print_row(&args, &timed_decisions(&args, &prompts, mirrored));
+    }
     if !args.json {
         table(&rows);
     }
     Ok(())
 }
 
-/// Decisions alone, 100k keys per replica ([`decisions`]).
-fn timed_decisions(args: &RouteArgs, prompts: &[Vec<u32>]) -> Value {
+/// Decisions alone, 100k keys per replica, and `mirrored` blocks in each replica's exact
+/// mirror ([`decisions`]).
+fn timed_decisions(args: &RouteArgs, prompts: &[Vec<u32>], mirrored: usize) -> Value {
     tokio::task::block_in_place(|| {
         decisions::measure(
             Routing::Prefix {
@@ -171,6 +177,7 @@ fn timed_decisions(args: &RouteArgs, prompts: &[Vec<u32>]) -> Value {
             args.upstream.len(),
             prompts,
             100_000,
+            mirrored,
         )
     })
 }
@@ -452,8 +459,10 @@ mod tests {
             2,
             &prompts,
             200,
+            500,
         );
         assert_eq!(v["decisions"], 200);
+        assert_eq!(v["mirrored_blocks_per_replica"], 500);
         assert!(v["decision_p99_us"].as_f64().expect("p99") > 0.0);
     }
 }

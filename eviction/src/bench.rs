@@ -61,6 +61,8 @@ pub fn rows_from_trace(requests: &[crate::trace::Request]) -> (Vec<f32>, Vec<f32
                 pos: pos as u32,
                 input_tokens: r.input_length,
                 anchor: hits.checked_sub(1).map(|i| r.hash_ids[i]),
+                tip: r.hash_ids.last().copied(),
+                entity: None,
             };
             f.observe(&AccessEvent {
                 block: b,
@@ -104,7 +106,9 @@ pub fn bench_predictor(
     let mut model = None;
     for _ in 0..repeats.max(1) {
         let start = Instant::now();
-        let m = train(&x[..train_rows * NF], &y[..train_rows], &p).map_err(BenchError::Train)?;
+        let cols: Vec<usize> = (0..NF).collect();
+        let m =
+            train(&x[..train_rows * NF], &y[..train_rows], &cols, &p).map_err(BenchError::Train)?;
         train_ms_all.push(start.elapsed().as_secs_f64() * 1e3);
         model = Some(m);
     }

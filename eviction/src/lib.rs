@@ -35,7 +35,7 @@ pub mod trace;
 /// A KV block id (engine block hash, or a trace's hash id).
 pub type BlockId = u64;
 
-pub use cache::{Cache, CacheError, Outcome};
+pub use cache::{Access, Cache, CacheError, Outcome};
 pub use future::FutureIndex;
 pub use index::{IndexError, LeafEvent, RadixIndex};
 pub use policy::{EvictionPolicy, PolicyConfig, PolicyEnv, PolicyError, PolicyStats};

@@ -108,6 +108,7 @@ fn laru_with_lightgbm_is_deterministic() {
         let laru = PolicyConfig::Laru {
             lambda_min_misses: None,
             guard: true,
+            features: None,
         };
         let mut cache = Cache::new(120, policy::build(&laru, env).expect("laru"));
         let hits: Vec<usize> = trace

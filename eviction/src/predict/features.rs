@@ -145,6 +145,8 @@ pub struct Features {
     pub window: VecDeque<(Row, f32)>,
     /// Labelled rows produced so far.
     pub labelled: u64,
+    /// Of those, rows censored (no access within the horizon).
+    pub censored: u64,
 }
 
 impl Features {
@@ -173,6 +175,7 @@ impl Features {
 
     fn push_label(&mut self, row: Row, delta: u64) {
         let y = if delta >= self.cfg.horizon {
+            self.censored += 1;
             (self.cfg.horizon as f32 * self.cfg.censored_mult).ln_1p()
         } else {
             (delta as f32).ln_1p()

@@ -38,27 +38,28 @@ fn conversations_are_deterministic_and_extend_their_prefix() {
 }
 
 #[test]
-fn adversarial_flips_the_live_class() {
+fn adversarial_flips_how_long_conversations_last() {
     use clap::Parser;
     #[derive(Parser)]
     struct A {
         #[command(flatten)]
         s: adversarial::AdversarialShape,
     }
-    let shape = A::parse_from(["x", "--requests", "3000", "--epoch", "1000"]).s;
+    let shape = A::parse_from(["x", "--requests", "4000", "--epoch", "2000"]).s;
     let t = adversarial::generate(&shape, 1);
-    // Continued turns (longer than a first turn of their class) per epoch and class.
-    let mut cont = [[0u32; 2]; 3];
-    for (i, r) in t.iter().enumerate() {
-        let n = r.hash_ids.len() - 1;
-        let class = usize::from(n >= shape.long_blocks);
-        let first = [shape.short_blocks, shape.long_blocks][class];
-        if n > first && n < shape.long_blocks || n > shape.long_blocks {
-            cont[i / 1000][class] += 1;
-        }
-    }
-    assert!(cont[0][0] > 5 * cont[0][1].max(1), "{cont:?}");
-    assert!(cont[1][1] > 5 * cont[1][0].max(1), "{cont:?}");
+    assert_eq!(t, adversarial::generate(&shape, 1));
+    // Turn number of each request from its length; the longest turn seen per epoch.
+    let turn = |r: &recache_eviction::trace::Request| {
+        (r.hash_ids.len() - 1 - shape.first_blocks) / shape.turn_blocks + 1
+    };
+    let short = t[..2000].iter().map(turn).max();
+    let long = t[2000..].iter().map(turn).max();
+    assert_eq!(short, Some(2), "short epoch: two turns");
+    assert_eq!(
+        long,
+        Some(shape.long_turns as usize),
+        "long epoch: up to long_turns"
+    );
 }
 
 #[test]

@@ -32,7 +32,10 @@ impl<'a> Sources<'a> {
     /// The trace's future per chain tip and entity (built on first use).
     pub fn foresight(&self) -> Arc<Foresight> {
         self.foresight
-            .get_or_init(|| Arc::new(Foresight::new(self.requests, self.future.clone())))
+            .get_or_init(|| {
+                let bt = crate::predict::features::FeatureConfig::default().block_tokens;
+                Arc::new(Foresight::new(self.requests, self.future.clone(), bt))
+            })
             .clone()
     }
 }

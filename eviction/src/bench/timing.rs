@@ -1,9 +1,10 @@
-//! The predictor benchmark (`recache bench predictor`): LightGBM training
-//! time on a 20k-row window and batch prediction time for 25k rows, with
-//! rows drawn from a real trace's feature pipeline when given, else from a
-//! synthetic conversation workload. Prints JSON; not a timed test.
+//! The predictor's cost: LightGBM training time on a 20k-row window and batch
+//! prediction time for 25k rows (the Rust evaluator), with rows from a trace's
+//! feature pipeline (`base` columns). Not a timed test.
 
 use serde::Serialize;
+
+use super::BenchError;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PredictorBench {
@@ -18,18 +19,6 @@ pub struct PredictorBench {
     pub predict_ms: f64,
     pub predict_ns_per_row: f64,
     pub trees: usize,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum BenchError {
-    #[error("predictor benchmark needs the `lightgbm` feature")]
-    Unavailable,
-    #[error("training failed: {0}")]
-    Train(String),
-    #[error("not enough rows: got {got}, need {need}")]
-    TooFewRows { got: usize, need: usize },
-    #[error("trace")]
-    Trace(#[from] crate::trace::TraceError),
 }
 
 /// `recache bench predictor`: rows from the trace at `path`, training on

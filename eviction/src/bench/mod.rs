@@ -113,11 +113,13 @@ pub fn run(args: &PredictorArgs) -> Result<(), BenchError> {
             line(
                 &mut out,
                 format!(
-                    "{:<20} {:>5} {:>7.3} {:>7.3} {:>8.1} {:>7.4} {:>7.4} {:>7.4} {:>7.4} {:>6.1} {:>9.0}",
+                    "{:<20} {:>5} {:>7.3} {:>7.3} {:>7.3} {:>7.3} {:>8.1} {:>7.4} {:>7.4} {:>7.4} {:>7.4} {:>6.1} {:>9.0}",
                     r.features,
                     r.upper_bound,
                     r.auc_gap,
                     r.auc_opt,
+                    r.auc_gap_reused,
+                    r.auc_opt_reused,
                     r.train_ms,
                     r.lru_hit_ratio,
                     r.opt_hit_ratio,

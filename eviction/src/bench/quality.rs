@@ -13,6 +13,10 @@
 //!   separates what OPT keeps from what it drops.
 //! - `auc_opt`: a classifier trained on the OPT label itself: what these columns can tell at
 //!   all (an upper bound for the feature set, whatever the objective).
+//! - `*_reused`: the same AUCs among rows whose block is used again at all: of the blocks
+//!   that come back, which OPT keeps. Over all rows, never-reused blocks (a GR request's
+//!   unique candidates, a prompt's partial last block) are easy and can dominate; NaN where
+//!   OPT keeps every block that comes back (Mooncake at 5%: OPT is at the ceiling).
 //!
 //! Next to them, the hit ratios of FPB and LARU running the online LightGBM predictor with
 //! that feature set (and LRU and OPT), so AUC can be read against hits. The upper-bound row
@@ -58,6 +62,8 @@ pub struct QualityRow {
     pub auc_opt: f64,
     pub auc_gap_windows: Vec<f64>,
     pub auc_opt_windows: Vec<f64>,
+    pub auc_gap_reused: f64,
+    pub auc_opt_reused: f64,
     /// Median training time of one window's regression model with these columns, ms.
     pub train_ms: f64,
     pub lru_hit_ratio: f64,
@@ -73,6 +79,8 @@ struct Rows {
     x: Vec<Row>,
     y_gap: Vec<f32>,
     y_opt: Vec<f32>,
+    /// The block is used again (at any distance).
+    reused: Vec<bool>,
 }
 
 fn serve_all(
@@ -138,6 +146,7 @@ fn rows_under_lru(
         x: Vec::new(),
         y_gap: Vec::new(),
         y_opt: Vec::new(),
+        reused: Vec::new(),
     };
     let mut hits = 0;
     for (t, req) in requests.iter().enumerate() {
@@ -153,6 +162,7 @@ fn rows_under_lru(
                 let next = src.future.next_after(ev.block, ev.time);
                 let gap = next.map_or(horizon, |n| (n - ev.time).min(horizon));
                 rows.x.push(*row);
+                rows.reused.push(next.is_some());
                 rows.y_gap.push((gap as f32).ln_1p());
                 rows.y_opt.push(f32::from(u8::from(
                     next.is_some_and(|n| opt.contains(&(n, ev.block))),
@@ -214,9 +224,31 @@ fn mean(v: &[f64]) -> f64 {
     }
 }
 
-/// AUCs per window pair for `set`: (gap model, OPT classifier, median train ms).
+/// AUCs of one feature set over the window pairs.
+#[derive(Default)]
+struct Aucs {
+    gap: Vec<f64>,
+    opt: Vec<f64>,
+    gap_reused: Vec<f64>,
+    opt_reused: Vec<f64>,
+    /// Median training time of the gap model, ms.
+    train_ms: f64,
+}
+
+/// `auc` over all of `idx`, and over those `reused`.
+fn both(s: &[f64], rows: &Rows, idx: std::ops::Range<usize>) -> (f64, f64) {
+    let y = &rows.y_opt[idx.clone()];
+    let keep: Vec<usize> = (0..y.len())
+        .filter(|&i| rows.reused[idx.start + i])
+        .collect();
+    let s2: Vec<f64> = keep.iter().map(|&i| s[i]).collect();
+    let y2: Vec<f32> = keep.iter().map(|&i| y[i]).collect();
+    (auc(s, y), auc(&s2, &y2))
+}
+
+/// AUCs per window pair for `set`.
 #[cfg(feature = "lightgbm")]
-fn window_aucs(rows: &Rows, set: FeatureSet) -> Result<(Vec<f64>, Vec<f64>, f64), BenchError> {
+fn window_aucs(rows: &Rows, set: FeatureSet) -> Result<Aucs, BenchError> {
     use crate::predict::lgbm::{LgbmConfig, params, train};
     let cfg = LgbmConfig::default();
     let reg = params(cfg.iterations, cfg.num_leaves);
@@ -227,7 +259,8 @@ fn window_aucs(rows: &Rows, set: FeatureSet) -> Result<(Vec<f64>, Vec<f64>, f64)
     let n = rows.x.len() / w;
     let pairs = n.saturating_sub(1);
     let step = pairs.div_ceil(MAX_PAIRS).max(1);
-    let (mut gap, mut opt, mut ms) = (Vec::new(), Vec::new(), Vec::new());
+    let mut a = Aucs::default();
+    let mut ms = Vec::new();
     for k in (0..pairs).step_by(step) {
         let (tr, te) = (k * w..(k + 1) * w, (k + 1) * w..(k + 2) * w);
         let x: Vec<f32> = rows.x[tr.clone()]
@@ -238,22 +271,27 @@ fn window_aucs(rows: &Rows, set: FeatureSet) -> Result<(Vec<f64>, Vec<f64>, f64)
         let m = train(&x, &rows.y_gap[tr.clone()], &cols, &reg).map_err(BenchError::Train)?;
         ms.push(start.elapsed().as_secs_f64() * 1e3);
         let s: Vec<f64> = rows.x[te.clone()].iter().map(|r| -m.predict(r)).collect();
-        gap.push(auc(&s, &rows.y_opt[te.clone()]));
+        let (all, reused) = both(&s, rows, te.clone());
+        a.gap.push(all);
+        a.gap_reused.push(reused);
         let y = &rows.y_opt[tr];
-        if y.iter().any(|&v| v > 0.5) && y.iter().any(|&v| v < 0.5) {
+        let (all, reused) = if y.iter().any(|&v| v > 0.5) && y.iter().any(|&v| v < 0.5) {
             let c = train(&x, y, &cols, &bin).map_err(BenchError::Train)?;
             let s: Vec<f64> = rows.x[te.clone()].iter().map(|r| c.predict(r)).collect();
-            opt.push(auc(&s, &rows.y_opt[te]));
+            both(&s, rows, te)
         } else {
-            opt.push(f64::NAN);
-        }
+            (f64::NAN, f64::NAN)
+        };
+        a.opt.push(all);
+        a.opt_reused.push(reused);
     }
     ms.sort_by(f64::total_cmp);
-    Ok((gap, opt, ms.get(ms.len() / 2).copied().unwrap_or(f64::NAN)))
+    a.train_ms = ms.get(ms.len() / 2).copied().unwrap_or(f64::NAN);
+    Ok(a)
 }
 
 #[cfg(not(feature = "lightgbm"))]
-fn window_aucs(_rows: &Rows, _set: FeatureSet) -> Result<(Vec<f64>, Vec<f64>, f64), BenchError> {
+fn window_aucs(_rows: &Rows, _set: FeatureSet) -> Result<Aucs, BenchError> {
     Err(BenchError::Unavailable)
 }
 
@@ -309,7 +347,7 @@ pub fn report(
     let positive = rows.y_opt.iter().filter(|&&v| v > 0.5).count();
     let mut out = Vec::new();
     for (set, upper_bound) in all {
-        let (gap_w, opt_w, train_ms) = window_aucs(&rows, set)?;
+        let a = window_aucs(&rows, set)?;
         let features = Some(set);
         let (fpb, _) = hit_ratio(requests, &PolicyConfig::Fpb { features }, blocks, &src, set)?;
         let laru_cfg = PolicyConfig::Laru {
@@ -326,12 +364,14 @@ pub fn report(
             upper_bound,
             rows: rows.x.len(),
             positive_share: positive as f64 / rows.x.len().max(1) as f64,
-            windows: gap_w.len(),
-            auc_gap: mean(&gap_w),
-            auc_opt: mean(&opt_w),
-            auc_gap_windows: gap_w,
-            auc_opt_windows: opt_w,
-            train_ms,
+            windows: a.gap.len(),
+            auc_gap: mean(&a.gap),
+            auc_opt: mean(&a.opt),
+            auc_gap_reused: mean(&a.gap_reused),
+            auc_opt_reused: mean(&a.opt_reused),
+            auc_gap_windows: a.gap,
+            auc_opt_windows: a.opt,
+            train_ms: a.train_ms,
             lru_hit_ratio: lru,
             opt_hit_ratio: best,
             fpb_hit_ratio: fpb,

@@ -8,7 +8,7 @@ pub struct Rng(u64);
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        Self(mix64(seed ^ 0x5eed_0f_7ace))
+        Self(mix64(seed ^ 0x005e_ed0f_7ace))
     }
 
     pub fn next_u64(&mut self) -> u64 {

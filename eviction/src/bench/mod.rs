@@ -10,7 +10,7 @@ mod timing;
 use std::io::Write;
 use std::path::PathBuf;
 
-pub use quality::{QualityRow, auc};
+pub use quality::{QualityRow, auc, report as quality_report};
 pub use record::Recording;
 pub use timing::{PredictorBench, bench_predictor, rows_from_trace, run_predictor_bench};
 

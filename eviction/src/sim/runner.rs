@@ -191,3 +191,21 @@ fn cfg_label(cfg: &PolicyConfig) -> String {
     }
     label
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_show_non_default_params_as_specs() {
+        for spec in [
+            "laru",
+            "laru:lambda_min_misses=1",
+            "laru:features=base+gr",
+            "hf:candidates=8",
+        ] {
+            let cfg = PolicyConfig::from_spec(spec).expect("valid");
+            assert_eq!(cfg_label(&cfg), spec);
+        }
+    }
+}

@@ -1,18 +1,32 @@
-//! Predictor benchmark: prints JSON with LightGBM training time for 20k rows
-//! and batch predict time for 25k rows.
-//! `cargo run --release -p recache-eviction --example bench_predictor -- [TRACE]`
-//! (default trace: ../shared/data/mooncake/conversation_trace.jsonl)
+//! `recache bench predictor` stand-alone: timings (LightGBM training on 20k rows, batch
+//! prediction of 25k rows), then per feature set the ranking quality against OPT's decisions
+//! and the FPB/LARU hit ratios it buys.
+//! `cargo run --release -p recache-eviction --example bench_predictor -- --trace FILE
+//!  [--capacity 0.05] [--feature-sets base,base+gr] [--json] [--timing-only]`
 
-use std::path::PathBuf;
+use clap::Parser;
+use recache_eviction::bench::{PredictorArgs, run};
 
-use recache_eviction::bench::run_predictor_bench;
+#[derive(Parser)]
+#[command(name = "bench_predictor", about = "Eviction predictor benchmark")]
+struct Cli {
+    #[command(flatten)]
+    args: PredictorArgs,
+}
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::env::args().nth(1).map_or_else(
-        || PathBuf::from("../shared/data/mooncake/conversation_trace.jsonl"),
-        PathBuf::from,
-    );
-    let report = run_predictor_bench(&path)?;
-    println!("{}", serde_json::to_string(&report)?);
-    Ok(())
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    match run(&cli.args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            let mut msg = format!("error: {e}");
+            let mut src = std::error::Error::source(&e);
+            while let Some(s) = src {
+                msg.push_str(&format!(": {s}"));
+                src = s.source();
+            }
+            eprintln!("{msg}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

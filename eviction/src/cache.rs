@@ -1,11 +1,11 @@
 //! The cache: a [`RadixIndex`] plus an [`EvictionPolicy`] under a capacity in
-//! blocks. It runs the request protocol (prefix hits, pin, insert with
+//! blocks. It runs the request protocol (prefix hits per chain, pin, insert with
 //! eviction, unpin), forwards index events to the policy, and checks every
 //! victim is an evictable leaf before deleting it.
 
 use crate::BlockId;
 use crate::index::{IndexError, RadixIndex};
-use crate::policy::{AccessEvent, EvictCtx, EvictionPolicy, PolicyStats, RequestCtx};
+use crate::policy::{AccessEvent, EntityCtx, EvictCtx, EvictionPolicy, PolicyStats, RequestCtx};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
@@ -15,6 +15,12 @@ pub enum CacheError {
     InvalidVictim {
         policy: &'static str,
         block: BlockId,
+    },
+    #[error("chain {start}..{end} is not within the request's {blocks} blocks")]
+    BadChain {
+        start: usize,
+        end: usize,
+        blocks: usize,
     },
 }
 
@@ -29,11 +35,26 @@ pub struct Outcome {
     pub dropped: usize,
 }
 
+/// One request as the cache sees it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Access<'a> {
+    pub blocks: &'a [BlockId],
+    /// Chains as (start, end) ranges into `blocks`, each a path from the tree root; empty:
+    /// one chain of all blocks (a plain prefix request).
+    pub chains: &'a [(usize, usize)],
+    /// Prompt length in tokens, when known.
+    pub input_tokens: Option<u64>,
+    /// Per-block GR context (same length as `blocks`), or empty.
+    pub entities: &'a [EntityCtx],
+}
+
 pub struct Cache {
     idx: RadixIndex,
     policy: Box<dyn EvictionPolicy>,
     capacity: usize,
     evictions: u64,
+    /// Scratch: blocks pinned by the request in progress.
+    pinned: Vec<BlockId>,
 }
 
 impl Cache {
@@ -43,6 +64,7 @@ impl Cache {
             policy,
             capacity,
             evictions: 0,
+            pinned: Vec::new(),
         }
     }
 
@@ -82,82 +104,151 @@ impl Cache {
         }
     }
 
-    /// Serves one request at time `now`: counts the resident leading run,
-    /// makes every block resident (evicting as needed; the request's own
-    /// blocks are pinned, so never victims), and returns the outcome.
+    /// Serves one single-chain request at time `now` (a plain prefix request): see
+    /// [`Self::serve`].
     pub fn access(
         &mut self,
         blocks: &[BlockId],
         now: u64,
         input_tokens: Option<u64>,
     ) -> Result<Outcome, CacheError> {
+        let req = Access {
+            blocks,
+            input_tokens,
+            ..Access::default()
+        };
+        self.serve(&req, now)
+    }
+
+    /// The resident leading run of one chain (its hits if it arrived now).
+    pub fn resident_run(&self, chain: &[BlockId]) -> usize {
         let mut parent = None;
-        let hits = blocks
+        chain
             .iter()
             .take_while(|&&b| {
                 let ok = self.idx.parent(b) == Some(parent);
                 parent = Some(b);
                 ok
             })
-            .count();
+            .count()
+    }
+
+    /// Serves one request at time `now`: hits are, summed over its chains, each chain's
+    /// resident leading run on arrival; then every block becomes resident (evicting as
+    /// needed). Every block of the request is pinned until the request is done, so no chain
+    /// evicts another chain's blocks of the same request.
+    pub fn serve(&mut self, req: &Access<'_>, now: u64) -> Result<Outcome, CacheError> {
+        let whole = [(0, req.blocks.len())];
+        let chains = if req.chains.is_empty() {
+            &whole[..]
+        } else {
+            req.chains
+        };
+        if let Some(&(start, end)) = chains.iter().find(|(s, e)| s > e || *e > req.blocks.len()) {
+            return Err(CacheError::BadChain {
+                start,
+                end,
+                blocks: req.blocks.len(),
+            });
+        }
+        let runs: Vec<usize> = chains
+            .iter()
+            .map(|&(s, e)| self.resident_run(&req.blocks[s..e]))
+            .collect();
         let mut out = Outcome {
-            hits,
+            hits: runs.iter().sum(),
             ..Outcome::default()
         };
-        let ctx = |pos: usize| RequestCtx {
-            req_len: blocks.len() as u32,
-            hit_len: hits as u32,
-            pos: pos as u32,
-            input_tokens,
-            anchor: hits.checked_sub(1).map(|i| blocks[i]),
+        let single = chains.len() == 1;
+        let ctx = |c: usize, pos: usize| {
+            let (s, e) = chains[c];
+            RequestCtx {
+                req_len: (e - s) as u32,
+                hit_len: runs[c] as u32,
+                pos: pos as u32,
+                input_tokens: req.input_tokens.filter(|_| single),
+                anchor: runs[c].checked_sub(1).map(|i| req.blocks[s + i]),
+                tip: e.checked_sub(1).filter(|&l| l >= s).map(|l| req.blocks[l]),
+                entity: req.entities.get(s + pos).copied(),
+            }
         };
-        let mut pinned = 0;
-        for (pos, &b) in blocks.iter().enumerate().take(hits) {
-            self.idx.pin(b)?;
-            self.idx.touch(b, now)?;
-            self.notify_access(b, pos, now, ctx(pos));
-            pinned += 1;
-        }
-        let mut parent = hits.checked_sub(1).map(|i| blocks[i]);
-        'insert: for (pos, &b) in blocks.iter().enumerate().skip(hits) {
-            // A block already resident under another parent (or repeated in
-            // this request) breaks the chain: cache nothing past it.
-            if self.idx.contains(b) {
-                out.dropped = blocks.len() - pos;
-                break;
+        let mut pinned = std::mem::take(&mut self.pinned);
+        pinned.clear();
+        for (c, (&(s, _), &run)) in chains.iter().zip(&runs).enumerate() {
+            for (pos, &b) in req.blocks[s..s + run].iter().enumerate() {
+                self.idx.pin(b)?;
+                pinned.push(b);
+                self.idx.touch(b, now)?;
+                self.notify_access(b, pos, now, ctx(c, pos));
             }
-            while self.idx.len() >= self.capacity {
-                let ectx = EvictCtx {
-                    now,
-                    incoming: Some(b),
-                };
-                let Some(v) = self.policy.select_victim(&self.idx, &ectx) else {
-                    out.dropped = blocks.len() - pos;
-                    break 'insert;
-                };
-                if !self.idx.is_evictable_leaf(v) {
-                    return Err(CacheError::InvalidVictim {
-                        policy: self.policy.name(),
-                        block: v,
-                    });
+        }
+        for (c, (&(s, e), &run)) in chains.iter().zip(&runs).enumerate() {
+            let chain = &req.blocks[s..e];
+            let mut parent = run.checked_sub(1).map(|i| chain[i]);
+            'blocks: for (pos, &b) in chain.iter().enumerate().skip(run) {
+                match self.idx.parent(b) {
+                    // Inserted by an earlier chain of this request: same node, keep going.
+                    Some(p) if p == parent => {
+                        self.idx.pin(b)?;
+                        pinned.push(b);
+                        self.idx.touch(b, now)?;
+                    }
+                    // Resident under another parent (or repeated in this chain): the chain
+                    // breaks, cache nothing past it.
+                    Some(_) => {
+                        out.dropped += chain.len() - pos;
+                        break 'blocks;
+                    }
+                    None => {
+                        if !self.make_room(b, now, &mut out)? {
+                            out.dropped += chain.len() - pos;
+                            break 'blocks;
+                        }
+                        self.idx.insert(b, parent, now)?;
+                        self.idx.pin(b)?;
+                        pinned.push(b);
+                    }
                 }
-                self.idx.remove(v)?;
-                self.evictions += 1;
-                out.evicted += 1;
-                self.policy.on_remove(v);
-                self.flush();
+                self.notify_access(b, pos, now, ctx(c, pos));
+                parent = Some(b);
             }
-            self.idx.insert(b, parent, now)?;
-            self.idx.pin(b)?;
-            self.notify_access(b, pos, now, ctx(pos));
-            pinned += 1;
-            parent = Some(b);
         }
-        for &b in &blocks[..pinned] {
+        for &b in &pinned {
             self.idx.unpin(b)?;
         }
+        self.pinned = pinned;
         self.flush();
         Ok(out)
+    }
+
+    /// Evicts until one more block fits; false when no leaf is evictable.
+    fn make_room(
+        &mut self,
+        incoming: BlockId,
+        now: u64,
+        out: &mut Outcome,
+    ) -> Result<bool, CacheError> {
+        while self.idx.len() >= self.capacity {
+            let ectx = EvictCtx {
+                now,
+                incoming: Some(incoming),
+            };
+            let Some(v) = self.policy.select_victim(&self.idx, &ectx) else {
+                return Ok(false);
+            };
+            if !self.idx.is_evictable_leaf(v) {
+                return Err(CacheError::InvalidVictim {
+                    policy: self.policy.name(),
+                    block: v,
+                });
+            }
+            self.idx.remove(v)?;
+            self.evictions += 1;
+            out.evicted += 1;
+            self.policy.on_remove(v);
+            self.flush();
+        }
+        Ok(true)
     }
 
     /// KV-event feed: the engine stored `block` under `parent` at `now`.

@@ -19,7 +19,10 @@
 //! - [`trace`]: trace parsing (Mooncake JSONL).
 //! - [`sim`]: the simulator and its clap arguments ([`sim::SimArgs`],
 //!   [`sim::run`]), embedded by `recache sim`.
-//! - [`bench`]: the predictor benchmark (train / batch predict timings).
+//! - [`bench`]: the predictor benchmark (timings, and ranking quality per
+//!   feature set against OPT's decisions).
+//! - [`tracegen`]: deterministic trace generators (Mooncake-style conversations, an
+//!   adversarial trace for learned eviction, GR ranking traffic).
 //! - `hash`: fast id hashing and seeded deterministic coins.
 
 pub mod bench;
@@ -31,11 +34,12 @@ pub mod policy;
 pub mod predict;
 pub mod sim;
 pub mod trace;
+pub mod tracegen;
 
 /// A KV block id (engine block hash, or a trace's hash id).
 pub type BlockId = u64;
 
-pub use cache::{Cache, CacheError, Outcome};
+pub use cache::{Access, Cache, CacheError, Outcome};
 pub use future::FutureIndex;
 pub use index::{IndexError, LeafEvent, RadixIndex};
 pub use policy::{EvictionPolicy, PolicyConfig, PolicyEnv, PolicyError, PolicyStats};

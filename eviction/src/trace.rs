@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::BlockId;
+use crate::policy::EntityCtx;
 
 /// What a segment of a GR request holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
@@ -76,6 +77,35 @@ impl Request {
         }
         out.retain(|(a, b)| b > a);
         out
+    }
+
+    /// Whether the request puts the user first: its first user or pooled-item segment
+    /// decides (None without segments, or with neither kind).
+    pub fn user_first(&self) -> Option<bool> {
+        self.segments.as_ref()?.iter().find_map(|s| match s.kind {
+            SegmentKind::User => Some(true),
+            SegmentKind::Item => Some(false),
+            _ => None,
+        })
+    }
+
+    /// Each block's entity context (empty without segments): feature input for GR traffic.
+    pub fn entities(&self) -> Vec<EntityCtx> {
+        let Some(segs) = &self.segments else {
+            return Vec::new();
+        };
+        let user_first = self.user_first();
+        segs.iter()
+            .flat_map(|s| {
+                (0..s.len).map(move |i| EntityCtx {
+                    kind: s.kind,
+                    entity: s.entity,
+                    user_first,
+                    seg_pos: i as u32,
+                    seg_len: s.len as u32,
+                })
+            })
+            .collect()
     }
 
     /// The segment of each block (None without segments).

@@ -95,11 +95,13 @@ fn laru_with_lightgbm_is_deterministic() {
     use recache_eviction::predict::lgbm::{LgbmConfig, LightGbm};
     let trace = prefix_trace(&random_steps(2000, 9), 80);
     let run = || {
-        let cfg = LgbmConfig {
+        // A horizon the 2,000-request trace passes: no model trains before a censored row.
+        let mut cfg = LgbmConfig {
             min_rows: 500,
             retrain_every: 2000,
             ..LgbmConfig::default()
         };
+        cfg.features.horizon = 300;
         let env = PolicyEnv {
             capacity: 120,
             predictor: Some(Box::new(LightGbm::new(cfg))),
@@ -108,6 +110,7 @@ fn laru_with_lightgbm_is_deterministic() {
         let laru = PolicyConfig::Laru {
             lambda_min_misses: None,
             guard: true,
+            features: None,
         };
         let mut cache = Cache::new(120, policy::build(&laru, env).expect("laru"));
         let hits: Vec<usize> = trace
@@ -171,13 +174,14 @@ fn async_predictions_keep_invariants(#[values("fpb", "hf", "laru")] name: &str) 
     use recache_eviction::policy::{self, PolicyEnv};
     use recache_eviction::predict::lgbm::{Install, LgbmConfig, LightGbm};
     let trace = prefix_trace(&random_steps(1500, 21), 60);
-    let cfg = LgbmConfig {
+    let mut cfg = LgbmConfig {
         min_rows: 500,
         retrain_every: 2000,
         install: Install::Background,
         async_predict: true,
         ..LgbmConfig::default()
     };
+    cfg.features.horizon = 300;
     let env = PolicyEnv {
         capacity: 100,
         predictor: Some(Box::new(LightGbm::new(cfg))),

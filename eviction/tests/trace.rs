@@ -100,6 +100,20 @@ fn gr_segments_split_chains_and_round_trip() {
         .collect();
     assert_eq!(kinds[4], SegmentKind::Items);
     assert_eq!(kinds[5], SegmentKind::Item);
+    // Entity context per block: user-first (the user segment comes before any pooled item),
+    // positions within each segment.
+    assert_eq!(req.user_first(), Some(true));
+    let ents = req.entities();
+    assert_eq!(ents.len(), 7);
+    assert_eq!(
+        (ents[2].seg_pos, ents[2].seg_len, ents[2].entity),
+        (2, 3, Some(9))
+    );
+    assert_eq!(
+        (ents[5].kind, ents[5].entity),
+        (SegmentKind::Item, Some(77))
+    );
+    assert!(ents.iter().all(|e| e.user_first == Some(true)));
     let dir = std::env::temp_dir().join(format!("recache-gr-trace-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let path = dir.join("gr.jsonl");

@@ -9,6 +9,11 @@
 //! oldest evictable leaves and evict the one predicted furthest. λ = 1 again
 //! at each phase start. With l = 1 this is LRU; with λ = 1 it is FPB.
 //!
+//! With the guard (default, [`super::guard`]): λ at a phase start is 1 / the
+//! guard's backoff, victims are LRU's while the guard distrusts predictions,
+//! and prediction-induced misses do not halve λ while the cache is ahead of
+//! the guard's shadow LRU.
+//!
 //! Cost: O(log k) when l covers every evictable leaf (the usual case, since a
 //! prefix tree has far fewer leaves than blocks), else O(l) to scan the l
 //! oldest leaves.
@@ -120,7 +125,10 @@ impl EvictionPolicy for Laru {
         if let Some(x) = ctx.incoming {
             if self.evicted_by_prediction.remove(&x) {
                 self.prediction_induced_misses += 1;
-                self.misses_since_halving += 1;
+                // While the guard sees predictions ahead of LRU, their misses are already paid
+                // for: they do not shrink λ (`Guard::ahead`).
+                let paid = self.guard.as_ref().is_some_and(Guard::ahead);
+                self.misses_since_halving += u64::from(!paid);
                 if self.misses_since_halving >= self.misses_per_halving {
                     // Floor at 1/k: l is 1 from there on anyway.
                     self.lambda = (self.lambda / 2.0).max(1.0 / self.k.max(1) as f64);

@@ -6,6 +6,7 @@
 //! the policy, deletes the block, after checking that the victim really is an
 //! evictable leaf. Candidates therefore always come from the [`RadixIndex`].
 
+mod events;
 mod fpb;
 mod guard;
 mod hf;
@@ -20,6 +21,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use events::{AccessEvent, EntityCtx, EvictCtx, RequestCtx};
 pub use fpb::Fpb;
 pub use hf::Hf;
 pub use laru::Laru;
@@ -31,39 +33,7 @@ pub use sieve::Sieve;
 use crate::BlockId;
 use crate::future::FutureIndex;
 use crate::index::{LeafEvent, RadixIndex};
-use crate::predict::{Predictor, PredictorStats};
-
-/// Where a block sits in the request that touched it (feature input).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RequestCtx {
-    /// Blocks in the request.
-    pub req_len: u32,
-    /// Leading blocks that were resident when it arrived.
-    pub hit_len: u32,
-    /// This block's position in the request (0 = first).
-    pub pos: u32,
-    /// Prompt length in tokens, when the source knows it.
-    pub input_tokens: Option<u64>,
-    /// The request's deepest hit block (its conversation's previous turn).
-    pub anchor: Option<BlockId>,
-}
-
-/// One block access (hit, or insert of a missing block).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AccessEvent {
-    pub block: BlockId,
-    pub depth: u32,
-    pub time: u64,
-    pub ctx: RequestCtx,
-}
-
-/// Context of a victim request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EvictCtx {
-    pub now: u64,
-    /// The block whose insertion needs the space (LARU checks it).
-    pub incoming: Option<BlockId>,
-}
+use crate::predict::{FeatureSet, Predictor, PredictorStats};
 
 /// Counters a server can export; all plain numbers.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -127,11 +97,18 @@ pub enum PolicyConfig {
     /// SIEVE (NSDI'24) over evictable leaves; stands in for S3-FIFO.
     Sieve {},
     /// Furthest predicted block among all evictable leaves.
-    Fpb {},
+    Fpb {
+        /// The learned predictor's feature set (`base`, `base+gr`, ...); None: the
+        /// simulator's `--features`, else `base`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        features: Option<FeatureSet>,
+    },
     /// LRU pre-selects `candidates` (default 4), the prediction picks.
     Hf {
         #[serde(default = "default_hf_candidates")]
         candidates: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        features: Option<FeatureSet>,
     },
     /// Learning-augmented LRU (LCR Algorithm 1).
     Laru {
@@ -142,6 +119,8 @@ pub enum PolicyConfig {
         /// `guard=false` is LCR Algorithm 1 alone).
         #[serde(default = "default_guard")]
         guard: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        features: Option<FeatureSet>,
     },
     /// Belady: furthest true next use. Needs the future (simulator only).
     Opt {},
@@ -225,7 +204,7 @@ impl PolicyConfig {
             Self::Lru {} => "lru",
             Self::Lfu {} => "lfu",
             Self::Sieve {} => "sieve",
-            Self::Fpb {} => "fpb",
+            Self::Fpb { .. } => "fpb",
             Self::Hf { .. } => "hf",
             Self::Laru { .. } => "laru",
             Self::Opt {} => "opt",
@@ -233,7 +212,17 @@ impl PolicyConfig {
     }
 
     pub fn uses_predictor(&self) -> bool {
-        matches!(self, Self::Fpb {} | Self::Hf { .. } | Self::Laru { .. })
+        matches!(self, Self::Fpb { .. } | Self::Hf { .. } | Self::Laru { .. })
+    }
+
+    /// The feature set this learned policy asks its predictor for, if it names one.
+    pub fn features(&self) -> Option<FeatureSet> {
+        match self {
+            Self::Fpb { features } | Self::Hf { features, .. } | Self::Laru { features, .. } => {
+                *features
+            }
+            _ => None,
+        }
     }
 
     pub fn needs_future(&self) -> bool {
@@ -258,11 +247,12 @@ pub fn build(cfg: &PolicyConfig, env: PolicyEnv) -> Result<Box<dyn EvictionPolic
         PolicyConfig::Lru {} => Box::new(Lru),
         PolicyConfig::Lfu {} => Box::new(Lfu::default()),
         PolicyConfig::Sieve {} => Box::new(Sieve::default()),
-        PolicyConfig::Fpb {} => Box::new(Fpb::new(predictor()?)),
-        PolicyConfig::Hf { candidates } => Box::new(Hf::new(predictor()?, *candidates)),
+        PolicyConfig::Fpb { .. } => Box::new(Fpb::new(predictor()?)),
+        PolicyConfig::Hf { candidates, .. } => Box::new(Hf::new(predictor()?, *candidates)),
         PolicyConfig::Laru {
             lambda_min_misses,
             guard,
+            ..
         } => {
             let capacity = env.capacity;
             Box::new(Laru::new(predictor()?, capacity, *lambda_min_misses).guarded(*guard))
@@ -288,8 +278,18 @@ mod tests {
             PolicyConfig::Laru {
                 lambda_min_misses: Some(8),
                 guard: true,
+                features: None,
             }
         );
+        let gr = PolicyConfig::from_spec("laru:features=base+gr").expect("features");
+        assert_eq!(
+            gr.features().map(|f| f.to_string()).as_deref(),
+            Some("base+gr")
+        );
+        assert!(matches!(
+            PolicyConfig::from_spec("fpb:features=base+nope"),
+            Err(PolicyError::BadParams { .. })
+        ));
     }
 
     #[test]

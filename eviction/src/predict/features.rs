@@ -10,22 +10,33 @@
 //! turn comes back to them); the conversation gaps and the position from the
 //! end of the prompt carry the recency structure.
 //!
+//! Those are the `base` columns; rows also carry the `gr` entity columns
+//! ([`super::entity`]) and the upper-bound `future` columns
+//! ([`super::foresight`]). Which of them a model uses is the configured
+//! [`FeatureSet`] ([`super::feature_set`]).
+//!
 //! Label: time until the block's next access, as ln(1 + Δ), or the horizon
 //! when no access came within it (censored). Rows enter a sliding window.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
+use super::entity::Entities;
+pub use super::feature_set::{ALL, FeatureSet};
+use super::feature_set::{BASE, GR};
+use super::foresight::Foresight;
 use crate::BlockId;
 use crate::hash::FastMap;
 use crate::policy::AccessEvent;
 
 pub const DELTAS: usize = 10;
 pub const COUNTERS: usize = 10;
-/// Features per row.
-pub const NF: usize = DELTAS + COUNTERS + 11;
-pub type Row = [f32; NF];
+/// `base` features per row (today's 31 columns).
+pub const NF: usize = BASE;
+/// A full row: every column of every set ([`ALL`] wide).
+pub type Row = [f32; ALL];
 
-/// Feature names, in row order (for model dumps and debugging).
+/// Feature names, in full-row order (for model dumps and debugging).
 pub fn names() -> Vec<String> {
     let mut v: Vec<String> = (0..DELTAS).map(|i| format!("delta{i}")).collect();
     v.extend((0..COUNTERS).map(|i| format!("decay{i}")));
@@ -41,6 +52,20 @@ pub fn names() -> Vec<String> {
         "conv_gap2",
         "conv_count",
         "count",
+        "kind",
+        "user_first",
+        "seg_pos",
+        "seg_from_end",
+        "seg_len",
+        "ent_decay16",
+        "ent_decay128",
+        "ent_decay1024",
+        "ent_decay8192",
+        "ent_gap",
+        "ent_gap2",
+        "ent_count",
+        "future_tip_gap",
+        "future_entity_gap",
     ] {
         v.push(n.to_string());
     }
@@ -58,6 +83,9 @@ pub struct FeatureConfig {
     /// A censored row (no access within the horizon) is labelled
     /// horizon × this, so "not reused" ranks behind every observed reuse.
     pub censored_mult: f32,
+    /// The columns models are trained on and read (default `base`).
+    #[serde(default)]
+    pub set: FeatureSet,
 }
 
 impl Default for FeatureConfig {
@@ -67,6 +95,7 @@ impl Default for FeatureConfig {
             horizon: 2000,
             window_rows: 20_000,
             censored_mult: 1.0,
+            set: FeatureSet::BASE,
         }
     }
 }
@@ -101,7 +130,11 @@ impl Hist {
 #[derive(Debug, Default)]
 pub struct Features {
     cfg: FeatureConfig,
+    /// `cfg.set`'s columns, in row order.
+    cols: Vec<usize>,
     hist: FastMap<BlockId, Hist>,
+    entities: Entities,
+    foresight: Option<Arc<Foresight>>,
     /// Row of each block's latest access, used for prediction.
     latest: FastMap<BlockId, Row>,
     /// Rows still waiting for their label: block -> (access time, row).
@@ -112,14 +145,28 @@ pub struct Features {
     pub window: VecDeque<(Row, f32)>,
     /// Labelled rows produced so far.
     pub labelled: u64,
+    /// Of those, rows censored (no access within the horizon).
+    pub censored: u64,
 }
 
 impl Features {
     pub fn new(cfg: FeatureConfig) -> Self {
         Self {
+            cols: cfg.set.columns(),
             cfg,
             ..Self::default()
         }
+    }
+
+    /// Fills the `future` columns from the trace's future (upper-bound runs only).
+    pub fn with_foresight(mut self, foresight: Arc<Foresight>) -> Self {
+        self.foresight = Some(foresight);
+        self
+    }
+
+    /// The columns of the configured set, in row order.
+    pub fn columns(&self) -> &[usize] {
+        &self.cols
     }
 
     pub fn config(&self) -> &FeatureConfig {
@@ -128,6 +175,7 @@ impl Features {
 
     fn push_label(&mut self, row: Row, delta: u64) {
         let y = if delta >= self.cfg.horizon {
+            self.censored += 1;
             (self.cfg.horizon as f32 * self.cfg.censored_mult).ln_1p()
         } else {
             (delta as f32).ln_1p()
@@ -167,7 +215,7 @@ impl Features {
         let conv = self.conv(ev.ctx.anchor, t);
         let h = self.hist.entry(ev.block).or_default();
         h.access(t);
-        let mut row = [0f32; NF];
+        let mut row = [0f32; ALL];
         for (i, (r, d)) in row.iter_mut().zip(&h.deltas).enumerate() {
             *r = if i + 1 < h.count as usize { *d } else { -1.0 };
         }
@@ -180,7 +228,7 @@ impl Features {
             Some(_) => (full, 1.0),
             None => (full, -1.0),
         };
-        let f = &mut row[DELTAS + COUNTERS..];
+        let f = &mut row[DELTAS + COUNTERS..BASE];
         f[0] = ev.depth as f32;
         f[1] = tokens as f32;
         f[2] = fill;
@@ -190,6 +238,12 @@ impl Features {
         f[6] = f32::from(u8::from(c.pos < c.hit_len));
         f[7..10].copy_from_slice(&conv);
         f[10] = h.count as f32;
+        let (gr, future) = row[BASE..].split_at_mut(GR);
+        self.entities.observe(ev.ctx.entity.as_ref(), t, gr);
+        match &self.foresight {
+            Some(fs) => fs.columns(ev, self.cfg.horizon, future),
+            None => future.fill(-1.0),
+        }
         self.latest.insert(ev.block, row);
         self.pending.insert(ev.block, (t, row));
         self.order.push_back((t, ev.block));
@@ -221,12 +275,12 @@ impl Features {
         self.latest.get(&block)
     }
 
-    /// The window as a row-major matrix and labels.
+    /// The window as a row-major matrix of the configured columns, and labels.
     pub fn training_set(&self) -> (Vec<f32>, Vec<f32>) {
-        let mut x = Vec::with_capacity(self.window.len() * NF);
+        let mut x = Vec::with_capacity(self.window.len() * self.cols.len());
         let mut y = Vec::with_capacity(self.window.len());
         for (row, label) in &self.window {
-            x.extend_from_slice(row);
+            x.extend(self.cols.iter().map(|&c| row[c]));
             y.push(*label);
         }
         (x, y)

@@ -1,9 +1,15 @@
 //! Next-access predictors: the [`Predictor`] trait, its exportable
 //! [`PredictorStats`], the [`OracleNoise`] predictor (true future with
 //! adversarial noise, simulator only) and, with the `lightgbm` feature, the
-//! online-trained LightGBM predictor ([`lgbm`]).
+//! online-trained LightGBM predictor ([`lgbm`]) with its feature rows
+//! ([`features`]: `base` block columns, `gr` entity columns from
+//! [`entity`], upper-bound `future` columns from [`foresight`]; the
+//! [`FeatureSet`] chosen by config picks which a model uses).
 
+pub mod entity;
+pub mod feature_set;
 pub mod features;
+pub mod foresight;
 #[cfg(feature = "lightgbm")]
 pub mod lgbm;
 mod oracle;
@@ -13,6 +19,7 @@ pub mod trees;
 
 use serde::Serialize;
 
+pub use feature_set::FeatureSet;
 pub use oracle::OracleNoise;
 
 use crate::BlockId;

@@ -169,6 +169,23 @@ impl Ensemble {
         Ok(Self { trees })
     }
 
+    /// Re-indexes split features: a model trained on columns `cols` of a wider row (feature
+    /// `i` was column `cols[i]`) then reads full rows directly. An index outside `cols` is an
+    /// error (the model was not trained on that projection).
+    pub fn remap_features(mut self, cols: &[usize]) -> Result<Self, ModelError> {
+        for n in self.trees.iter_mut().flat_map(|t| t.nodes.iter_mut()) {
+            let c = cols.get(n.feature as usize).ok_or_else(|| {
+                ModelError::Format(format!(
+                    "split feature {} outside {} columns",
+                    n.feature,
+                    cols.len()
+                ))
+            })?;
+            n.feature = *c as u32;
+        }
+        Ok(self)
+    }
+
     pub fn num_trees(&self) -> usize {
         self.trees.len()
     }

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::predict::FeatureSet;
+
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TraceFormat {
     /// JSONL: {"timestamp","input_length","output_length","hash_ids":[...]}
@@ -50,6 +52,11 @@ pub struct SimArgs {
     /// Predictor for fpb, hf and laru.
     #[arg(long, value_enum, default_value_t = PredictorKind::Lightgbm)]
     pub predictor: PredictorKind,
+    /// LightGBM feature set for learned policies that do not name one (`laru:features=...`):
+    /// groups joined by '+': base (the default), gr (GR entity columns), future (true-future
+    /// columns, an upper bound only the simulator can compute).
+    #[arg(long, default_value = "base")]
+    pub features: FeatureSet,
     /// Print one JSON array to stdout instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -2,13 +2,16 @@
 //! sim` embeds [`SimArgs`] and calls [`run`]).
 //!
 //! Semantics: requests in file order, request i at time i; a request's hits
-//! are the longest leading run of its blocks that are resident on arrival;
-//! then all its blocks become resident (accessed at time i), evicting as the
-//! policy says; the request's own blocks are never victims. Capacity is a
-//! fraction of the trace's distinct blocks (floored) or `--capacity-blocks`.
+//! are the longest leading run of its blocks that are resident on arrival,
+//! summed over its chains (a GR request's `segments` may split it into
+//! several chains from the tree root; a plain request is one chain); then all
+//! its blocks become resident (accessed at time i), evicting as the policy
+//! says; the request's own blocks are never victims. Capacity is a fraction
+//! of the trace's distinct blocks (floored) or `--capacity-blocks`.
 
 mod args;
 mod plot;
+pub mod predictor;
 mod report;
 mod runner;
 

@@ -7,12 +7,13 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressDrawTarget};
 
 use super::args::{PredictorKind, SimArgs};
+use super::predictor::{self, Sources};
 use super::report::{self, SimRow};
 use super::{SimError, plot};
-use crate::cache::Cache;
+use crate::cache::{Access, Cache};
 use crate::future::FutureIndex;
 use crate::policy::{self, PolicyConfig, PolicyEnv};
-use crate::predict::{OracleNoise, Predictor};
+use crate::predict::Predictor;
 use crate::trace::{self, Request};
 
 /// Result of one simulation.
@@ -25,34 +26,6 @@ pub struct Run {
     pub predictor_calls: u64,
     pub wall_s: f64,
     pub stats: crate::policy::PolicyStats,
-}
-
-fn predictor(
-    kind: PredictorKind,
-    noise: f64,
-    seed: u64,
-    future: &Arc<FutureIndex>,
-    background: bool,
-    async_predict: bool,
-) -> Result<Box<dyn Predictor>, SimError> {
-    match kind {
-        PredictorKind::Oracle => Ok(Box::new(OracleNoise::new(future.clone(), noise, seed))),
-        #[cfg(feature = "lightgbm")]
-        PredictorKind::Lightgbm => {
-            use crate::predict::lgbm::{Install, LgbmConfig, LightGbm};
-            let mut cfg = LgbmConfig::default();
-            if background {
-                cfg.install = Install::Background;
-            }
-            cfg.async_predict = async_predict;
-            Ok(Box::new(LightGbm::new(cfg)))
-        }
-        #[cfg(not(feature = "lightgbm"))]
-        PredictorKind::Lightgbm => {
-            let _ = (background, async_predict);
-            Err(SimError::PredictorUnavailable("lightgbm"))
-        }
-    }
 }
 
 /// Simulates one policy at `capacity` blocks over `requests`.
@@ -74,8 +47,18 @@ pub fn simulate(
     let mut run = Run::default();
     let start = Instant::now();
     for (t, req) in requests.iter().enumerate() {
+        // Chains and entity context are derived per request (cheap next to the cache work,
+        // and a plain request has one chain and none).
+        let chains = req.chains();
+        let entities = req.entities();
+        let access = Access {
+            blocks: &req.hash_ids,
+            chains: &chains,
+            input_tokens: req.input_length,
+            entities: &entities,
+        };
         let out = cache
-            .access(&req.hash_ids, t as u64, req.input_length)
+            .serve(&access, t as u64)
             .map_err(|source| SimError::Cache {
                 policy: cfg.name().to_string(),
                 source,
@@ -121,6 +104,7 @@ pub fn run(args: &SimArgs) -> Result<(), SimError> {
         requests.iter().map(|r| r.hash_ids.as_slice()),
     ));
     let distinct = future.distinct();
+    let sources = Sources::new(&requests, future.clone());
     let capacities: Vec<(f64, usize)> = match args.capacity_blocks {
         Some(n) => vec![(n as f64 / distinct as f64, n)],
         None => args
@@ -150,14 +134,7 @@ pub fn run(args: &SimArgs) -> Result<(), SimError> {
                     (Some(r), false) => r.clone(),
                     _ => {
                         let p = if cfg.uses_predictor() {
-                            Some(predictor(
-                                args.predictor,
-                                noise,
-                                args.seed,
-                                &future,
-                                args.background_training,
-                                args.async_predict,
-                            )?)
+                            Some(predictor::build(args, cfg, noise, &sources)?)
                         } else {
                             None
                         };
@@ -193,17 +170,42 @@ fn noisy(cfg: &PolicyConfig, args: &SimArgs) -> bool {
     cfg.uses_predictor() && args.predictor == PredictorKind::Oracle
 }
 
-/// The policy name as shown in results: the tag, plus non-default params.
+/// The policy name as shown in results: the tag, plus the params that differ from the
+/// default, as `name:key=value` (the spelling `--policies` takes).
 fn cfg_label(cfg: &PolicyConfig) -> String {
-    let default = PolicyConfig::from_name(cfg.name()).ok();
-    if default.as_ref() == Some(cfg) {
-        return cfg.name().to_string();
-    }
+    let json = |c: &PolicyConfig| match serde_json::to_value(c) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    let default = PolicyConfig::from_name(cfg.name())
+        .map(|d| json(&d))
+        .unwrap_or_default();
     let mut label = cfg.name().to_string();
-    if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(cfg) {
-        for (k, v) in m.iter().filter(|(k, _)| *k != "policy") {
-            label.push_str(&format!(":{k}={v}"));
+    for (k, v) in json(cfg).iter().filter(|(k, _)| *k != "policy") {
+        if default.get(k) != Some(v) {
+            match v {
+                serde_json::Value::String(s) => label.push_str(&format!(":{k}={s}")),
+                _ => label.push_str(&format!(":{k}={v}")),
+            }
         }
     }
     label
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_show_non_default_params_as_specs() {
+        for spec in [
+            "laru",
+            "laru:lambda_min_misses=1",
+            "laru:features=base+gr",
+            "hf:candidates=8",
+        ] {
+            let cfg = PolicyConfig::from_spec(spec).expect("valid");
+            assert_eq!(cfg_label(&cfg), spec);
+        }
+    }
 }

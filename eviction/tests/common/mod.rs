@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use recache_eviction::policy::{self, PolicyConfig, PolicyEnv};
 use recache_eviction::predict::OracleNoise;
-use recache_eviction::{BlockId, Cache, CacheError, FutureIndex};
+use recache_eviction::{Access, BlockId, Cache, CacheError, FutureIndex};
 
 /// Builds a conversation-like prefix trace from (conversation, new blocks)
 /// steps: each request is its conversation's whole chain after extending it,
@@ -26,6 +26,69 @@ pub fn prefix_trace(steps: &[(u8, u8)], conversations: usize) -> Vec<Vec<BlockId
             chain.clone()
         })
         .collect()
+}
+
+/// A request split into chains ((start, end) ranges into its blocks, each from the root).
+pub type Multi = (Vec<BlockId>, Vec<(usize, usize)>);
+
+/// A GR-shaped multi-chain trace from (conversation, new blocks, items) steps: the
+/// conversation's chain as in [`prefix_trace`], then `items % 4` pooled items (one-block
+/// root chains drawn from 10 shared items, ids from 1,000,000) and, when `items` is odd, a
+/// fresh one-block root chain (the unique rest of an item-first prompt).
+pub fn multi_trace(steps: &[(u8, u8, u8)], conversations: usize) -> Vec<Multi> {
+    let pairs: Vec<(u8, u8)> = steps.iter().map(|s| (s.0, s.1)).collect();
+    let convs = prefix_trace(&pairs, conversations);
+    let mut fresh = 2_000_000;
+    convs
+        .into_iter()
+        .zip(steps)
+        .map(|(mut blocks, &(_, _, items))| {
+            let mut chains = vec![(0, blocks.len())];
+            for j in 0..u64::from(items % 4) {
+                let item = 1_000_000 + (u64::from(items / 4) + 3 * j) % 10;
+                chains.push((blocks.len(), blocks.len() + 1));
+                blocks.push(item);
+            }
+            if items % 2 == 1 {
+                chains.push((blocks.len(), blocks.len() + 1));
+                blocks.push(fresh);
+                fresh += 1;
+            }
+            (blocks, chains)
+        })
+        .collect()
+}
+
+/// Replays a multi-chain trace like [`replay`].
+pub fn replay_multi(
+    trace: &[Multi],
+    cfg: &PolicyConfig,
+    capacity: usize,
+    p: f64,
+) -> Result<Replay, CacheError> {
+    let blocks: Vec<Vec<BlockId>> = trace.iter().map(|r| r.0.clone()).collect();
+    let mut cache = cache_for(&blocks, cfg, capacity, p);
+    let mut hits = Vec::new();
+    for (t, (blocks, chains)) in trace.iter().enumerate() {
+        let req = Access {
+            blocks,
+            chains,
+            ..Access::default()
+        };
+        hits.push(cache.serve(&req, t as u64)?.hits);
+        assert!(
+            cache.index().len() <= capacity,
+            "{} exceeded capacity",
+            cfg.name()
+        );
+    }
+    let mut resident: Vec<BlockId> = cache.index().blocks().collect();
+    resident.sort_unstable();
+    Ok(Replay {
+        hits,
+        evictions: cache.evictions(),
+        resident,
+    })
 }
 
 /// Deterministic xorshift steps for non-proptest tests.

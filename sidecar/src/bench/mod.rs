@@ -50,12 +50,9 @@ pub enum BenchCmd {
     /// shared Amazon data's formats; prints a one-line JSON summary.
     Synth(synth::SynthArgs),
     /// Eviction predictor: LightGBM train time for 20k rows and batch predict time for 25k rows,
-    /// on feature rows built from a Mooncake-format trace.
-    Predictor {
-        /// Block-hash trace (Mooncake JSONL) to build feature rows from
-        #[arg(long)]
-        trace: std::path::PathBuf,
-    },
+    /// on feature rows built from a Mooncake-format trace; then, per feature set, ranking quality
+    /// against OPT's decisions (held-out AUC) and the FPB/LARU hit ratios it buys.
+    Predictor(recache_eviction::bench::PredictorArgs),
 }
 
 /// A benchmark that could not run.
@@ -91,14 +88,13 @@ impl BenchCmd {
             BenchCmd::Soak(args) => soak::run(args).await,
             BenchCmd::Slo(args) => slo::run(*args).await,
             BenchCmd::Synth(args) => tokio::task::block_in_place(|| synth::run(args)),
-            BenchCmd::Predictor { trace } => {
+            BenchCmd::Predictor(args) => {
                 // CPU-bound: keep it off the runtime's worker threads.
-                let result = tokio::task::spawn_blocking(move || {
-                    recache_eviction::bench::run_predictor_bench(&trace)
-                })
-                .await
-                .map_err(|e| BenchError::Setup(format!("predictor benchmark panicked: {e}")))??;
-                println!("{}", serde_json::to_string(&result).unwrap_or_default());
+                tokio::task::spawn_blocking(move || recache_eviction::bench::run(&args))
+                    .await
+                    .map_err(|e| {
+                        BenchError::Setup(format!("predictor benchmark panicked: {e}"))
+                    })??;
                 Ok(())
             }
         }

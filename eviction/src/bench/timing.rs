@@ -1,9 +1,10 @@
-//! The predictor benchmark (`recache bench predictor`): LightGBM training
-//! time on a 20k-row window and batch prediction time for 25k rows, with
-//! rows drawn from a real trace's feature pipeline when given, else from a
-//! synthetic conversation workload. Prints JSON; not a timed test.
+//! The predictor's cost: LightGBM training time on a 20k-row window and batch
+//! prediction time for 25k rows (the Rust evaluator), with rows from a trace's
+//! feature pipeline (`base` columns). Not a timed test.
 
 use serde::Serialize;
+
+use super::BenchError;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PredictorBench {
@@ -18,18 +19,6 @@ pub struct PredictorBench {
     pub predict_ms: f64,
     pub predict_ns_per_row: f64,
     pub trees: usize,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum BenchError {
-    #[error("predictor benchmark needs the `lightgbm` feature")]
-    Unavailable,
-    #[error("training failed: {0}")]
-    Train(String),
-    #[error("not enough rows: got {got}, need {need}")]
-    TooFewRows { got: usize, need: usize },
-    #[error("trace")]
-    Trace(#[from] crate::trace::TraceError),
 }
 
 /// `recache bench predictor`: rows from the trace at `path`, training on
@@ -61,6 +50,8 @@ pub fn rows_from_trace(requests: &[crate::trace::Request]) -> (Vec<f32>, Vec<f32
                 pos: pos as u32,
                 input_tokens: r.input_length,
                 anchor: hits.checked_sub(1).map(|i| r.hash_ids[i]),
+                tip: r.hash_ids.last().copied(),
+                entity: None,
             };
             f.observe(&AccessEvent {
                 block: b,
@@ -104,7 +95,9 @@ pub fn bench_predictor(
     let mut model = None;
     for _ in 0..repeats.max(1) {
         let start = Instant::now();
-        let m = train(&x[..train_rows * NF], &y[..train_rows], &p).map_err(BenchError::Train)?;
+        let cols: Vec<usize> = (0..NF).collect();
+        let m =
+            train(&x[..train_rows * NF], &y[..train_rows], &cols, &p).map_err(BenchError::Train)?;
         train_ms_all.push(start.elapsed().as_secs_f64() * 1e3);
         model = Some(m);
     }

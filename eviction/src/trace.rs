@@ -119,6 +119,29 @@ impl Request {
     }
 }
 
+/// Tokens per block of a trace, for the predictor's token columns: the power of two nearest
+/// the median of `input_length / blocks` over the requests that have an input length and no
+/// pooled items (a pooled item is one block of any length); 512 (Mooncake's) when none does.
+pub fn block_tokens(requests: &[Request]) -> u32 {
+    let mut per: Vec<f64> = requests
+        .iter()
+        .filter(|r| !r.hash_ids.is_empty())
+        .filter(|r| {
+            r.segments
+                .as_ref()
+                .is_none_or(|s| s.iter().all(|s| s.kind != SegmentKind::Item))
+        })
+        .filter_map(|r| Some(r.input_length? as f64 / r.hash_ids.len() as f64))
+        .collect();
+    if per.is_empty() {
+        return 512;
+    }
+    per.sort_by(f64::total_cmp);
+    let median = per[per.len() / 2].max(1.0);
+    let exp = median.log2().round().clamp(0.0, 20.0) as u32;
+    1 << exp
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     #[error("cannot read trace {path}")]

@@ -138,3 +138,31 @@ fn gr_segments_split_chains_and_round_trip() {
         "{err}"
     );
 }
+
+#[test]
+fn block_tokens_from_input_lengths() {
+    use recache_eviction::trace::{Request, Segment, SegmentKind, block_tokens};
+    let req = |input: Option<u64>, blocks: usize, pooled: bool| Request {
+        timestamp: None,
+        input_length: input,
+        output_length: None,
+        hash_ids: (0..blocks as u64).collect(),
+        segments: pooled.then(|| {
+            vec![Segment {
+                len: blocks,
+                kind: SegmentKind::Item,
+                entity: Some(1),
+                root: true,
+            }]
+        }),
+    };
+    // Mooncake-like: ~500 tokens per block; GR-like: ~32; pooled requests are ignored.
+    assert_eq!(block_tokens(&[req(Some(12_000), 24, false)]), 512);
+    let gr = [
+        req(Some(3036), 94, false),
+        req(Some(3300), 103, false),
+        req(Some(19), 100, true),
+    ];
+    assert_eq!(block_tokens(&gr), 32);
+    assert_eq!(block_tokens(&[req(None, 3, false)]), 512, "no lengths: Mooncake's");
+}

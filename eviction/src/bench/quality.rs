@@ -136,6 +136,7 @@ fn rows_under_lru(
     let mut cache = Cache::new(blocks, Box::new(rec));
     let fcfg = FeatureConfig {
         window_rows: 1,
+        block_tokens: src.block_tokens,
         ..FeatureConfig::default()
     };
     let horizon = fcfg.horizon;

@@ -17,6 +17,9 @@ use crate::trace::Request;
 pub struct Sources<'a> {
     pub requests: &'a [Request],
     pub future: Arc<FutureIndex>,
+    /// Tokens per block ([`crate::trace::block_tokens`]): 512 on Mooncake, 32 on recache's
+    /// GR traces.
+    pub block_tokens: u32,
     foresight: OnceLock<Arc<Foresight>>,
 }
 
@@ -25,6 +28,7 @@ impl<'a> Sources<'a> {
         Self {
             requests,
             future,
+            block_tokens: crate::trace::block_tokens(requests),
             foresight: OnceLock::new(),
         }
     }
@@ -33,8 +37,11 @@ impl<'a> Sources<'a> {
     pub fn foresight(&self) -> Arc<Foresight> {
         self.foresight
             .get_or_init(|| {
-                let bt = crate::predict::features::FeatureConfig::default().block_tokens;
-                Arc::new(Foresight::new(self.requests, self.future.clone(), bt))
+                Arc::new(Foresight::new(
+                    self.requests,
+                    self.future.clone(),
+                    self.block_tokens,
+                ))
             })
             .clone()
     }
@@ -81,6 +88,7 @@ pub fn lightgbm(
     }
     cfg.async_predict = async_predict;
     cfg.features.set = set;
+    cfg.features.block_tokens = src.block_tokens;
     let p = LightGbm::new(cfg);
     Ok(Box::new(if set.contains(FeatureSet::FUTURE) {
         p.with_foresight(src.foresight())

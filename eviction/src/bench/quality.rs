@@ -23,6 +23,7 @@
 //! adds the `future` columns (true time to the chain tip's and the entity's next use).
 
 use std::sync::Arc;
+#[cfg(feature = "lightgbm")]
 use std::time::Instant;
 
 use indicatif::ProgressBar;
@@ -40,8 +41,10 @@ use crate::sim::predictor::{Sources, lightgbm};
 use crate::trace::Request;
 
 /// Rows per window (the online predictor's training window).
+#[cfg(feature = "lightgbm")]
 pub const WINDOW_ROWS: usize = 20_000;
 /// Most (train, score) window pairs evaluated, spread evenly over the trace.
+#[cfg(feature = "lightgbm")]
 pub const MAX_PAIRS: usize = 12;
 
 /// One feature set's report line.
@@ -237,6 +240,7 @@ struct Aucs {
 }
 
 /// `auc` over all of `idx`, and over those `reused`.
+#[cfg(feature = "lightgbm")]
 fn both(s: &[f64], rows: &Rows, idx: std::ops::Range<usize>) -> (f64, f64) {
     let y = &rows.y_opt[idx.clone()];
     let keep: Vec<usize> = (0..y.len())

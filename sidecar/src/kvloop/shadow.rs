@@ -17,23 +17,30 @@ use super::mirror::Mirror;
 /// Requests kept to warm a rebuilt shadow.
 const RECENT: usize = 4096;
 
-/// Builds the policy a live shadow runs; learned policies get the online LightGBM predictor
-/// with its deterministic install schedule (the simulator's default, so `recache sim` on the
-/// same stream makes the same choices).
+/// Builds the policy a live shadow runs over `block_tokens`-token blocks; learned policies
+/// get the online LightGBM predictor with the policy's feature set (`laru:features=...`) and
+/// its deterministic install schedule (the simulator's default, so `recache sim` on the same
+/// stream makes the same choices).
 pub fn build_policy(
     cfg: &PolicyConfig,
     capacity: usize,
+    block_tokens: usize,
 ) -> Result<Box<dyn recache_eviction::EvictionPolicy>, PolicyError> {
     // Without the `lightgbm` feature, `policy_slot::check_servable` refuses learned
     // policies before they get here.
     #[cfg(feature = "lightgbm")]
     let predictor: Option<Box<dyn recache_eviction::Predictor>> = if cfg.uses_predictor() {
+        let mut lgbm = recache_eviction::predict::lgbm::LgbmConfig::default();
+        lgbm.features.set = cfg.features().unwrap_or_default();
+        lgbm.features.block_tokens = block_tokens.clamp(1, u32::MAX as usize) as u32;
         Some(Box::new(recache_eviction::predict::lgbm::LightGbm::new(
-            recache_eviction::predict::lgbm::LgbmConfig::default(),
+            lgbm,
         )))
     } else {
         None
     };
+    #[cfg(not(feature = "lightgbm"))]
+    let _ = block_tokens;
     #[cfg(not(feature = "lightgbm"))]
     let predictor: Option<Box<dyn recache_eviction::Predictor>> = None;
     policy::build(
@@ -49,6 +56,7 @@ pub fn build_policy(
 pub struct Shadow {
     cache: Cache,
     capacity: usize,
+    block_tokens: usize,
     recent: VecDeque<Vec<u64>>,
     now: u64,
     pub hits: u64,
@@ -56,10 +64,15 @@ pub struct Shadow {
 }
 
 impl Shadow {
-    pub fn new(cfg: &PolicyConfig, capacity: usize) -> Result<Self, PolicyError> {
+    pub fn new(
+        cfg: &PolicyConfig,
+        capacity: usize,
+        block_tokens: usize,
+    ) -> Result<Self, PolicyError> {
         Ok(Self {
-            cache: Cache::new(capacity, build_policy(cfg, capacity)?),
+            cache: Cache::new(capacity, build_policy(cfg, capacity, block_tokens)?),
             capacity,
+            block_tokens,
             recent: VecDeque::new(),
             now: 0,
             hits: 0,
@@ -70,7 +83,7 @@ impl Shadow {
     /// Replaces the policy, replaying the recent requests into a fresh cache.
     pub fn rebuild(&mut self, cfg: &PolicyConfig) -> Result<(), PolicyError> {
         let recent = std::mem::take(&mut self.recent);
-        *self = Self::new(cfg, self.capacity)?;
+        *self = Self::new(cfg, self.capacity, self.block_tokens)?;
         for r in recent {
             let _ = self.request(r);
         }
@@ -79,7 +92,7 @@ impl Shadow {
 
     /// Forgets everything (the engine restarted or cleared its cache).
     pub fn reset(&mut self, cfg: &PolicyConfig) -> Result<(), PolicyError> {
-        *self = Self::new(cfg, self.capacity)?;
+        *self = Self::new(cfg, self.capacity, self.block_tokens)?;
         Ok(())
     }
 
@@ -165,7 +178,7 @@ mod tests {
         // request before recache has seen it takes B, as LFU will.
         let (a, b): (Vec<u32>, Vec<u32>) = ((0..8).collect(), (100..108).collect());
         let cfg = PolicyConfig::from_name("lfu").expect("lfu");
-        let mut shadow = Shadow::new(&cfg, 100).expect("shadow");
+        let mut shadow = Shadow::new(&cfg, 100, 32).expect("shadow");
         for _ in 0..3 {
             shadow.request(blocks::prompt_ids(&a, 2)).expect("a");
         }
@@ -178,7 +191,7 @@ mod tests {
         assert_eq!(order.hashes, vec![23, 13], "B's tip, then A's");
 
         // Under pressure the evicted blocks lead, deepest first, then the kept tips.
-        let mut small = Shadow::new(&cfg, 6).expect("shadow");
+        let mut small = Shadow::new(&cfg, 6, 32).expect("shadow");
         for _ in 0..3 {
             small.request(blocks::prompt_ids(&a, 2)).expect("a");
         }
@@ -191,7 +204,7 @@ mod tests {
     #[test]
     fn policies_that_cannot_rank_publish_only_victims() {
         let cfg = PolicyConfig::from_name("sieve").expect("sieve");
-        let mut shadow = Shadow::new(&cfg, 100).expect("shadow");
+        let mut shadow = Shadow::new(&cfg, 100, 32).expect("shadow");
         let a: Vec<u32> = (0..8).collect();
         shadow.request(blocks::prompt_ids(&a, 2)).expect("a");
         let mut mirror = Mirror::new();

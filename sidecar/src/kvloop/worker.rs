@@ -69,7 +69,7 @@ impl Worker {
             .engine_blocks
             .saturating_sub(self.uncached_blocks)
             .max(1);
-        let shadow = match Shadow::new(&active.config, capacity) {
+        let shadow = match Shadow::new(&active.config, capacity, self.cfg.block_size) {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(error = %e, "engine loop: cannot build the eviction policy; loop off");

@@ -128,7 +128,7 @@ pub fn load_trace(
 
 /// Simulated hit rate in tokens, as vLLM counts it.
 fn simulate(reqs: &[Vec<u64>], cfg: &PolicyConfig, capacity: usize) -> Result<f64, BenchError> {
-    let policy = crate::kvloop::shadow::build_policy(cfg, capacity)
+    let policy = crate::kvloop::shadow::build_policy(cfg, capacity, BLOCK)
         .map_err(|e| BenchError::Setup(e.to_string()))?;
     let mut cache = Cache::new(capacity, policy);
     let (mut hits, mut queries) = (0u64, 0u64);

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use crate::client::mirror::MirrorState;
 use crate::client::replica::Replica;
-use recache_eviction::hash::FastSet;
 use crate::client::route::{self, RouteHint, RouteKeys, Routing};
+use recache_eviction::hash::FastSet;
 
 /// Times `rounds` decisions of `routing` over `replicas` replicas whose records hold about
 /// `blocks` keys each, prompts cycling through `prompts`.

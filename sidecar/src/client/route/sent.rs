@@ -119,7 +119,11 @@ mod tests {
         assert_eq!(s.matched(&[9_999], 10_000, u64::MAX), 1);
         assert_eq!(s.matched(&[5], 10_000, u64::MAX), 0);
         // Keys sent in the same millisecond past the bound: the record keeps `capacity`.
-        s.touch(&(0..200).map(|k| k + 5_000_000).collect::<Vec<u64>>(), 20_000, 64);
+        s.touch(
+            &(0..200).map(|k| k + 5_000_000).collect::<Vec<u64>>(),
+            20_000,
+            64,
+        );
         assert_eq!(s.len(), 64);
         s.clear();
         assert!(s.is_empty());

@@ -201,6 +201,19 @@ async fn vllm_mirror_policy_swap_and_fallback() {
         "order still from policy generation {generation}"
     );
 
+    // While recache runs, the engine's shim says in recache's metrics that it follows the
+    // order (it checked a fresh order while evicting in step 1).
+    let metrics = String::from_utf8_lossy(&local.state.metrics.render()).into_owned();
+    assert!(
+        metrics.contains("recache_kv_shim_state{state=\"fresh\"} 1"),
+        "shim state in recache's metrics:\n{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("kv_shim"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
     // 3. recache stops: the order file stays behind and goes stale; vLLM keeps serving (and
     // keeps caching) with its own LRU.
     drop(local);
@@ -230,7 +243,13 @@ async fn vllm_mirror_policy_swap_and_fallback() {
         "the engine's log does not say steering fell back:\n{}",
         tb.log_tail(40)
     );
+    // ... and so does its status beside the order (what a running recache would export).
+    let status = std::fs::read_to_string(format!("{order_s}.status")).expect("shim status");
+    let status: serde_json::Value = serde_json::from_str(&status).expect("status JSON");
+    assert_eq!(status["fresh"], false, "{status}");
+    assert!(status["went_stale"].as_u64() >= Some(1), "{status}");
     tb.down();
+    let _ = std::fs::remove_file(format!("{order_s}.status"));
     let _ = std::fs::remove_file(&order);
 }
 

@@ -35,7 +35,8 @@ TESTED_VLLM = "0.32.0"
 #: Re-check the file at most this often (seconds); allocation can be hot.
 REFRESH_S = 0.005
 
-_order = order_reader.OrderReader(logger, ("steered", "fallbacks", "errors"))
+_order = order_reader.OrderReader(logger, ("steered", "fallbacks", "errors"),
+                                   engine="vllm")
 
 
 def stats() -> dict:

@@ -11,9 +11,16 @@ patched stay in each plugin.
 
 Nothing here waits on recache: a fresh check is a ``stat`` at most every ``refresh_s``, and
 one file read when the file changed, both in the Rust reader.
+
+So that recache can say in its metrics what the engine does with its order, the reader writes
+a small status file beside the order (``ORDER.status``, JSON: engine, pid, whether the last
+check found the order fresh, the counters, the wall time of that check): when it opens the
+order, whenever freshness changes, and at most every :data:`STATUS_EVERY_S` otherwise. It is
+written to a temporary name and renamed, and a failure to write it is counted, never raised.
 """
 
 import ctypes
+import json
 import logging
 import os
 import time
@@ -30,6 +37,10 @@ UNRANKED = (1 << 64) - 1
 MASK = UNRANKED
 #: Warn about the first this many steering errors; later ones are only counted.
 WARN_ERRORS = 3
+#: The status file beside the order: ``ORDER`` + this suffix.
+STATUS_SUFFIX = ".status"
+#: Seconds between status writes while freshness does not change.
+STATUS_EVERY_S = 1.0
 
 
 def order_path() -> Optional[str]:
@@ -52,8 +63,13 @@ class OrderReader:
     :attr:`checked`. Log lines go to the plugin's ``logger`` (under the engine's namespace).
     """
 
-    def __init__(self, logger: logging.Logger, counters: Sequence[str]):
+    def __init__(self, logger: logging.Logger, counters: Sequence[str], engine: str = ""):
         self.logger = logger
+        self.engine = engine
+        #: ``ORDER.status`` once opened; when it was last written (monotonic); failed writes.
+        self.status_path: Optional[str] = None
+        self.status_written = 0.0
+        self.status_errors = 0
         self.lib = None
         self.handle = None
         #: ``time.monotonic()`` of the last refresh; 0.0 before the first.
@@ -83,7 +99,25 @@ class OrderReader:
                               path)
             return False
         self.lib, self.handle = lib, handle
+        self.status_path = path + STATUS_SUFFIX
+        self.write_status()
         return True
+
+    def write_status(self) -> None:
+        """Write ``ORDER.status`` (see the module doc); a failure is counted, never raised."""
+        if self.status_path is None:
+            return
+        self.status_written = time.monotonic()
+        body = {"engine": self.engine, "pid": os.getpid(), "fresh": self.fresh,
+                "checked": self.checked > 0.0, "unix_ms": int(time.time() * 1000),
+                **self.counts}
+        tmp = f"{self.status_path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(body, f)
+            os.replace(tmp, self.status_path)
+        except OSError:
+            self.status_errors += 1
 
     def is_fresh(self, refresh_s: float) -> bool:
         """Whether the order is fresh and non-empty, re-checked at most every ``refresh_s``."""
@@ -103,6 +137,8 @@ class OrderReader:
                 "again (went_stale=%d)", max_age_ms(), self.counts["went_stale"])
         elif self.fresh and not self.was_fresh and self.counts["went_stale"]:
             self.logger.info("recache eviction order fresh again; steering resumes")
+        if self.fresh != self.was_fresh or now - self.status_written >= STATUS_EVERY_S:
+            self.write_status()
         self.was_fresh = self.fresh
         return self.fresh
 

@@ -48,7 +48,8 @@ REFRESH_S = 0.005
 #: Log the counters every this many steered leaves (evidence in the server log).
 LOG_EVERY = 500
 
-_order = order_reader.OrderReader(logger, ("steered", "unlisted", "unhashed", "errors"))
+_order = order_reader.OrderReader(logger, ("steered", "unlisted", "unhashed", "errors"),
+                                   engine="sglang")
 
 
 def stats() -> dict:

@@ -10,6 +10,7 @@ the venv's `ninja`, which SGLang's page-hash extension is built with on first us
       ~/.cache/recache-testbed/venv-sglang/bin/python shim/python/tests/test_eviction_sglang.py
 """
 
+import json
 import os
 import sys
 import tempfile
@@ -115,6 +116,11 @@ def main():
     assert steer.stats()["steered"] > 0 and steer.stats()["errors"] == 0, steer.stats()
     # Each kind's last step let a fresh order go stale: counted (and logged) each time.
     assert steer.stats()["went_stale"] == 2, steer.stats()
+    # The status beside the order says so, for recache's metrics.
+    with open(order + ".status") as f:
+        status = json.load(f)
+    assert status["engine"] == "sglang" and status["fresh"] is False, status
+    assert status["went_stale"] == 2, status
     print("eviction steering against SGLang radix caches: ok", steer.stats())
 
 

@@ -7,6 +7,7 @@ RECACHE_SHIM_LIB pointing at librecache_shim.so:
       ~/.cache/recache-testbed/venv-vllm/bin/python shim/python/tests/test_eviction_vllm.py
 """
 
+import json
 import os
 import struct
 import sys
@@ -72,6 +73,11 @@ def main():
     assert evicted(pool) == [0], evicted(pool)
     pool.get_new_blocks(1)
     assert eviction.stats()["went_stale"] == 1, eviction.stats()
+    # The status beside the order says so, for recache's metrics.
+    with open(order + ".status") as f:
+        status = json.load(f)
+    assert status["engine"] == "vllm" and status["fresh"] is False, status
+    assert status["went_stale"] == 1 and status["checked"] is True, status
     print("eviction steering against vLLM BlockPool: ok", eviction.stats())
 
 

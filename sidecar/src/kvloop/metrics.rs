@@ -1,7 +1,7 @@
 //! Prometheus metrics of the engine loop: event ingestion, resyncs, mirror size against the
-//! engine's capacity, shadow hits and publishes.
+//! engine's capacity, shadow hits and publishes, and what the engine's shim says of the order.
 
-use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts};
+use prometheus::{Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
 #[derive(Clone)]
 pub struct LoopMetrics {
@@ -20,6 +20,10 @@ pub struct LoopMetrics {
     pub ranked: IntGauge,
     pub shadow_hit_blocks: IntCounter,
     pub shadow_blocks: IntCounter,
+    /// What the engine's shim says (`super::shim_status`).
+    pub shim_state: IntGaugeVec,
+    pub shim_went_stale: IntGauge,
+    pub shim_status_age: Gauge,
 }
 
 impl LoopMetrics {
@@ -93,6 +97,31 @@ impl LoopMetrics {
                 "Prompt blocks the shadow cache (active policy) had cached",
             )?,
             shadow_blocks: c("kv_shadow_blocks_total", "Prompt blocks seen by the shadow")?,
+            shim_state: {
+                let v = IntGaugeVec::new(
+                    Opts::new(
+                        "kv_shim_state",
+                        "What the engine's shim last said of the published order (1 for the \
+                         current state): absent, installed, fresh, stale (the engine's own \
+                         eviction decided)",
+                    ),
+                    &["state"],
+                )?;
+                m.register(Box::new(v.clone()))?;
+                v
+            },
+            shim_went_stale: g(
+                "kv_shim_went_stale",
+                "Times the engine's shim found a fresh order gone stale (its own count)",
+            )?,
+            shim_status_age: {
+                let a = Gauge::new(
+                    "kv_shim_status_age_seconds",
+                    "Seconds since the engine's shim wrote its status (it writes while it evicts)",
+                )?;
+                m.register(Box::new(a.clone()))?;
+                a
+            },
         })
     }
 }

@@ -22,6 +22,7 @@ pub mod priority;
 pub mod publish;
 pub mod resident;
 pub mod shadow;
+pub mod shim_status;
 pub mod worker;
 
 use std::sync::Arc;

@@ -20,6 +20,9 @@ use super::resident::Resident;
 use super::shadow::Shadow;
 use crate::policy_slot::{ActivePolicy, PolicySlot};
 
+/// How often the shim's status beside the order is read (it writes at most once a second).
+const SHIM_STATUS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What the worker receives.
 pub enum Msg {
     Sub(Incoming),
@@ -59,6 +62,9 @@ struct State {
     admitted: u64,
     /// The shadow changed since the priority view was last published.
     shadow_changed: bool,
+    /// When the shim's status was last read, and the state it gave.
+    shim_read: Option<Instant>,
+    shim_state: Option<super::shim_status::ShimState>,
 }
 
 impl Worker {
@@ -88,6 +94,8 @@ impl Worker {
             last_publish: Instant::now(),
             dirty: true,
             mirror_changed: true,
+            shim_read: None,
+            shim_state: None,
             admitted: 0,
             shadow_changed: true,
         };
@@ -280,6 +288,44 @@ impl Worker {
                 self.metrics.publish_errors.inc();
                 tracing::warn!(error = %e, path = %path.display(), "engine loop: order not published");
             }
+        }
+        if st
+            .shim_read
+            .is_none_or(|t| t.elapsed() >= SHIM_STATUS_EVERY)
+        {
+            st.shim_read = Some(Instant::now());
+            self.read_shim_status(path, st);
+        }
+    }
+
+    /// What the engine's shim says of the order, into metrics; a change of state is logged.
+    fn read_shim_status(&self, order: &std::path::Path, st: &mut State) {
+        use super::shim_status::{self, ShimState};
+        let status = shim_status::read(order);
+        let state = ShimState::of(status.as_ref());
+        for s in ShimState::ALL {
+            let on = i64::from(s == state);
+            self.metrics
+                .shim_state
+                .with_label_values(&[s.as_str()])
+                .set(on);
+        }
+        if let Some(s) = &status {
+            self.metrics.shim_went_stale.set(s.went_stale as i64);
+            let age = shim_status::age(s, std::time::SystemTime::now());
+            self.metrics.shim_status_age.set(age.as_secs_f64());
+        }
+        if st.shim_state != Some(state) {
+            match state {
+                ShimState::Stale => tracing::warn!(
+                    path = %order.display(),
+                    "engine loop: the engine's shim says the order went stale; its own eviction decides"
+                ),
+                _ => {
+                    tracing::info!(path = %order.display(), state = state.as_str(), "engine loop: shim status")
+                }
+            }
+            st.shim_state = Some(state);
         }
     }
 }

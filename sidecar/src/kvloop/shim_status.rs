@@ -1,0 +1,129 @@
+//! What the engine's shim says it does with recache's eviction order. The steering plugins
+//! (`shim/python/recache_shim/order_reader.py`) write `ORDER.status` beside the order file:
+//! when they open the order, when its freshness changes, and at most once a second while they
+//! check it. The engine loop reads it after publishing, at most once a second, into metrics,
+//! so a fallback to the engine's own eviction shows in recache's `/metrics` rather than only in
+//! the engine's log:
+//!
+//! - `recache_kv_shim_state{state}`: 1 for the current state, 0 for the others: `absent` (no
+//!   status: no shim reads this order — RECACHE_SHIM_ORDER names another file, or the plugin
+//!   is not installed — or the engine has not started), `installed` (the shim opened the order
+//!   and has not needed it yet: nothing evicted), `fresh` (its last check followed the order),
+//!   `stale` (its last check found the order stale, missing or damaged: the engine's own
+//!   eviction decided);
+//! - `recache_kv_shim_went_stale`: the shim's count of fresh orders that went stale;
+//! - `recache_kv_shim_status_age_seconds`: how long ago the shim wrote its status (it writes
+//!   only while the engine evicts, so a large age on an idle engine is normal).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Deserialize;
+
+/// The fields recache reads; the shim writes more (its other counters).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Status {
+    #[serde(default)]
+    pub engine: String,
+    pub fresh: bool,
+    /// Whether the shim has checked the order yet (false right after it opened it).
+    #[serde(default)]
+    pub checked: bool,
+    pub unix_ms: u64,
+    #[serde(default)]
+    pub went_stale: u64,
+}
+
+/// The shim's state, as `recache_kv_shim_state` labels it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShimState {
+    Absent,
+    Installed,
+    Fresh,
+    Stale,
+}
+
+impl ShimState {
+    pub const ALL: [ShimState; 4] = [Self::Absent, Self::Installed, Self::Fresh, Self::Stale];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Absent => "absent",
+            Self::Installed => "installed",
+            Self::Fresh => "fresh",
+            Self::Stale => "stale",
+        }
+    }
+
+    pub fn of(status: Option<&Status>) -> Self {
+        match status {
+            None => Self::Absent,
+            Some(s) if !s.checked => Self::Installed,
+            Some(s) if s.fresh => Self::Fresh,
+            Some(_) => Self::Stale,
+        }
+    }
+}
+
+/// `ORDER.status` for the order at `order`.
+pub fn path_for(order: &Path) -> PathBuf {
+    let mut p = order.as_os_str().to_owned();
+    p.push(".status");
+    PathBuf::from(p)
+}
+
+/// The status beside `order`, if there is a readable one (a torn or foreign file reads as
+/// none: the shim renames complete files into place).
+pub fn read(order: &Path) -> Option<Status> {
+    let bytes = std::fs::read(path_for(order)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// How old `status` is at `now`.
+pub fn age(status: &Status, now: SystemTime) -> Duration {
+    let written = UNIX_EPOCH + Duration::from_millis(status.unix_ms);
+    now.duration_since(written).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_from_the_files_the_shim_writes() {
+        let dir = std::env::temp_dir().join(format!("recache-shim-status-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let order = dir.join("order.bin");
+        assert_eq!(ShimState::of(read(&order).as_ref()), ShimState::Absent);
+        let write = |body: &str| std::fs::write(path_for(&order), body).expect("write");
+        // As order_reader.py writes it on open, then after checks.
+        write(
+            r#"{"engine": "vllm", "pid": 7, "fresh": false, "checked": false, "unix_ms": 1000, "steered": 0, "fallbacks": 0, "errors": 0, "went_stale": 0}"#,
+        );
+        let s = read(&order).expect("status");
+        assert_eq!(ShimState::of(Some(&s)), ShimState::Installed);
+        assert_eq!(
+            age(&s, UNIX_EPOCH + Duration::from_secs(3)),
+            Duration::from_secs(2)
+        );
+        write(
+            r#"{"engine": "vllm", "fresh": true, "checked": true, "unix_ms": 2000, "went_stale": 0}"#,
+        );
+        assert_eq!(ShimState::of(read(&order).as_ref()), ShimState::Fresh);
+        write(
+            r#"{"engine": "sglang", "fresh": false, "checked": true, "unix_ms": 3000, "went_stale": 2}"#,
+        );
+        let s = read(&order).expect("status");
+        assert_eq!(
+            (ShimState::of(Some(&s)), s.went_stale),
+            (ShimState::Stale, 2)
+        );
+        write("{\"engine\": \"vl");
+        assert_eq!(
+            ShimState::of(read(&order).as_ref()),
+            ShimState::Absent,
+            "torn: none"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

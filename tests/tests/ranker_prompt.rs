@@ -87,9 +87,15 @@ fn ranker_training_prompts_are_the_prompts_recache_sends() {
     let mut expected = Vec::new();
     for case in 0..12 {
         let n = 3 + (lcg(&mut st) % 6) as usize;
-        let user: Vec<u32> = (0..1 + lcg(&mut st) % 9).map(|_| lcg(&mut st) as u32 % 4000).collect();
+        let user: Vec<u32> = (0..1 + lcg(&mut st) % 9)
+            .map(|_| lcg(&mut st) as u32 % 4000)
+            .collect();
         let items: Vec<Vec<u32>> = (0..n)
-            .map(|_| (0..1 + lcg(&mut st) % 5).map(|_| lcg(&mut st) as u32 % 4000).collect())
+            .map(|_| {
+                (0..1 + lcg(&mut st) % 5)
+                    .map(|_| lcg(&mut st) as u32 % 4000)
+                    .collect()
+            })
             .collect();
         let instr: Vec<u32> = vec![11, 12, 13];
         let mut order: Vec<usize> = (0..n).collect();
@@ -104,7 +110,10 @@ fn ranker_training_prompts_are_the_prompts_recache_sends() {
                 let slots: Vec<Option<u32>> = (0..n)
                     .map(|i| (resident[i] || i == 0).then(|| (lcg(&mut st) % 9000) as u32))
                     .collect();
-                (PrefixKind::Item, json!({"resident": resident, "slots": slots}))
+                (
+                    PrefixKind::Item,
+                    json!({"resident": resident, "slots": slots}),
+                )
             }
         };
         // What recache does: with the pool, resident items first (keeping the given order
@@ -132,7 +141,14 @@ fn ranker_training_prompts_are_the_prompts_recache_sends() {
     }
     // bench quality's bodies from the same titles.
     let titles: HashMap<usize, Vec<u32>> = (0..7)
-        .map(|t| (t, (0..(t % 4 + 1) as u32).map(|k| 300 + 10 * t as u32 + k).collect()))
+        .map(|t| {
+            (
+                t,
+                (0..(t % 4 + 1) as u32)
+                    .map(|k| 300 + 10 * t as u32 + k)
+                    .collect(),
+            )
+        })
         .collect();
     let users: Vec<(u64, Vec<u64>)> = (1..=400u64)
         .map(|u| (u, (0..2 + u % 7).map(|k| (u * 13 + k * 5) % 40).collect()))
@@ -162,18 +178,42 @@ fn ranker_training_prompts_are_the_prompts_recache_sends() {
     assert_eq!(py["label_base"], json!(DEFAULT_LABEL_BASE));
     assert_eq!(py["max_items"], json!(DEFAULT_MAX_ITEMS));
     assert_eq!(py["instruction"], json!(DEFAULT_INSTRUCTION));
-    for (i, (got, want)) in py["prompts"].as_array().expect("prompts").iter().zip(&expected).enumerate() {
+    for (i, (got, want)) in py["prompts"]
+        .as_array()
+        .expect("prompts")
+        .iter()
+        .zip(&expected)
+        .enumerate()
+    {
         assert_eq!(got, want, "prompt case {i}");
     }
     assert!(!bodies.is_empty());
     for (got, body) in py["bodies"].as_array().expect("bodies").iter().zip(&bodies) {
         assert_eq!(got["user"], body["user"]["tokens"], "profile");
-        let items: Vec<&Value> = body["items"].as_array().expect("items").iter().map(|i| &i["tokens"]).collect();
-        assert_eq!(got["items"].as_array().expect("items").iter().collect::<Vec<_>>(), items);
+        let items: Vec<&Value> = body["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|i| &i["tokens"])
+            .collect();
+        assert_eq!(
+            got["items"]
+                .as_array()
+                .expect("items")
+                .iter()
+                .collect::<Vec<_>>(),
+            items
+        );
     }
     for pair in py["split"].as_array().expect("split") {
         let u = pair[0].as_u64().expect("id");
-        let want = if split::held_out(u) { "test" } else if split::dev(u) { "dev" } else { "train" };
+        let want = if split::held_out(u) {
+            "test"
+        } else if split::dev(u) {
+            "dev"
+        } else {
+            "train"
+        };
         assert_eq!(pair[1], json!(want), "user {u}");
     }
 }

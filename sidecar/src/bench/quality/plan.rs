@@ -103,7 +103,12 @@ mod tests {
         assert_eq!(cs.len(), 20);
         for c in &cs {
             assert!(split::held_out(c.planned.user));
-            let hist = &d.users.iter().find(|u| u.0 == c.planned.user).expect("user").1;
+            let hist = &d
+                .users
+                .iter()
+                .find(|u| u.0 == c.planned.user)
+                .expect("user")
+                .1;
             assert_eq!(c.target, hist[3]);
             assert!(c.planned.items.contains(&c.target));
             assert_eq!(c.planned.items.len(), 10);
@@ -114,7 +119,12 @@ mod tests {
         assert!(cs.iter().any(|c| c.planned.items[0] != c.target));
         // Deterministic per seed; --users takes a prefix of the same order.
         let again = cases(&d, 10, 5, 2, Some(5), 1).expect("cases");
-        assert!(again.iter().zip(&cs).all(|(a, b)| a.planned.user == b.planned.user));
+        assert!(
+            again
+                .iter()
+                .zip(&cs)
+                .all(|(a, b)| a.planned.user == b.planned.user)
+        );
     }
 
     #[test]

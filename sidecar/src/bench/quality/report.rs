@@ -98,7 +98,13 @@ mod tests {
             Row::baseline("ip", q(0.45), 10),
         ];
         let v = serde_json::to_value(&rows[1]).expect("json");
-        for key in ["layout", "recall_at_10", "ndcg_at_10", "mrr_at_10", "recall_at_5"] {
+        for key in [
+            "layout",
+            "recall_at_10",
+            "ndcg_at_10",
+            "mrr_at_10",
+            "recall_at_5",
+        ] {
             assert!(v.get(key).is_some(), "{key} missing: {v}");
         }
         let t = table(&rows);

@@ -6,6 +6,7 @@ pub mod gr;
 pub mod loadgen;
 pub mod overhead;
 pub mod progress;
+pub mod quality;
 pub mod replay;
 pub mod retrieve;
 pub mod route;
@@ -30,6 +31,10 @@ pub enum BenchCmd {
     Overhead(overhead::OverheadArgs),
     /// GR ranking on a real engine: recompute, UP, IP, cache-agnostic and BAT prefix selection.
     Gr(Box<gr::GrArgs>),
+    /// Ranking quality per layout on a real engine: held-out users' next items through
+    /// `/v1/rank` (Recall@5/10, MRR@10, NDCG@5/10) for UP, IP, IP with the item pool, bat and
+    /// bat-pool, next to popularity and random baselines.
+    Quality(Box<quality::QualityArgs>),
     /// Eviction on a real engine: a Mooncake trace replayed through recache per policy
     /// (native vLLM LRU, or a policy steered via the shim); engine vs simulated hit rate.
     Replay(Box<replay::ReplayArgs>),
@@ -82,6 +87,7 @@ impl BenchCmd {
         match self {
             BenchCmd::Overhead(args) => overhead::run(args).await,
             BenchCmd::Gr(args) => gr::run(*args).await,
+            BenchCmd::Quality(args) => quality::run(*args).await,
             BenchCmd::Replay(args) => replay::run(*args).await,
             BenchCmd::Route(args) => route::run(*args).await,
             BenchCmd::Retrieve(args) => retrieve::run(*args).await,

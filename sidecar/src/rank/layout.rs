@@ -59,6 +59,15 @@ pub fn build_labeled(
     Prompt { tokens, labels }
 }
 
+/// The label of each prompt position: an item's own label where it has one (a pooled item
+/// keeps its pool slot's label wherever it sits), else the positional `base + k`.
+pub fn labels(base: u32, own: &[Option<u32>]) -> Vec<u32> {
+    own.iter()
+        .enumerate()
+        .map(|(k, o)| o.unwrap_or(base + k as u32))
+        .collect()
+}
+
 /// τ_i: tokens the items occupy in a prompt (one label each).
 pub fn item_tokens(items: &[&[u32]]) -> usize {
     items.iter().map(|t| t.len() + 1).sum()
@@ -94,6 +103,11 @@ mod tests {
         let p = build_labeled(PrefixKind::Item, U, &[A, B], &[1, 0], INSTR, &[500, 101]);
         assert_eq!(p.tokens, vec![500, 20, 101, 10, 11, 1, 2, 3, 9]);
         assert_eq!(p.labels, vec![(500, 1), (101, 0)]);
+    }
+
+    #[test]
+    fn own_labels_override_positional_ones() {
+        assert_eq!(labels(100, &[None, Some(500), None]), vec![100, 500, 102]);
     }
 
     #[test]

@@ -158,18 +158,15 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
         PrefixKind::User => (0..keys.len()).collect(),
     };
     rank.popularity.record(&keys);
-    let mut labels: Vec<u32> = (0..order.len())
-        .map(|k| rank.config.label_base + k as u32)
-        .collect();
+    let mut own = vec![None; order.len()];
     let mut pool_use = None;
     if let (Some(p), PrefixKind::Item) = (pool, kind) {
         // Pooled items keep their own label wherever they sit; the rest stay positional.
-        for (label, own) in labels.iter_mut().zip(p.labels(&pool_keys)) {
-            *label = own.unwrap_or(*label);
-        }
+        own = p.labels(&pool_keys);
         let lens: Vec<usize> = order.iter().map(|&i| item_refs[i].len() + 1).collect();
         pool_use = Some(p.request(pool_keys, &lens));
     }
+    let labels = layout::labels(rank.config.label_base, &own);
     let prompt = layout::build_labeled(kind, &user, &item_refs, &order, &instruction, &labels);
     let pooled = if pool_use.is_some() {
         resident_items

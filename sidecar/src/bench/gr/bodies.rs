@@ -15,6 +15,11 @@ use crate::bench::HttpClient;
 pub struct Titles(HashMap<usize, Vec<u32>>);
 
 impl Titles {
+    /// Token ids by title index, already tokenized (tests; callers with their own tokenizer).
+    pub fn from_map(tokens: HashMap<usize, Vec<u32>>) -> Self {
+        Self(tokens)
+    }
+
     /// Tokenizes every title of `items` on the engine (8 at a time).
     pub async fn tokenize(
         client: &HttpClient,

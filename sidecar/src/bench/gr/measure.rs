@@ -131,6 +131,14 @@ async fn prepare_pool(
 }
 
 pub async fn run_mode(ctx: &Ctx<'_>, run: Run<'_>) -> Result<ModeResult, BenchError> {
+    Ok(run_mode_answers(ctx, run).await?.0)
+}
+
+/// [`run_mode`] and every request's answer by its index (`None`: an error).
+pub async fn run_mode_answers(
+    ctx: &Ctx<'_>,
+    run: Run<'_>,
+) -> Result<(ModeResult, Vec<Option<Value>>), BenchError> {
     let (args, mode, upstream) = (ctx.args, run.mode, run.instance.upstream.as_str());
     let layout = if mode.uses_pool() {
         ctx.memory.pooled
@@ -231,7 +239,7 @@ pub async fn run_mode(ctx: &Ctx<'_>, run: Run<'_>) -> Result<ModeResult, BenchEr
     let own_s =
         (local_after.rank_s - local_before.rank_s) - (local_after.engine_s - local_before.engine_s);
     let pool_on = mode.uses_pool();
-    Ok(ModeResult {
+    let row = ModeResult {
         mode: name.to_string(),
         requests: ok,
         rps: ok as f64 / out.wall_s.max(1e-9),
@@ -267,7 +275,8 @@ pub async fn run_mode(ctx: &Ctx<'_>, run: Run<'_>) -> Result<ModeResult, BenchEr
         } else {
             0.0
         },
-    })
+    };
+    Ok((row, out.answers))
 }
 
 /// One mode's recache and how its requests are sent.

@@ -23,6 +23,9 @@ pub struct Outcome {
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
     pub user_prefix: usize,
+    /// Each request's answer by its index in the stream (`None`: an error), for callers that
+    /// read the rankings (`bench quality`).
+    pub answers: Vec<Option<Value>>,
 }
 
 pub struct Stream<'a> {
@@ -54,12 +57,15 @@ pub async fn run(
             let _slot = slots.acquire_owned().await;
             let sent = Instant::now();
             let answer = http::post(&client, &url, &body).await;
-            (sent.elapsed().as_secs_f64() * 1000.0, answer)
+            (i, sent.elapsed().as_secs_f64() * 1000.0, answer)
         });
     }
-    let mut out = Outcome::default();
+    let mut out = Outcome {
+        answers: vec![None; stream.bodies.len()],
+        ..Default::default()
+    };
     while let Some(joined) = tasks.join_next().await {
-        let (ms, answer) =
+        let (i, ms, answer) =
             joined.map_err(|e| BenchError::Setup(format!("request task failed: {e}")))?;
         bar.inc(1);
         match answer {
@@ -68,6 +74,7 @@ pub async fn run(
                 out.prompt_tokens += v["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
                 out.cached_tokens += v["usage"]["cached_tokens"].as_u64().unwrap_or(0);
                 out.user_prefix += usize::from(v["prefix"] == "user");
+                out.answers[i] = Some(v);
             }
             Ok((status, v)) => {
                 out.errors += 1;

@@ -1,0 +1,254 @@
+"""Training of the GR ranker (see train_ranker.py for the recipe and the checkpoint).
+
+One model (an HF Qwen2ForCausalLM trained through model.py's forward), a teacher fitted on
+the training users (teacher.py), two stages:
+1. Encoders (cheap: a title alone is 19 tokens): one layer before the last, a candidate's
+   last token (`[label, title]` alone from position 0: the pooled layout) must carry its
+   title's teacher vector and name its label (through the tied unembedding), and the final
+   token of a bare profile + instruction must carry the user's teacher query. Linear probes
+   read the vectors; they exist only in training.
+2. Ranking in recache's layouts (batches.py): cross-entropy of the held-out item's label at
+   the final token, distillation towards the teacher's ranking of the same candidates, and
+   the stage-1 losses at every candidate and final token whatever the layout, so the
+   representations the last layer compares stay the same in UP, IP and pooled prompts.
+The last layer is left to learn the comparison and the copy of the preferred item's label.
+"""
+import math, random, time
+
+import torch
+import torch.nn.functional as F
+
+from . import batches, layout, model as fwd, teacher as teach
+
+# Everything that changes the weights is here and in the recipe stamp.
+HP = dict(hidden=128, layers=4, heads=2, kv_heads=2, ffn=512, title_tap=2, item_tokens=18,
+          history_items=20, candidates=100, group_users=16, up_users=2, enc_steps=1200,
+          enc_titles=128, enc_users=4, steps=900, lr=2e-3, enc_lr=3e-3, warmup=60, pool_slots=12288,
+          mix="ip:3,pool:4,up:3", probe_dims=8, kd=1.0, kd_temp=1.0, aux=0.3, probe=1.0, rank=32, seed=0)
+
+
+def config(hp, tok):
+    from transformers import Qwen2Config
+    return Qwen2Config(vocab_size=len(tok), hidden_size=hp["hidden"],
+                       intermediate_size=hp["ffn"], num_hidden_layers=hp["layers"],
+                       num_attention_heads=hp["heads"], num_key_value_heads=hp["kv_heads"],
+                       max_position_embeddings=16384, rope_theta=10000.0,
+                       tie_word_embeddings=True, bos_token_id=tok.pad_token_id,
+                       eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+
+
+def copy_init(model):
+    """Starts every layer's first attention head as a copy: V and O the identity between the
+    head's dims and the first dims of the residual stream. Ranking by label is a pointer task
+    (the final token must copy the label of the item it prefers, and that label's identity has
+    to reach the item's tokens first); from a random init gradient descent finds a copy of
+    arbitrary label ids very slowly (measured: no progress in 600 steps on 5 candidates), from
+    this one within a few hundred steps."""
+    with torch.no_grad():
+        for layer in model.model.layers:
+            a = layer.self_attn
+            d = a.head_dim
+            a.v_proj.weight.zero_()
+            a.v_proj.weight[:, :d] += torch.eye(d).repeat(a.v_proj.weight.shape[0] // d, 1)
+            a.o_proj.weight[:d, :d] = torch.eye(d)
+
+
+class Trainer:
+    def __init__(self, data, tok, hp, log=print):
+        torch.set_num_threads(1)
+        torch.manual_seed(hp["seed"])
+        from transformers import Qwen2ForCausalLM
+        self.hp, self.log, self.data = hp, log, data
+        self.model = Qwen2ForCausalLM(config(hp, tok))
+        copy_init(self.model)
+        titles = [tok(t, add_special_tokens=False)["input_ids"] for t in data.titles]
+        self.s = batches.Sampler(data, hp["item_tokens"], titles, hp["history_items"],
+                                 hp["pool_slots"], hp["seed"])
+        self.s.instruction = tok(layout.DEFAULT_INSTRUCTION,
+                                 add_special_tokens=False)["input_ids"]
+        t0 = time.time()
+        self.teacher = teach.Teacher(data, hp["rank"], hp["history_items"])
+        self.vecs = self.teacher.item_vectors(hp["probe_dims"])
+        hists = [self.s.data.users[u][1][:t] for u, t in
+                 (self.s.events[i] for i in range(0, len(self.s.events), 50))]
+        self.user_mean, self.user_std = self.teacher.user_scale(hists, hp["probe_dims"])
+        # Titles are learnt in proportion to the square root of how often they are drawn as
+        # candidates: the popular ones are most of every candidate list.
+        drawn = torch.zeros(len(data.titles), dtype=torch.float64)
+        for i, c in zip(data.items, data.item_counts):
+            drawn[data.title_of(i)] += c
+        self.title_weight = drawn.sqrt() + 1.0
+        log(f"[ranker] teacher fitted in {time.time() - t0:.0f}s")
+        self.probe = torch.nn.Linear(hp["hidden"], self.vecs.shape[1])
+        self.user_probe = torch.nn.Linear(hp["hidden"], self.user_mean.shape[0])
+        # Training touches token ids below `used` only (text tokens, both label ranges): train
+        # those rows as their own table, so the optimizer does not sweep all 65,536 each step.
+        self.full = self.model.model.embed_tokens
+        used = layout.LABEL_BASE + layout.MAX_ITEMS + hp["pool_slots"]
+        self.model.model.embed_tokens = torch.nn.Embedding.from_pretrained(
+            self.full.weight.detach()[:used].clone(), freeze=False)
+        params = [p for p in self.model.parameters() if p is not self.full.weight]
+        self.opt = torch.optim.AdamW(params + list(self.probe.parameters()) +
+                                     list(self.user_probe.parameters()),
+                                     lr=hp["lr"], betas=(0.9, 0.98), weight_decay=0.0)
+        self.dev = [self.s.user(h[:-1], h[-1]) for (_, h), sp in zip(data.users, data.split)
+                    if sp == "dev"][:hp.get("dev_users", 200)]
+
+    def taps(self):
+        """Where the probes read: titles after `title_tap` layers, labels and the user's query
+        at the input of the last layer (what the last layer compares and copies)."""
+        return (self.hp["title_tap"], self.hp["layers"] - 1)
+
+    def title_loss(self, states, titles):
+        return self.hp["probe"] * F.mse_loss(self.probe(states), self.vecs[titles])
+
+    def label_loss(self, states, labels):
+        """Row i of `states` (a candidate's last token) must name labels[i] among `labels`."""
+        scores = fwd.label_scores(self.model, states[None], labels[None])[0]
+        return self.hp["aux"] * F.cross_entropy(scores, torch.arange(len(labels)))
+
+    def user_loss(self, states, hists):
+        dims = self.user_mean.shape[0]
+        want = torch.stack([(self.teacher.user_vector(h)[:dims] - self.user_mean) / self.user_std
+                            for h in hists])
+        return self.hp["probe"] * F.mse_loss(self.user_probe(states), want)
+
+    def profile_loss(self, tap, b):
+        """History titles' last tokens in the users' rows carry their title vectors."""
+        rows = [r for r, e in enumerate(b["hist_ends"]) for _ in e]
+        cols = [c for e in b["hist_ends"] for c in e]
+        return self.title_loss(tap[rows, cols], [t for ts in b["hist_titles"] for t in ts])
+
+    def encoder_loss(self):
+        """Stage 1: candidates alone from position 0, and bare profiles + instruction."""
+        s, hp, rng = self.s, self.hp, self.s.rng
+        t1, t2 = self.taps()
+        ts = s.np.choice(len(self.data.titles), hp["enc_titles"], replace=False,
+                         p=(self.title_weight / self.title_weight.sum()).numpy()).tolist()
+        labels = rng.sample(range(layout.LABEL_BASE, layout.LABEL_BASE + layout.MAX_ITEMS +
+                                  hp["pool_slots"]), len(ts))
+        ids = torch.tensor([[l] + layout.fit(s.title_tokens[t], s.n_tok)
+                            for l, t in zip(labels, ts)])
+        pos = torch.arange(ids.shape[1]).expand_as(ids)
+        _, _, tap = fwd.run_part(self.model, ids, pos, tap=(t1, t2))
+        loss = self.title_loss(tap[t1][:, -1], ts) + self.label_loss(tap[t2][:, -1],
+                                                                    torch.tensor(labels))
+        us = s.users(hp["enc_users"])
+        rows = s._suffixes(us, 0)
+        last = [len(u["profile"]) + len(s.instruction) - 1 for u in us]
+        pos = torch.arange(rows["users"].shape[1]).expand_as(rows["users"])
+        _, _, tap = fwd.run_part(self.model, rows["users"], pos, tap=(t1, t2))
+        return (loss + self.profile_loss(tap[t1], rows) +
+                self.user_loss(tap[t2][torch.arange(len(us)), last], rows["hists"]))
+
+    def rank_loss(self, b):
+        """Stage 2: one batch in a layout; returns (loss, final scores, main CE)."""
+        hp = self.hp
+        t1, t2 = self.taps()
+        out = fwd.forward_group(self.model, b, tap=(t1, t2))
+        final = fwd.label_scores(self.model, out["users"][:, -1:], b["labels"])[:, 0]
+        main = F.cross_entropy(final, b["target"])
+        t = torch.stack([self.teacher.scores(h, c) for h, c in zip(b["hists"], b["candidates"])])
+        t = t / (t.std(1, keepdim=True) + 1e-6) / hp["kd_temp"]
+        kd = F.kl_div(F.log_softmax(final, 1), F.log_softmax(t, 1), log_target=True,
+                      reduction="batchmean")
+        rows = torch.arange(b["users"].shape[0])
+        ut = out["users_tap"]
+        aux = self.user_loss(ut[t2][rows, b["last"][:, -1]], b["hists"])
+        aux = aux + self.profile_loss(ut[t1], b)
+        if b["pooled"] is None and b["tail"] is None:  # user-first: item ends are in the rows
+            for r in range(len(rows)):
+                ends = b["last"][r, :-1]
+                aux = aux + (self.title_loss(ut[t1][r, ends], b["cand_titles"][r]) +
+                             self.label_loss(ut[t2][r, ends], b["labels"][r])) / len(rows)
+        else:
+            parts = []
+            if "pooled" in out:
+                parts.append((out["pooled_tap"][t1][:, -1], out["pooled_tap"][t2][:, -1]))
+            if "tail" in out:
+                e = b["tail_ends"]
+                parts.append((out["tail_tap"][t1][0, e], out["tail_tap"][t2][0, e]))
+            aux = aux + self.title_loss(torch.cat([p[0] for p in parts]), b["item_titles"])
+            aux = aux + self.label_loss(torch.cat([p[1] for p in parts]), b["labels"][0])
+        loss = main + hp["kd"] * kd + aux
+        self.parts = dict(kd=kd.item(), aux=aux.item())
+        return loss, final, main.item()
+
+    def lr(self, step, total, peak):
+        warm = min(1.0, (step + 1) / self.hp["warmup"])
+        return peak * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / total)))
+
+    def step(self, loss, lr):
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+
+    def dev_metrics(self, layouts=("up", "pool", "ip"), teacher=False):
+        """Recall@10 / NDCG@10 on dev users' last items (100 candidates), per layout."""
+        out = {}
+        state = self.s.rng.getstate(), self.s.np.bit_generator.state
+        with torch.no_grad():
+            for kind in layouts:
+                self.s.rng.seed(12345)
+                hits = ndcg = 0.0
+                for u in self.dev:
+                    b = self.s.up([u], 100) if kind == "up" else self.s.group(kind, [u], 100)
+                    if teacher:
+                        sc = self.teacher.scores(u["history"], b["candidates"][0])[None]
+                    else:
+                        sc = self.rank_loss(b)[1]
+                    rank = int((sc[0] > sc[0, b["target"][0]]).sum())
+                    hits += rank < 10
+                    ndcg += 1 / math.log2(rank + 2) if rank < 10 else 0.0
+                out[kind] = (round(hits / len(self.dev), 4), round(ndcg / len(self.dev), 4))
+                if teacher:
+                    break
+        self.s.rng.setstate(state[0])
+        self.s.np.bit_generator.state = state[1]
+        return out
+
+    def run(self):
+        hp, log = self.hp, self.log
+        t0, avg = time.time(), None
+        for step in range(hp["enc_steps"]):
+            loss = self.encoder_loss()
+            self.step(loss, self.lr(step, hp["enc_steps"], hp["enc_lr"]))
+            avg = loss.item() if avg is None else 0.98 * avg + 0.02 * loss.item()
+            if (step + 1) % 100 == 0:
+                log(f"[ranker] encoder step {step + 1}/{hp['enc_steps']} loss {avg:.3f} "
+                    f"{time.time() - t0:.0f}s")
+        kinds = []
+        for part in hp["mix"].split(","):
+            name, weight = part.split(":")
+            kinds += [name] * int(weight)
+        order = random.Random(hp["seed"] + 1)
+        avg = None
+        for step in range(hp["steps"]):
+            kind = order.choice(kinds)
+            if kind == "up":
+                b = self.s.up(self.s.users(hp["up_users"]), hp["candidates"])
+            else:
+                b = self.s.group(kind, self.s.users(hp["group_users"]), hp["candidates"])
+            loss, _, main = self.rank_loss(b)
+            self.step(loss, self.lr(step, hp["steps"], hp["lr"]))
+            avg = main if avg is None else 0.98 * avg + 0.02 * main
+            if (step + 1) % 50 == 0:
+                parts = " ".join(f"{k} {v:.3f}" for k, v in self.parts.items())
+                log(f"[ranker] rank step {step + 1}/{hp['steps']} ce {avg:.3f} ({parts}) "
+                    f"{time.time() - t0:.0f}s")
+            if hp.get("dev_every") and (step + 1) % hp["dev_every"] == 0:
+                log(f"[ranker] dev recall@10/ndcg@10 {self.dev_metrics()}")
+        log(f"[ranker] trained in {time.time() - t0:.0f}s")
+        return self.finish()
+
+    def finish(self):
+        """The trained rows back into the full (tied) embedding."""
+        compact = self.model.model.embed_tokens.weight.detach()
+        with torch.no_grad():
+            self.full.weight[:compact.shape[0]] = compact
+        self.model.model.embed_tokens = self.full
+        assert self.model.lm_head.weight is self.full.weight
+        return self.model

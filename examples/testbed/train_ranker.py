@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Owns the testbed's GR ranker checkpoint (`examples/testbed/up --model ranker` serves it):
+a small Qwen2 trained here, on this machine's CPU, to rank candidates the way recache asks.
+
+Run with the testbed venv's Python: train_ranker.py --out DIR --tokenizer TINY_QWEN2_DIR
+--data-dir SHARED_DATA_DIR. Prints the checkpoint directory on stdout; progress on stderr.
+- Task: prompt = a user's history (last 20 items as title tokens) + 100 candidates with label
+  tokens + recache's default instruction, built exactly as recache builds them (ranker/
+  layout.py, checked against the Rust code by tests/tests/ranker_prompt.rs); target = the
+  label of the user's next item. Layouts: user-first, item-first, and item-first with the item
+  KV pool (items alone at a shared start position), labels over both ranges recache uses.
+- Data: Amazon Beauty (`amazon/Beauty.txt`), item i titled by `items/Industrial_and_
+  Scientific.item.json` entry i mod count, as `recache bench gr` does. Users are split by a
+  hash of their id (ranker/data.py = sidecar/src/bench/quality/split.rs): 5% held out for
+  `recache bench quality`, 2% dev (progress only), the rest train; held-out and dev users'
+  interactions never reach training.
+- Model: Qwen2ForCausalLM, 4 layers, hidden 128, 2 heads (2 KV heads, head dim 64), FFN 512,
+  tied embeddings, the testbed tokenizer's 65,536 ids, 16,384 positions; ranker/train.py says
+  how it is trained. Deterministic for a seed: one torch thread, seeded everything.
+Written to a temp dir and renamed into place with a stamp of the recipe and the data files'
+digests, so a changed recipe or data retrains and a crash never leaves a checkpoint that
+later runs would trust.
+"""
+import argparse, hashlib, json, os, shutil, sys, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+DATA = "amazon/Beauty.txt"
+ITEMS = "items/Industrial_and_Scientific.item.json"
+VERSION = 1  # bump when the training code changes what it makes
+
+
+def digest(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def recipe(hp, data_dir):
+    from ranker import train
+    return json.dumps({"ranker": VERSION, "hp": {**train.HP, **hp},
+                       "data": digest(os.path.join(data_dir, DATA)),
+                       "items": digest(os.path.join(data_dir, ITEMS))}, sort_keys=True)
+
+
+def check_served_layouts(trainer, model):
+    """The trained weights through HF's own forward on the flattened prompts (explicit
+    positions and 4-D masks) must give the training forward's scores: what vLLM computes
+    from the checkpoint is what was trained."""
+    import torch
+    from ranker import model as fwd
+    worst = 0.0
+    for kind in ("up", "ip", "pool"):
+        u = trainer.dev[0]
+        b = trainer.s.up([u], 100) if kind == "up" else trainer.s.group(kind, [u], 100)
+        with torch.no_grad():
+            ours = trainer.rank_loss(b)[1][0]
+        tokens, segments = fwd.flatten(b)
+        ref = fwd.hf_reference(model, tokens, segments, b["labels"][0])
+        worst = max(worst, (ours - ref).abs().max().item())
+    if worst > 1e-3:
+        raise SystemExit(f"[ranker] training forward and HF forward disagree by {worst}")
+    return worst
+
+
+def make(out, tokenizer_dir, data_dir, hp, stamp):
+    import torch
+    from transformers import AutoTokenizer
+    from ranker import data as rdata, train
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    data = rdata.Data(os.path.join(data_dir, DATA), os.path.join(data_dir, ITEMS))
+    log = lambda s: print(s, file=sys.stderr, flush=True)
+    t0, c0 = time.time(), time.process_time()
+    trainer = train.Trainer(data, tok, {**train.HP, **hp}, log)
+    model = trainer.run()
+    dev = trainer.dev_metrics()
+    log(f"[ranker] dev recall@10/ndcg@10 per layout: {dev}")
+    worst = check_served_layouts(trainer, model)
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    for name in ("tokenizer_config.json", "chat_template.jinja"):
+        src = os.path.join(tokenizer_dir, name)
+        if os.path.exists(src):  # the testbed's loader-compatible spelling of both
+            shutil.copy(src, os.path.join(tmp, name))
+    report = {"train_wall_s": round(time.time() - t0), "train_cpu_s": round(
+        time.process_time() - c0), "dev": dev, "hf_check_max_abs": worst,
+              "users": {s: data.split.count(s) for s in ("train", "dev", "test")},
+              "torch": torch.__version__}
+    with open(os.path.join(tmp, "ranker-report.json"), "w") as f:
+        json.dump(report, f, indent=2)
+    with open(os.path.join(tmp, "recache-testbed-stamp"), "w") as f:
+        f.write(stamp + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    os.rename(tmp, out)
+    log(f"[ranker] wrote {out}: {json.dumps(report)}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="checkpoint directory")
+    ap.add_argument("--tokenizer", required=True, help="the testbed model's directory")
+    ap.add_argument("--data-dir", required=True, help="folder with amazon/ and items/")
+    ap.add_argument("--hp", default="{}", help="JSON overrides of ranker/train.py's HP "
+                    "(experiments; part of the stamp)")
+    a = ap.parse_args()
+    for rel in (DATA, ITEMS):
+        if not os.path.exists(os.path.join(a.data_dir, rel)):
+            raise SystemExit(f"[ranker] {os.path.join(a.data_dir, rel)} not found "
+                             "(set RECACHE_TESTBED_RANKER_DATA to the folder holding it)")
+    hp = json.loads(a.hp)
+    stamp = recipe(hp, a.data_dir)
+    path = os.path.join(a.out, "recache-testbed-stamp")
+    if os.path.exists(path) and open(path).read().strip() == stamp:
+        print(f"[testbed] ranker ready (cached): {a.out}", file=sys.stderr)
+    else:
+        print(f"[testbed] training the GR ranker into {a.out} (CPU, one thread: ~30 min)",
+              file=sys.stderr)
+        make(a.out, a.tokenizer, a.data_dir, hp, stamp)
+    print(a.out)
+
+
+if __name__ == "__main__":
+    main()

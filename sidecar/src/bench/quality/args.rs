@@ -1,0 +1,113 @@
+//! `recache bench quality`'s command line, and the `bench gr` settings each layout runs with
+//! (gr's own defaults for everything quality does not set).
+
+use std::path::PathBuf;
+
+use clap::{FromArgMatches, Parser};
+
+use crate::bench::BenchError;
+use crate::bench::gr::GrArgs;
+use crate::bench::gr::modes::Mode;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct QualityArgs {
+    /// Interaction file: one line per user, `user_id item_id item_id ...` in time order
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Item file: JSON object `{"<index>": {"title": ...}}`; item id i takes title i mod count
+    #[arg(long)]
+    pub items: PathBuf,
+    /// Engine base URL; the pool layouts need it started with the item pool's connector
+    /// (`examples/testbed/up --model ranker --item-pool`)
+    #[arg(long)]
+    pub upstream: String,
+    /// Layouts to measure, in order (any `bench gr` mode: up, ip, ip-pool, bat, bat-pool, ...)
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "up,ip,ip-pool,bat,bat-pool"
+    )]
+    pub layouts: Vec<Mode>,
+    /// Print one JSON object per layout and baseline (else a table)
+    #[arg(long)]
+    pub json: bool,
+    /// Held-out users to rank at most (in a fixed pseudo-random order) [default: all]
+    #[arg(long)]
+    pub users: Option<usize>,
+    /// Profile: the user's last N items before the held-out one, as title tokens
+    #[arg(long, default_value_t = 20)]
+    pub history_items: usize,
+    /// Candidates per request: the held-out item + others drawn by popularity
+    #[arg(long, default_value_t = 100)]
+    pub candidates: usize,
+    /// Tokens per item text (its title cut or cycled to this length)
+    #[arg(long, default_value_t = 18)]
+    pub item_tokens: usize,
+    /// Seed of the candidate draws and their order
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Served model name [default: the engine's first model]
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The engine's dialect: vllm or sglang [default: detected]
+    #[arg(long)]
+    pub engine: Option<recache_adapters::Engine>,
+    /// The engine's KV-event publisher: bat layouts then read the engine's cache, as `recache
+    /// serve --kv-events` does
+    #[arg(long)]
+    pub kv_events: Option<String>,
+    /// The engine's KV cache in blocks (as started), to size bat's user-prefix cache
+    #[arg(long)]
+    pub kv_blocks: Option<u64>,
+    /// Requests in flight at most
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Pool layouts: items computed into the pool before the requests, most popular first
+    /// [default: every item of --data]; the rest are filled while serving, as recache does
+    #[arg(long)]
+    pub pool_warm: Option<usize>,
+}
+
+/// `bench gr`'s command line with only the required flags: its defaults, from clap itself.
+#[derive(Parser)]
+struct GrDefaults {
+    #[command(flatten)]
+    gr: GrArgs,
+}
+
+impl QualityArgs {
+    /// The `bench gr` settings every layout's run uses: gr's defaults, the workload shape and
+    /// engine given here, closed loop (quality does not depend on arrival times).
+    pub fn gr(&self) -> Result<GrArgs, BenchError> {
+        let path = |p: &PathBuf| p.to_string_lossy().into_owned();
+        let argv = [
+            "gr".to_string(),
+            "--data".into(),
+            path(&self.data),
+            "--items".into(),
+            path(&self.items),
+            "--upstream".into(),
+            self.upstream.clone(),
+        ];
+        let matches = <GrDefaults as clap::CommandFactory>::command()
+            .try_get_matches_from(argv)
+            .map_err(|e| BenchError::Setup(format!("bench gr defaults: {e}")))?;
+        let mut gr = GrDefaults::from_arg_matches(&matches)
+            .map_err(|e| BenchError::Setup(format!("bench gr defaults: {e}")))?
+            .gr;
+        gr.modes = self.layouts.clone();
+        gr.json = self.json;
+        gr.seed = self.seed;
+        gr.candidates = self.candidates;
+        gr.item_tokens = self.item_tokens;
+        gr.rate = 0.0;
+        gr.concurrency = self.concurrency;
+        gr.model = self.model.clone();
+        gr.engine = self.engine;
+        gr.kv_events = self.kv_events.clone();
+        gr.kv_blocks = self.kv_blocks;
+        gr.pool_warm = self.pool_warm;
+        Ok(gr)
+    }
+}

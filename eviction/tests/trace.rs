@@ -164,5 +164,9 @@ fn block_tokens_from_input_lengths() {
         req(Some(19), 100, true),
     ];
     assert_eq!(block_tokens(&gr), 32);
-    assert_eq!(block_tokens(&[req(None, 3, false)]), 512, "no lengths: Mooncake's");
+    assert_eq!(
+        block_tokens(&[req(None, 3, false)]),
+        512,
+        "no lengths: Mooncake's"
+    );
 }

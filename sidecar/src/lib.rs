@@ -28,6 +28,8 @@
 //! - [`metrics`]: the Prometheus registry behind `/metrics`.
 //! - [`bench`]: benchmark commands (`recache bench ...`) that print JSON. `recache sim` is the
 //!   eviction crate's simulator (`recache_eviction::sim`), embedded as a subcommand.
+//! - [`progress`]: progress bars / lines on stderr for long commands (benchmarks, `items
+//!   index`); a leaf module so that `retrieve` need not depend on `bench`.
 //!
 //! Engine specifics (routes, health path, request shapes, prompt fields, priority routes,
 //! uncached blocks) live in the `recache-adapters` crate, `Engine`'s methods.
@@ -43,6 +45,7 @@ pub mod limits;
 pub mod local;
 pub mod metrics;
 pub mod policy_slot;
+pub mod progress;
 pub mod proxy;
 pub mod rank;
 pub mod retrieve;

@@ -5,7 +5,6 @@ pub mod engine_ops;
 pub mod gr;
 pub mod loadgen;
 pub mod overhead;
-pub mod progress;
 pub mod quality;
 pub mod replay;
 pub mod retrieve;

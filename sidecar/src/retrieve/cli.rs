@@ -70,8 +70,7 @@ fn index(a: IndexArgs) -> Result<(), ItemsError> {
         token_base: a.token_base,
         dims: a.dims,
     };
-    let bar =
-        crate::bench::progress::Progress::new(super::semantic::ITERATIONS as u64, "k-means passes");
+    let bar = crate::progress::Progress::new(super::semantic::ITERATIONS as u64, "k-means passes");
     let (file, stats) = build_index(&a.items, &args, &mut |done, _| bar.set(done as u64))?;
     bar.finish();
     let text = serde_json::to_string(&file).unwrap_or_default();

@@ -21,7 +21,7 @@ use super::testbed::Instance;
 use super::workload::Population;
 use crate::bench::BenchError;
 use crate::bench::HttpClient;
-use crate::bench::progress::Progress;
+use crate::progress::Progress;
 use crate::rank::pool::{self, Wanted};
 use crate::rank::startup;
 use crate::rank::vocab::Verdict;

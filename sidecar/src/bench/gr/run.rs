@@ -11,7 +11,7 @@ use tokio::sync::Semaphore;
 use super::http;
 use crate::bench::BenchError;
 use crate::bench::HttpClient;
-use crate::bench::progress::Progress;
+use crate::progress::Progress;
 
 /// What recache answered over one mode's run.
 #[derive(Debug, Default)]

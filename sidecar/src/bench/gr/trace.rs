@@ -13,7 +13,7 @@ use super::args::GrArgs;
 use super::measure::LocalProxyRun;
 use super::modes::Mode;
 use crate::bench::BenchError;
-use crate::bench::progress::Progress;
+use crate::progress::Progress;
 use crate::rank::{TRACE_BLOCK_TOKENS, api, pipeline, trace};
 
 /// Where one run's trace goes: `base` itself when the command makes one run, else `base` with

@@ -244,10 +244,8 @@ async fn one(
     };
     let before = metrics(&client).await?;
     let url = format!("{}/v1/completions", local.base);
-    let progress = crate::bench::progress::Progress::new(
-        reqs.len() as u64,
-        format!("replay {name} c={concurrency}"),
-    );
+    let progress =
+        crate::progress::Progress::new(reqs.len() as u64, format!("replay {name} c={concurrency}"));
     let timings = send_all(&client, &url, &model, reqs, concurrency, &progress).await?;
     progress.finish();
     let (lat, wall) = (&timings.latency, timings.wall_s);

@@ -275,10 +275,8 @@ async fn ours(
     let (mut lat, mut computed, mut prompt, mut cached, mut calls, mut early) =
         (Vec::new(), 0.0, 0.0, 0.0, 0.0, 0usize);
     let (mut invalid, mut dups) = (0, 0);
-    let progress = crate::bench::progress::Progress::new(
-        users.len() as u64,
-        format!("retrieve width {width}"),
-    );
+    let progress =
+        crate::progress::Progress::new(users.len() as u64, format!("retrieve width {width}"));
     for u in users {
         let body = json!({"model": model, "user": {"id": u.id, "text": u.text},
                           "beam_width": width, "top_k": k});

@@ -232,10 +232,8 @@ async fn one(
     let mut workers = tokio::task::JoinSet::new();
     let shared: Arc<[Vec<u32>]> = prompts.to_vec().into();
     let errors = Arc::new(AtomicUsize::new(0));
-    let progress = crate::bench::progress::Progress::new(
-        prompts.len() as u64,
-        format!("route {}", routing.name()),
-    );
+    let progress =
+        crate::progress::Progress::new(prompts.len() as u64, format!("route {}", routing.name()));
     for _ in 0..args.concurrency.max(1) {
         let progress = progress.clone();
         let (client, url, next, model) =

@@ -34,8 +34,8 @@ pub use args::SloArgs;
 use child::{Mode, ServeChild};
 
 use super::gr::http::client;
-use super::progress::Progress;
 use super::{BenchError, engine_ops};
+use crate::progress::Progress;
 
 pub async fn run(args: SloArgs) -> Result<(), BenchError> {
     args.check()?;

@@ -281,6 +281,17 @@ impl EngineClient {
         path: &str,
         body: Option<&Value>,
     ) -> Result<JsonAnswer, ClientError> {
+        self.json_routed(method, path, body, None).await
+    }
+
+    /// [`Self::json`] for a GR ranking prompt: the routing rule also sees its sides.
+    pub async fn json_routed(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        gr: Option<&route::GrHint>,
+    ) -> Result<JsonAnswer, ClientError> {
         let pq: Option<PathAndQuery> = path.parse().ok();
         // With --slo-engine-priority a deadline call carries its deadline as `priority`.
         let stamped = body
@@ -324,7 +335,11 @@ impl EngineClient {
                 path: pq.as_ref(),
                 headers,
                 body,
-                hint: RouteHint { path, keys: &keys },
+                hint: RouteHint {
+                    path,
+                    keys: &keys,
+                    gr,
+                },
                 demand: deadline::json_demand(self.settings.engine, path, body_value),
             })
             .await?;

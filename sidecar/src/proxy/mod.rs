@@ -73,6 +73,7 @@ impl Proxy {
                 hint: RouteHint {
                     path: parts.uri.path(),
                     keys: &prepared.route_keys,
+                    gr: prepared.gr.as_ref(),
                 },
                 demand: prepared.demand,
             })

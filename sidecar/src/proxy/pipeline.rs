@@ -27,7 +27,7 @@ use recache_adapters::openai;
 use serde_json::{Map, Value};
 
 use super::Proxy;
-use crate::client::route::RouteKeys;
+use crate::client::route::{GrHint, RouteKeys};
 use crate::error::ApiError;
 use crate::rank::{RankError, extension};
 use crate::slo::Demand;
@@ -40,6 +40,8 @@ pub struct Prepared {
     pub prompts: Vec<Vec<u32>>,
     /// The prompt's route keys, when the routing rule reads them.
     pub route_keys: RouteKeys,
+    /// A GR prompt's sides (`recache_rank` requests), for the `gr` routing rule.
+    pub gr: Option<GrHint>,
     /// Headers a step adds to the response.
     pub response_headers: HeaderMap,
     /// What the call asks of the engine, for the deadline gate (only with a deadline).
@@ -54,6 +56,7 @@ pub async fn run(proxy: &Proxy, path: &str, bytes: Bytes) -> Result<Prepared, Ra
         body: bytes,
         prompts: Vec::new(),
         route_keys: RouteKeys::default(),
+        gr: None,
         response_headers: HeaderMap::new(),
         demand: Demand::default(),
         answered: None,
@@ -80,7 +83,9 @@ pub async fn run(proxy: &Proxy, path: &str, bytes: Bytes) -> Result<Prepared, Ra
     let mut changed = false;
     let ranked = path == openai::COMPLETIONS && obj.contains_key(extension::KEY);
     if ranked {
-        out.response_headers = extension::rewrite(&proxy.ranker, &mut obj).await?;
+        let (headers, gr) = extension::rewrite(&proxy.ranker, &mut obj).await?;
+        out.response_headers = headers;
+        out.gr = Some(gr);
         changed = true;
     }
     openai::validate_object(path, &obj).map_err(|e| ApiError::BadRequest {

@@ -17,12 +17,26 @@ use recache_adapters::scoring::{ScoreAnswer, ScoreRequest};
 use super::RankError;
 use super::layout::Prompt;
 use crate::client::JsonAnswer;
+use crate::client::route::GrHint;
 use crate::rank::Ranker;
 
 /// POSTs `body` to `path` through the engine client and returns the JSON answer; a non-2xx
 /// answer becomes [`RankError::Engine`] carrying the engine's body.
 pub async fn post_json(state: &Arc<Ranker>, path: &str, body: &Value) -> Result<Value, RankError> {
     answer(state.client.json(Method::POST, path, Some(body)).await?)
+}
+
+/// [`post_json`] for a ranking prompt: the routing rule also sees its sides (`gr`).
+pub async fn post_ranked(
+    state: &Arc<Ranker>,
+    path: &str,
+    body: &Value,
+    route: &GrHint,
+) -> Result<Value, RankError> {
+    let call = state
+        .client
+        .json_routed(Method::POST, path, Some(body), Some(route));
+    answer(call.await?)
 }
 
 /// GETs `path`, as [`post_json`].

@@ -16,19 +16,21 @@ use serde_json::{Map, Value, json};
 use super::RankError;
 use super::api::{self, RankRequest, bad};
 use super::pipeline::prepare;
+use crate::client::route::GrHint;
 use crate::rank::Ranker;
 
 /// The body key that marks a GR completions request.
 pub const KEY: &str = "recache_rank";
 
 /// Rewrites a completions body that carries [`KEY`] (the proxy's pipeline calls this only
-/// then) in place; returns the headers for the response.
+/// then) in place; returns the headers for the response and the prompt's sides for the
+/// routing rule.
 pub async fn rewrite(
     state: &Arc<Ranker>,
     obj: &mut Map<String, Value>,
-) -> Result<HeaderMap, RankError> {
+) -> Result<(HeaderMap, GrHint), RankError> {
     let Some(spec) = obj.remove(KEY) else {
-        return Ok(HeaderMap::new());
+        return Ok((HeaderMap::new(), GrHint::default()));
     };
     if obj.contains_key("prompt") {
         return Err(bad(format!("give either 'prompt' or '{KEY}', not both"), KEY).into());
@@ -72,5 +74,5 @@ pub async fn rewrite(
     if let Ok(v) = HeaderValue::from_str(&Value::Array(pairs).to_string()) {
         headers.insert("x-recache-labels", v);
     }
-    Ok(headers)
+    Ok((headers, prepared.route))
 }

@@ -52,7 +52,11 @@ pub async fn handle(state: &Arc<Ranker>, req: Request<Incoming>) -> Response<Bod
 /// Ranks a validated request.
 pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, RankError> {
     let Prepared {
-        kind, prompt, pool, ..
+        kind,
+        prompt,
+        pool,
+        route,
+        ..
     } = prepare(state, req).await?;
     let engine_started = Instant::now();
     let dialect = state.engine;
@@ -66,7 +70,7 @@ pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, 
         // The item pool connector's segments (vLLM's `kv_transfer_params` request field).
         body["kv_transfer_params"] = used.params.clone();
     }
-    let answer = engine::post_json(state, path, &body).await?;
+    let answer = engine::post_ranked(state, path, &body, &route).await?;
     let m = &state.rank.metrics;
     m.engine_seconds
         .inc_by(engine_started.elapsed().as_secs_f64());

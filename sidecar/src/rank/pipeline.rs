@@ -11,6 +11,7 @@ use super::config::ItemReuse;
 use super::layout::{self, Prompt};
 use super::select::{CacheProbe, EngineView, PrefixKind, SelectInput};
 use super::{RankError, tokens};
+use crate::client::route::{GrHint, placement};
 use crate::kvloop::resident::Snapshot;
 use crate::rank::Ranker;
 
@@ -35,6 +36,8 @@ pub struct Prepared {
     /// Tokens of the user's profile, and of each item in prompt order (label included).
     pub user_len: usize,
     pub item_lens: Vec<usize>,
+    /// The prompt's sides for the `gr` routing rule.
+    pub route: GrHint,
 }
 
 /// Token ids of all items, tokenizing uncached texts concurrently.
@@ -200,6 +203,7 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
             .collect();
         p.want(state, model, wanted);
     }
+    let route = route_hint(state, req, kind, &keys);
     let prepared = Prepared {
         kind,
         prompt,
@@ -207,11 +211,28 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
         pooled,
         user_len: user.len(),
         item_lens,
+        route,
     };
     if let Some(sink) = &rank.trace {
         sink.write(&prepared.trace_line(req, sink.block(), sink.now_ms()));
     }
     Ok(prepared)
+}
+
+/// What the `gr` routing rule needs of this prompt (empty unless that rule is active).
+fn route_hint(state: &Ranker, req: &Validated, kind: PrefixKind, keys: &[&str]) -> GrHint {
+    let Some(hot_share) = state.client.routing().hot_share() else {
+        return GrHint::default();
+    };
+    let hot = state.rank.popularity.hot(keys, hot_share);
+    GrHint {
+        user_first: kind == PrefixKind::User,
+        user: placement::id(&req.user.key),
+        cold_items: (keys.iter().zip(hot))
+            .filter(|(_, h)| !h)
+            .map(|(k, _)| placement::id(k))
+            .collect(),
+    }
 }
 
 impl Prepared {

@@ -13,7 +13,13 @@ use std::sync::Mutex;
 #[derive(Default)]
 pub struct Popularity {
     counts: Mutex<HashMap<String, u64>>,
+    /// The hot threshold last computed: (hot_share, requests counted then, threshold).
+    hot: Mutex<Option<(f64, u64, u64)>>,
+    requests: std::sync::atomic::AtomicU64,
 }
+
+/// Requests between two computations of the hot threshold (a sort of every count).
+const HOT_EVERY: u64 = 256;
 
 /// Ids compare as numbers when both are unsigned integers, else as text.
 fn cmp_ids(a: &str, b: &str) -> Ordering {
@@ -45,8 +51,35 @@ impl Popularity {
             .collect()
     }
 
+    /// Which of `ids` are hot: in the most requested items that together cover `hot_share`
+    /// of all item accesses so far (`client::route::placement::hot_threshold`; recomputed
+    /// every [`HOT_EVERY`] requests).
+    pub fn hot(&self, ids: &[&str], hot_share: f64) -> Vec<bool> {
+        let n = self.requests.load(std::sync::atomic::Ordering::Relaxed);
+        let mut hot = self.hot.lock().unwrap_or_else(|e| e.into_inner());
+        let threshold = match *hot {
+            Some((share, at, t)) if share == hot_share && n < at + HOT_EVERY => t,
+            _ => {
+                let counts: Vec<u64> = {
+                    let c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+                    c.values().copied().collect()
+                };
+                let t = crate::client::route::placement::hot_threshold(counts, hot_share);
+                *hot = Some((hot_share, n, t));
+                t
+            }
+        };
+        drop(hot);
+        self.counts(ids)
+            .into_iter()
+            .map(|c| c >= threshold)
+            .collect()
+    }
+
     /// Counts one request's candidates.
     pub fn record(&self, ids: &[&str]) {
+        self.requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         for id in ids {
             *counts.entry((*id).to_string()).or_default() += 1;
@@ -72,5 +105,22 @@ mod tests {
             p.order(ids).iter().map(|&i| ids[i].to_string()).collect()
         };
         assert_eq!(names(&ids), names(&shuffled));
+    }
+
+    #[test]
+    fn hot_items_follow_the_access_share() {
+        let p = Popularity::default();
+        for _ in 0..6 {
+            p.record(&["a"]);
+        }
+        p.record(&["b", "c"]);
+        p.record(&["b"]);
+        // a: 6, b: 2, c: 1 of 9 accesses; half of them is covered by a alone.
+        assert_eq!(
+            p.hot(&["a", "b", "c", "new"], 0.5),
+            [true, false, false, false]
+        );
+        assert_eq!(p.hot(&["a", "b", "c"], 0.85), [true, true, false]);
+        assert_eq!(p.hot(&["a", "c"], 0.0), [false, false]);
     }
 }

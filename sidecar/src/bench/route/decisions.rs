@@ -36,10 +36,7 @@ pub fn measure(
         .iter()
         .map(|p| RouteKeys::from_tokens(std::slice::from_ref(p)))
         .collect();
-    let blocks = match routing {
-        Routing::Prefix { blocks, .. } => blocks,
-        Routing::LeastLoaded => 0,
-    };
+    let blocks = routing.prefix_params().map_or(0, |p| p.blocks);
     // Fill: distinct synthetic prompts until each record is full, then the trace's prompts.
     let per_prompt = 64usize;
     let fill = (blocks * replicas).div_ceil(per_prompt);
@@ -48,7 +45,7 @@ pub fn measure(
             .map(|t| (i as u32).wrapping_mul(7919) ^ t.wrapping_mul(31))
             .collect();
         let k = RouteKeys::from_tokens(&[p]);
-        rule.choose(&set, &[], &RouteHint { path: "", keys: &k });
+        rule.choose(&set, &[], &RouteHint::new("", &k));
     }
     if mirrored > 0 {
         // Each replica mirrors every other prompt of the trace (so the two disagree) plus
@@ -75,7 +72,7 @@ pub fn measure(
     for i in 0..rounds {
         let k = &keys[i % keys.len().max(1)];
         let t = Instant::now();
-        let chosen = rule.choose(&set, &[], &RouteHint { path: "", keys: k });
+        let chosen = rule.choose(&set, &[], &RouteHint::new("", k));
         times.push(t.elapsed().as_secs_f64() * 1e6);
         std::hint::black_box(chosen);
     }

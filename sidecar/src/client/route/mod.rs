@@ -2,12 +2,15 @@
 //!
 //! A [`ReplicaChoice`] sees the replica set and what the client knows about the request
 //! ([`RouteHint`]) and names one replica. The rules, one file each: [`least_loaded`]
-//! (fewest outstanding requests, blind to caches) and [`prefix`] (where the prompt's prefix
-//! was sent, traded against load). [`Routing`] names them (configuration, the admin API) and
+//! (fewest outstanding requests, blind to caches), [`prefix`] (where the prompt's prefix
+//! was sent, traded against load) and [`gr`] (`prefix`, plus each GR side's placement:
+//! [`placement`]). [`Routing`] names them (configuration, the admin API) and
 //! [`build`] is the one factory; the client swaps rules atomically ([`RouteSlot`]).
 
+pub mod gr;
 pub mod keys;
 pub mod least_loaded;
+pub mod placement;
 pub mod prefix;
 pub mod sent;
 
@@ -16,6 +19,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use self::gr::GrHint;
 pub use self::keys::RouteKeys;
 use super::replica::Replica;
 
@@ -33,14 +37,24 @@ pub struct RouteHint<'a> {
     /// The prompt's route keys (empty unless the rule [`ReplicaChoice::wants_keys`] and the
     /// body has a prompt).
     pub keys: &'a RouteKeys,
+    /// A GR ranking prompt's sides (only the `gr` rule reads it).
+    pub gr: Option<&'a GrHint>,
+}
+
+impl<'a> RouteHint<'a> {
+    /// A request to `path` with route keys `keys` and no GR hint.
+    pub fn new(path: &'a str, keys: &'a RouteKeys) -> Self {
+        Self {
+            path,
+            keys,
+            gr: None,
+        }
+    }
 }
 
 impl Default for RouteHint<'_> {
     fn default() -> Self {
-        Self {
-            path: "",
-            keys: &NO_KEYS,
-        }
+        Self::new("", &NO_KEYS)
     }
 }
 
@@ -90,6 +104,20 @@ pub enum Routing {
         #[serde(default = "default_queue_gap")]
         queue_gap: usize,
     },
+    /// `prefix` for ranking prompts with user / item placement ([`gr`]).
+    Gr {
+        #[serde(default = "default_blocks")]
+        blocks: usize,
+        #[serde(default = "default_ttl_s")]
+        ttl_s: f64,
+        #[serde(default = "default_balance")]
+        balance: f64,
+        #[serde(default = "default_queue_gap")]
+        queue_gap: usize,
+        /// Share of item accesses the replicated (hot) items cover; the rest are sharded.
+        #[serde(default = "default_hot_share")]
+        hot_share: f64,
+    },
 }
 
 fn default_blocks() -> usize {
@@ -104,11 +132,14 @@ fn default_balance() -> f64 {
 fn default_queue_gap() -> usize {
     8
 }
+fn default_hot_share() -> f64 {
+    0.5
+}
 
 /// A routing spec that cannot be used.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "routing {spec:?}: {why} (rules: least-loaded, prefix[:blocks=N][:ttl_s=S][:balance=B][:queue_gap=G])"
+    "routing {spec:?}: {why} (rules: least-loaded, prefix[:blocks=N][:ttl_s=S][:balance=B][:queue_gap=G], gr[:hot_share=H][:<prefix's keys>])"
 )]
 pub struct BadRouting {
     pub spec: String,
@@ -116,7 +147,7 @@ pub struct BadRouting {
 }
 
 impl Routing {
-    pub const NAMES: [&'static str; 2] = ["least-loaded", "prefix"];
+    pub const NAMES: [&'static str; 3] = ["least-loaded", "prefix", "gr"];
 
     /// The default `prefix` rule.
     pub fn prefix() -> Self {
@@ -125,6 +156,50 @@ impl Routing {
             ttl_s: default_ttl_s(),
             balance: default_balance(),
             queue_gap: default_queue_gap(),
+        }
+    }
+
+    /// The default `gr` rule.
+    pub fn gr() -> Self {
+        Self::Gr {
+            blocks: default_blocks(),
+            ttl_s: default_ttl_s(),
+            balance: default_balance(),
+            queue_gap: default_queue_gap(),
+            hot_share: default_hot_share(),
+        }
+    }
+
+    /// `prefix`'s parameters, shared by `prefix` and `gr` (None for `least-loaded`).
+    pub fn prefix_params(&self) -> Option<prefix::PrefixParams> {
+        match *self {
+            Self::LeastLoaded => None,
+            Self::Prefix {
+                blocks,
+                ttl_s,
+                balance,
+                queue_gap,
+            }
+            | Self::Gr {
+                blocks,
+                ttl_s,
+                balance,
+                queue_gap,
+                ..
+            } => Some(prefix::PrefixParams {
+                blocks,
+                ttl: Duration::from_secs_f64(ttl_s),
+                balance,
+                queue_gap,
+            }),
+        }
+    }
+
+    /// The share of item accesses `gr` replicates (None for the other rules: no placement).
+    pub fn hot_share(&self) -> Option<f64> {
+        match *self {
+            Self::Gr { hot_share, .. } => Some(hot_share),
+            _ => None,
         }
     }
 
@@ -154,7 +229,18 @@ impl Routing {
 
     /// Refuses values no rule can run with.
     pub fn check(&self) -> Result<(), String> {
+        if let Some(h) = self.hot_share()
+            && !(h.is_finite() && (0.0..=1.0).contains(&h))
+        {
+            return Err("hot_share must be between 0 and 1 (0: every item sharded)".into());
+        }
         if let Self::Prefix {
+            blocks,
+            ttl_s,
+            balance,
+            ..
+        }
+        | Self::Gr {
             blocks,
             ttl_s,
             balance,
@@ -178,25 +264,17 @@ impl Routing {
         match self {
             Self::LeastLoaded => "least-loaded",
             Self::Prefix { .. } => "prefix",
+            Self::Gr { .. } => "gr",
         }
     }
 }
 
 /// The one factory.
 pub fn build(routing: Routing) -> Box<dyn ReplicaChoice> {
-    match routing {
-        Routing::LeastLoaded => Box::new(least_loaded::LeastLoaded::default()),
-        Routing::Prefix {
-            blocks,
-            ttl_s,
-            balance,
-            queue_gap,
-        } => Box::new(prefix::Prefix::new(prefix::PrefixParams {
-            blocks,
-            ttl: Duration::from_secs_f64(ttl_s),
-            balance,
-            queue_gap,
-        })),
+    match (routing, routing.prefix_params()) {
+        (Routing::Prefix { .. }, Some(p)) => Box::new(prefix::Prefix::new(p)),
+        (Routing::Gr { .. }, Some(p)) => Box::new(gr::Gr::new(p)),
+        _ => Box::new(least_loaded::LeastLoaded::default()),
     }
 }
 

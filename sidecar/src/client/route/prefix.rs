@@ -106,6 +106,20 @@ impl ReplicaChoice for Prefix {
         tried: &[usize],
         hint: &RouteHint<'_>,
     ) -> Option<usize> {
+        self.choose_with(replicas, tried, hint, |_| 0)
+    }
+}
+
+impl Prefix {
+    /// The choice with a placement preference: among replicas of equal cost, more
+    /// `affinity` wins before load does (the `gr` rule's home replicas; 0 for plain `prefix`).
+    pub(super) fn choose_with(
+        &self,
+        replicas: &[Arc<Replica>],
+        tried: &[usize],
+        hint: &RouteHint<'_>,
+        affinity: impl Fn(usize) -> usize,
+    ) -> Option<usize> {
         let n = replicas.len();
         let now = self.clock.elapsed().as_millis() as u64;
         let ttl = self.params.ttl.as_millis() as u64;
@@ -133,7 +147,7 @@ impl ReplicaChoice for Prefix {
         // refuse a replica its second request.
         let limit = ((1.0 + self.params.balance) * (total + 1.0) / candidates.len() as f64).ceil();
         let per_key = hint.keys.tokens_per_key() as f64;
-        let mut best: Option<(f64, usize, f64, usize)> = None;
+        let mut best: Option<(f64, std::cmp::Reverse<usize>, usize, f64, usize)> = None;
         for pass in 0..2 {
             for &i in &candidates {
                 // First pass: only replicas within the load bound.
@@ -146,8 +160,9 @@ impl ReplicaChoice for Prefix {
                     let cached = cached_keys(&replicas[i], &s.sent[i], hint, now, ttl) as f64;
                     (tokens - cached * per_key).max(0.0)
                 };
-                let key = (cost, load(i), s.recent[i], i);
-                if best.is_none_or(|b| (key.0, key.1, key.2) < (b.0, b.1, b.2)) {
+                let near = std::cmp::Reverse(if imbalanced { 0 } else { affinity(i) });
+                let key = (cost, near, load(i), s.recent[i], i);
+                if best.is_none_or(|b| (key.0, key.1, key.2, key.3) < (b.0, b.1, b.2, b.3)) {
                     best = Some(key);
                 }
             }
@@ -155,7 +170,7 @@ impl ReplicaChoice for Prefix {
                 break;
             }
         }
-        let (_, _, _, chosen) = best?;
+        let (_, _, _, _, chosen) = best?;
         let decay = 1.0 - 1.0 / WINDOW;
         s.recent.iter_mut().for_each(|r| *r *= decay);
         s.recent[chosen] += 1.0;

@@ -1,9 +1,11 @@
 //! `recache bench route`: routing strategies side by side on real engine replicas.
 //!
 //! One run: for each strategy, both replicas' prefix caches are emptied, an in-process recache
-//! with `--routing STRATEGY` is started in front of all of them, and the first `--requests`
-//! requests of a Mooncake trace go through it from `--concurrency` workers in trace order
-//! (each hash id a fixed 32-token block, as `bench replay` builds them). Per strategy it
+//! with `--routing STRATEGY` is started in front of all of them, and `--requests` requests go
+//! through it from `--concurrency` workers in order: either the start of a Mooncake trace
+//! (`--trace`; each hash id a fixed 32-token block, as `bench replay` builds them, sent to
+//! `/v1/completions`) or GR ranking load (`--data/--items`, [`gr_load`]: the bipartite
+//! bench's stream sent to `/v1/rank`, BAT's prefix selection on). Per strategy it
 //! prints the engines' own prefix-cache hit rate (summed over replicas), rps, p50/p99
 //! latency, each replica's share of requests and the busiest one's over the mean
 //! (`max_share`), and the routing decision p99 (from `recache_route_decision_seconds`,
@@ -16,10 +18,12 @@
 //! outcomes and predicted vs delivered cached tokens. Without it `prefix` runs on recache's
 //! own record of what it sent where.
 //!
-//! Not built yet (refused with a message, not faked): GR ranking load (`--data/--items`) and
-//! the `gr` strategy.
+//! The decisions-only rows time the `prefix` rule's lookup (the `gr` rule adds its placement
+//! to it only for ranking prompts).
 
 pub mod decisions;
+pub mod gr_load;
+pub mod report;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -35,6 +39,7 @@ use super::replay::{load_trace, pct, tokens};
 use crate::client::route::Routing;
 use crate::config::ServeArgs;
 use recache_adapters::Engine;
+use report::{decision_p99_us, mirrors, print_row, scrape, table, wait_exact};
 
 #[derive(clap::Args, Debug)]
 pub struct RouteArgs {
@@ -48,12 +53,15 @@ pub struct RouteArgs {
     /// Mooncake-format trace (JSONL with hash_ids)
     #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// GR ranking data (not built yet: refused)
-    #[arg(long)]
+    /// GR ranking load instead of a trace: user histories (Amazon format, as bench gr takes)
+    #[arg(long, requires = "items", conflicts_with = "trace")]
     pub data: Option<PathBuf>,
-    /// GR item titles (not built yet: refused)
-    #[arg(long)]
+    /// GR item titles (with --data)
+    #[arg(long, requires = "data")]
     pub items: Option<PathBuf>,
+    /// Seed of the GR request stream (--data)
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
     /// Comma-separated routing specs, as --routing takes them
     #[arg(long, default_value = "least-loaded,prefix", value_delimiter = ',')]
     pub strategies: Vec<String>,
@@ -86,32 +94,89 @@ pub struct RouteArgs {
 /// A strategy as the run uses it: `prefix` sized to the engines' caches unless told.
 fn strategy(spec: &str, kv_blocks: usize) -> Result<Routing, BenchError> {
     let spec = spec.trim();
-    if spec == "gr" {
-        return Err(BenchError::Setup(
-            "strategy gr is not built yet (GR-aware routing is the next step of cache-aware \
-             routing); run least-loaded,prefix"
-                .into(),
-        ));
-    }
-    let full = if spec == "prefix" {
-        format!("prefix:blocks={kv_blocks}")
+    let full = if spec == "prefix" || spec == "gr" {
+        format!("{spec}:blocks={kv_blocks}")
     } else {
         spec.to_string()
     };
     Routing::from_spec(&full).map_err(|e| BenchError::Setup(e.to_string()))
 }
 
-fn load(args: &RouteArgs) -> Result<Vec<Vec<u64>>, BenchError> {
+/// What the workers send: one body per request, to one recache path.
+struct Load {
+    path: &'static str,
+    bodies: Arc<[Arc<Value>]>,
+    /// Token prompts for the decisions-only rows.
+    prompts: Vec<Vec<u32>>,
+    /// recache's ranking settings (GR load only).
+    rank: Option<crate::rank::config::RankArgs>,
+    /// What the rows say about the load.
+    about: Value,
+}
+
+/// The trace's first requests as token prompts.
+fn trace_prompts(args: &RouteArgs) -> Result<Vec<Vec<u32>>, BenchError> {
     let Some(trace) = &args.trace else {
         return Err(BenchError::Setup(
-            if args.data.is_some() || args.items.is_some() {
-                "GR ranking load (--data/--items) is not built yet; pass --trace FILE".into()
-            } else {
-                "pass --trace FILE (a Mooncake-format JSONL trace)".into()
-            },
+            "pass --trace FILE (a Mooncake-format JSONL trace) or --data FILE --items FILE \
+             (GR ranking load)"
+                .into(),
         ));
     };
-    load_trace(trace, args.requests, args.max_model_len)
+    let reqs = load_trace(trace, args.requests, args.max_model_len)?;
+    if reqs.is_empty() {
+        return Err(BenchError::Setup("the trace has no requests".into()));
+    }
+    Ok(reqs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| tokens(r, i as u64))
+        .collect())
+}
+
+async fn load(
+    args: &RouteArgs,
+    client: &super::HttpClient,
+    model: &str,
+) -> Result<Load, BenchError> {
+    if let (Some(data), Some(items)) = (&args.data, &args.items) {
+        let gr = gr_load::build(
+            client,
+            &args.upstream[0],
+            model,
+            data,
+            items,
+            args.requests,
+            args.max_model_len,
+            args.seed,
+        )
+        .await?;
+        eprintln!(
+            "[route] GR load: {} requests, {} distinct users, returning share {:.3}",
+            gr.bodies.len(),
+            gr.distinct_users,
+            gr.returning_share
+        );
+        return Ok(Load {
+            path: "/v1/rank",
+            bodies: gr.bodies.into(),
+            prompts: gr.prompts,
+            rank: Some(gr_load::rank_args(args.kv_blocks, args.max_model_len)),
+            about: json!({"load": "gr", "seed": args.seed,
+                "distinct_users": gr.distinct_users, "returning_share": gr.returning_share}),
+        });
+    }
+    let prompts = trace_prompts(args)?;
+    let bodies = (prompts.iter())
+        .map(|p| Arc::new(json!({"model": model, "prompt": p, "max_tokens": 1, "temperature": 0})))
+        .collect();
+    Ok(Load {
+        path: "/v1/completions",
+        bodies,
+        prompts,
+        rank: None,
+        about: json!({"load": "trace"}),
+    })
 }
 
 pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
@@ -120,17 +185,9 @@ pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
         .iter()
         .map(|s| strategy(s, args.kv_blocks))
         .collect::<Result<Vec<_>, _>>()?;
-    let reqs = load(&args)?;
-    if reqs.is_empty() {
-        return Err(BenchError::Setup("the trace has no requests".into()));
-    }
-    let prompts: Vec<Vec<u32>> = reqs
-        .iter()
-        .enumerate()
-        .map(|(i, r)| tokens(r, i as u64))
-        .collect();
-    if args.decisions_only {
+    if args.decisions_only && args.data.is_none() {
         // The record alone (approximate mode), then with exact mirrors (--kv-events).
+        let prompts = trace_prompts(&args)?;
         for mirrored in [0, 100_000] {
             print_row(&args, &timed_decisions(&args, &prompts, mirrored));
         }
@@ -139,26 +196,29 @@ pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
     let client = http::client();
     let engine = engine_ops::resolve(&client, &args.upstream[0], args.engine).await;
     let model = http::first_model(&client, &args.upstream[0]).await?;
-    // A fresh engine's first requests can take minutes (kernel warm-up); that must not land
-    // in the first strategy's numbers.
-    for up in &args.upstream {
-        eprintln!("[route] warming up {up}");
-        for n in [64usize, 1024] {
-            let body = json!({"model": model, "prompt": vec![7u32; n], "max_tokens": 1});
-            http::post(&client, &format!("{up}/v1/completions"), &body).await?;
+    let load = load(&args, &client, &model).await?;
+    if !args.decisions_only {
+        // A fresh engine's first requests can take minutes (kernel warm-up); that must not
+        // land in the first strategy's numbers.
+        for up in &args.upstream {
+            eprintln!("[route] warming up {up}");
+            for n in [64usize, 1024] {
+                let body = json!({"model": model, "prompt": vec![7u32; n], "max_tokens": 1});
+                http::post(&client, &format!("{up}/v1/completions"), &body).await?;
+            }
+        }
+        let mut rows = Vec::new();
+        for routing in &routings {
+            let row = one(&args, engine, &load, *routing).await?;
+            print_row(&args, &row);
+            rows.push(row);
+        }
+        if !args.json {
+            table(&rows);
         }
     }
-    let mut rows = Vec::new();
-    for routing in &routings {
-        let row = one(&args, engine, &model, &prompts, *routing).await?;
-        print_row(&args, &row);
-        rows.push(row);
-    }
     for mirrored in [0, 100_000] {
-        print_row(&args, &timed_decisions(&args, &prompts, mirrored));
-    }
-    if !args.json {
-        table(&rows);
+        print_row(&args, &timed_decisions(&args, &load.prompts, mirrored));
     }
     Ok(())
 }
@@ -182,19 +242,10 @@ fn timed_decisions(args: &RouteArgs, prompts: &[Vec<u32>], mirrored: usize) -> V
     })
 }
 
-fn print_row(args: &RouteArgs, row: &Value) {
-    if args.json {
-        println!("{row}");
-    } else {
-        eprintln!("{row}");
-    }
-}
-
 async fn one(
     args: &RouteArgs,
     engine: Engine,
-    model: &str,
-    prompts: &[Vec<u32>],
+    load: &Load,
     routing: Routing,
 ) -> Result<Value, BenchError> {
     let client = http::client();
@@ -212,6 +263,7 @@ async fn one(
             kv_events: args.kv_events.clone(),
             ..Default::default()
         },
+        rank: load.rank.clone().unwrap_or_default(),
         ..Default::default()
     };
     let local = crate::local::LocalServer::start(&serve)
@@ -226,28 +278,26 @@ async fn one(
         );
     }
     let before = scrape(&client, &args.upstream).await?;
-    let url = format!("{}/v1/completions", local.base());
+    let url = format!("{}{}", local.base(), load.path);
     let next = Arc::new(AtomicUsize::new(0));
     let t0 = Instant::now();
     let mut workers = tokio::task::JoinSet::new();
-    let shared: Arc<[Vec<u32>]> = prompts.to_vec().into();
+    let shared = load.bodies.clone();
+    let n = shared.len();
     let errors = Arc::new(AtomicUsize::new(0));
-    let progress =
-        crate::progress::Progress::new(prompts.len() as u64, format!("route {}", routing.name()));
+    let progress = crate::progress::Progress::new(n as u64, format!("route {}", routing.name()));
     for _ in 0..args.concurrency.max(1) {
         let progress = progress.clone();
-        let (client, url, next, model) =
-            (client.clone(), url.clone(), next.clone(), model.to_string());
-        let prompts = shared.clone();
+        let (client, url, next) = (client.clone(), url.clone(), next.clone());
+        let bodies = shared.clone();
         let errors = errors.clone();
         workers.spawn(async move {
             let mut lat = Vec::new();
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(p) = prompts.get(i) else { break };
-                let body = json!({"model": model, "prompt": p, "max_tokens": 1, "temperature": 0});
+                let Some(body) = bodies.get(i) else { break };
                 let t = Instant::now();
-                let (status, v) = http::post(&client, &url, &body).await?;
+                let (status, v) = http::post(&client, &url, body).await?;
                 if status != 200 {
                     // Counted and shown, not fatal: one engine hiccup should not throw away
                     // minutes of measurement (the row says how many failed).
@@ -269,10 +319,9 @@ async fn one(
     progress.finish();
     let wall = t0.elapsed().as_secs_f64();
     let failed = errors.load(Ordering::Relaxed);
-    if failed * 10 > prompts.len() {
+    if failed * 10 > n {
         return Err(BenchError::Setup(format!(
-            "{failed} of {} requests failed under {}: the engines are not healthy",
-            prompts.len(),
+            "{failed} of {n} requests failed under {}: the engines are not healthy",
             routing.name()
         )));
     }
@@ -301,10 +350,10 @@ async fn one(
     let max_share = shares.iter().copied().fold(0.0, f64::max) / mean.max(1.0);
     lat.sort_by(f64::total_cmp);
     Ok(json!({
-        "strategy": routing.name(), "routing": routing, "requests": prompts.len(),
+        "strategy": routing.name(), "routing": routing, "requests": n, "workload": load.about,
         "errors": errors.load(Ordering::Relaxed),
         "concurrency": args.concurrency, "hit_rate": hits / queries.max(1.0),
-        "rps": prompts.len() as f64 / wall, "p50_ms": pct(&lat, 0.5), "p99_ms": pct(&lat, 0.99),
+        "rps": n as f64 / wall, "p50_ms": pct(&lat, 0.5), "p99_ms": pct(&lat, 0.99),
         "requests_per_replica": shares, "max_share": max_share,
         "decision_p99_us": decision_p99_us(&ours),
         "replicas": args.upstream.len(), "kv_blocks_per_replica": args.kv_blocks,
@@ -312,110 +361,12 @@ async fn one(
     }))
 }
 
-/// Waits until every replica's routing mirror is `exact`.
-async fn wait_exact(local: &crate::local::LocalServer, limit: Duration) -> bool {
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        let replicas = local.state.client.replicas();
-        if replicas
-            .iter()
-            .all(|r| r.mirror.state() == crate::client::mirror::MirrorState::Exact)
-        {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    false
-}
-
-/// The mirrors' part of a row: per replica its state at the end, canary outcomes, and the
-/// cached tokens predicted against delivered on the checked calls.
-fn mirrors(local: &crate::local::LocalServer, ours: &str, none: bool, verified: bool) -> Value {
-    if none {
-        return json!("none (approximate mode: recache's record of what it sent where)");
-    }
-    let per: Vec<Value> = local
-        .state
-        .client
-        .replicas()
-        .iter()
-        .map(|r| {
-            let l = &r.label;
-            let series = |name: &str| counter(ours, &format!("{name}{{upstream=\"{l}\"}}"));
-            let outcome = |o: &str| {
-                counter(
-                    ours,
-                    &format!("recache_route_canary_total{{outcome=\"{o}\",upstream=\"{l}\"}}"),
-                )
-            };
-            json!({
-                "upstream": l, "state": r.mirror.state().name(), "why": r.mirror.why(),
-                "canary_agree": outcome("agree"), "canary_missed_events": outcome("missed_events"),
-                "canary_silent_zero": outcome("silent_zero"),
-                "predicted_cached_tokens": series("recache_route_predicted_cached_tokens_total"),
-                "delivered_cached_tokens": series("recache_route_delivered_cached_tokens_total"),
-                "mirror_blocks": series("recache_route_mirror_blocks"),
-            })
-        })
-        .collect();
-    json!({"verified_before_run": verified, "replicas": per})
-}
-
-/// Every replica's `/metrics` text, in order.
-async fn scrape(
-    client: &crate::bench::HttpClient,
-    ups: &[String],
-) -> Result<Vec<String>, BenchError> {
-    let mut out = Vec::new();
-    for up in ups {
-        out.push(http::get_text(client, &format!("{up}/metrics")).await?);
-    }
-    Ok(out)
-}
-
-/// The upper bound (µs) of the first decision-time bucket holding 99% of decisions.
-fn decision_p99_us(metrics: &str) -> Option<f64> {
-    let name = "recache_route_decision_seconds_bucket{le=\"";
-    let buckets: Vec<(f64, f64)> = metrics
-        .lines()
-        .filter_map(|l| {
-            let rest = l.strip_prefix(name)?;
-            let (le, count) = rest.split_once("\"} ")?;
-            Some((le.parse().ok()?, count.trim().parse().ok()?))
-        })
-        .collect();
-    let total = buckets.last()?.1;
-    buckets
-        .iter()
-        .find(|(_, c)| *c >= 0.99 * total)
-        .map(|(le, _)| le * 1e6)
-}
-
-fn table(rows: &[Value]) {
-    println!(
-        "{:<14} {:>9} {:>8} {:>8} {:>8} {:>10} {:>12}",
-        "strategy", "hit_rate", "rps", "p50_ms", "p99_ms", "max_share", "decision_us"
-    );
-    for r in rows {
-        println!(
-            "{:<14} {:>9.4} {:>8.2} {:>8.1} {:>8.1} {:>10.3} {:>12}",
-            r["strategy"].as_str().unwrap_or(""),
-            r["hit_rate"].as_f64().unwrap_or(0.0),
-            r["rps"].as_f64().unwrap_or(0.0),
-            r["p50_ms"].as_f64().unwrap_or(0.0),
-            r["p99_ms"].as_f64().unwrap_or(0.0),
-            r["max_share"].as_f64().unwrap_or(0.0),
-            r["decision_p99_us"]
-        );
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn strategies_parse_and_unbuilt_ones_are_refused() {
+    fn strategies_parse_sized_to_the_engines() {
         assert_eq!(
             strategy("prefix", 512).expect("ok"),
             Routing::Prefix {
@@ -429,8 +380,9 @@ mod tests {
             strategy("least-loaded", 512).expect("ok"),
             Routing::LeastLoaded
         );
-        let e = strategy("gr", 512).expect_err("not built").to_string();
-        assert!(e.contains("not built"), "{e}");
+        let gr = strategy("gr", 512).expect("ok");
+        assert_eq!(gr.prefix_params().map(|p| p.blocks), Some(512));
+        assert!(strategy("nearest", 512).is_err());
     }
 
     #[test]

@@ -1,0 +1,109 @@
+//! GR ranking load for `bench route` (`--data FILE --items FILE`): the bipartite bench's
+//! stream (`bench gr --workload bat`, BAT §6.1: users drawn with replacement by activity, 100
+//! candidates of 18 tokens, profiles of at least 1,024 tokens), each request a `/v1/rank` body
+//! in `auto` mode, sent to the in-process recache's `/v1/rank` with BAT's hotness-aware
+//! selection on. So both sides of a ranking prompt lead some requests, and the `gr` rule's
+//! user and item placement both come into play.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::bench::BenchError;
+use crate::bench::HttpClient;
+use crate::bench::gr::bodies::Titles;
+use crate::bench::gr::modes::Mode;
+use crate::bench::gr::{http, workload, workload_bat};
+use crate::rank::config::RankArgs;
+
+/// Bench gr's defaults: candidates per request, tokens per item, shortest profile.
+const CANDIDATES: usize = 100;
+const ITEM_TOKENS: usize = 18;
+const MIN_PROFILE_TOKENS: usize = 1024;
+/// BAT's frequency window (bench gr's `--window`).
+const WINDOW: usize = 1000;
+
+/// The planned stream, ready to send.
+pub struct GrLoad {
+    pub bodies: Vec<Arc<Value>>,
+    /// Per request, the user-first prompt's tokens without labels (profile, then items):
+    /// what the decisions-only rows time.
+    pub prompts: Vec<Vec<u32>>,
+    pub distinct_users: usize,
+    pub returning_share: f64,
+}
+
+/// Plans `requests` ranking requests from `data`/`items` and tokenizes their titles on
+/// `upstream`.
+#[allow(clippy::too_many_arguments)]
+pub async fn build(
+    client: &HttpClient,
+    upstream: &str,
+    model: &str,
+    data: &std::path::Path,
+    items: &std::path::Path,
+    requests: usize,
+    max_prompt_tokens: usize,
+    seed: u64,
+) -> Result<GrLoad, BenchError> {
+    let data = workload::load(data, items)?;
+    let instruction = http::tokenize(
+        client,
+        upstream,
+        model,
+        crate::rank::config::DEFAULT_INSTRUCTION,
+    )
+    .await?;
+    let shape = workload::Shape {
+        requests,
+        users: 64, // ignored by the bat planner: every user is eligible
+        candidates: CANDIDATES,
+        item_tokens: ITEM_TOKENS,
+        min_profile_tokens: MIN_PROFILE_TOKENS,
+        max_prompt_tokens,
+        instruction_tokens: instruction.len(),
+        rate: 0.0, // closed loop: the workers send as fast as answers come
+    };
+    let plan = workload_bat::plan_bat(&data, &shape, seed)?;
+    let population = workload::population(&plan);
+    let used = plan.iter().flat_map(|p| p.items.iter().chain(&p.history));
+    let titles = Titles::tokenize(client, upstream, model, &data, used.copied()).await?;
+    let mut bodies = Vec::with_capacity(plan.len());
+    let mut prompts = Vec::with_capacity(plan.len());
+    for p in &plan {
+        let mut body = (*titles.body(p, &data, ITEM_TOKENS, model)).clone();
+        body["mode"] = json!("auto");
+        let mut prompt = token_ids(&body["user"]["tokens"]);
+        for item in body["items"].as_array().into_iter().flatten() {
+            prompt.extend(token_ids(&item["tokens"]));
+        }
+        prompts.push(prompt);
+        bodies.push(Arc::new(body));
+    }
+    Ok(GrLoad {
+        bodies,
+        prompts,
+        distinct_users: population.distinct_users,
+        returning_share: population.returning_share,
+    })
+}
+
+fn token_ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.as_u64().map(|t| t as u32))
+        .collect()
+}
+
+/// recache's ranking settings for the run: bench gr's `bat` mode, the user cache sized to one
+/// replica's KV cache (`kv_blocks` 32-token blocks) less one prompt.
+pub fn rank_args(kv_blocks: usize, max_prompt_tokens: usize) -> RankArgs {
+    let tokens = (kv_blocks.saturating_sub(1) * 32).saturating_sub(max_prompt_tokens) as u64;
+    let user_cache = if tokens == 0 {
+        crate::rank::config::DEFAULT_USER_CACHE_TOKENS
+    } else {
+        tokens
+    };
+    Mode::Bat.setup(WINDOW, user_cache, 0).rank
+}

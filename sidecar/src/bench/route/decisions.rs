@@ -3,7 +3,9 @@
 //! engine, no network). With `mirrored`, every replica also has an `exact` KV-event mirror of
 //! that many blocks (the trace's prompts' blocks first, then synthetic ones), so the decision
 //! reads the mirror as it does with `--kv-events`. The live runs report the same from
-//! `recache_route_decision_seconds`.
+//! `recache_route_decision_seconds`. Under `gr` every decision carries a ranking hint (every
+//! other one user-first, the rest item-first with [`GR_COLD_ITEMS`] cold candidates), so its
+//! placement is timed too.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,7 +14,11 @@ use serde_json::{Value, json};
 
 use crate::client::mirror::MirrorState;
 use crate::client::replica::Replica;
-use crate::client::route::{self, RouteHint, RouteKeys, Routing};
+use crate::client::route::{self, GrHint, RouteHint, RouteKeys, Routing};
+
+/// Cold candidates of the item-first hints under `gr` (every candidate of a 100-item request:
+/// the most placement work a request can ask for).
+pub const GR_COLD_ITEMS: u64 = 100;
 use recache_eviction::hash::FastSet;
 
 /// Times `rounds` decisions of `routing` over `replicas` replicas whose records hold about
@@ -68,11 +74,27 @@ pub fn measure(
                 .set_state(MirrorState::Exact, "bench: mirrored", "bench");
         }
     }
+    let hints: Vec<Option<GrHint>> = (0..keys.len() as u64)
+        .map(|i| {
+            routing.hot_share().map(|_| GrHint {
+                user_first: i % 2 == 0,
+                user: recache_hash::mix64(i),
+                cold_items: (0..GR_COLD_ITEMS)
+                    .map(|j| recache_hash::mix64(i * 1000 + j))
+                    .collect(),
+            })
+        })
+        .collect();
     let mut times = Vec::with_capacity(rounds);
     for i in 0..rounds {
-        let k = &keys[i % keys.len().max(1)];
+        let at = i % keys.len().max(1);
+        let hint = RouteHint {
+            path: "",
+            keys: &keys[at],
+            gr: hints[at].as_ref(),
+        };
         let t = Instant::now();
-        let chosen = rule.choose(&set, &[], &RouteHint::new("", k));
+        let chosen = rule.choose(&set, &[], &hint);
         times.push(t.elapsed().as_secs_f64() * 1e6);
         std::hint::black_box(chosen);
     }

@@ -189,7 +189,9 @@ pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
         // The record alone (approximate mode), then with exact mirrors (--kv-events).
         let prompts = trace_prompts(&args)?;
         for mirrored in [0, 100_000] {
-            print_row(&args, &timed_decisions(&args, &prompts, mirrored));
+            for row in timed_decisions(&args, &prompts, mirrored) {
+                print_row(&args, &row);
+            }
         }
         return Ok(());
     }
@@ -218,27 +220,27 @@ pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
         }
     }
     for mirrored in [0, 100_000] {
-        print_row(&args, &timed_decisions(&args, &load.prompts, mirrored));
+        for row in timed_decisions(&args, &load.prompts, mirrored) {
+            print_row(&args, &row);
+        }
     }
     Ok(())
 }
 
 /// Decisions alone, 100k keys per replica, and `mirrored` blocks in each replica's exact
-/// mirror ([`decisions`]).
-fn timed_decisions(args: &RouteArgs, prompts: &[Vec<u32>], mirrored: usize) -> Value {
+/// mirror ([`decisions`]), for `prefix` and, when the run compares it, `gr`.
+fn timed_decisions(args: &RouteArgs, prompts: &[Vec<u32>], mirrored: usize) -> Vec<Value> {
+    let with_gr = args.strategies.iter().any(|s| s.trim().starts_with("gr"));
+    let spec = |name| Routing::from_spec(&format!("{name}:blocks=100000"));
+    let rules: Vec<Routing> = ["prefix", "gr"]
+        .into_iter()
+        .filter(|n| *n == "prefix" || with_gr)
+        .filter_map(|n| spec(n).ok())
+        .collect();
     tokio::task::block_in_place(|| {
-        decisions::measure(
-            Routing::Prefix {
-                blocks: 100_000,
-                ttl_s: 600.0,
-                balance: 0.3,
-                queue_gap: 8,
-            },
-            args.upstream.len(),
-            prompts,
-            100_000,
-            mirrored,
-        )
+        (rules.into_iter())
+            .map(|r| decisions::measure(r, args.upstream.len(), prompts, 100_000, mirrored))
+            .collect()
     })
 }
 

@@ -52,15 +52,18 @@ impl Gr {
 /// Homes are taken over the healthy replicas (an unhealthy one holds nobody's home).
 pub fn affinity(replicas: &[Arc<Replica>], hint: &GrHint) -> Vec<usize> {
     let mut per = vec![0; replicas.len()];
-    let labels = || replicas.iter().map(|r| r.label.as_str());
-    let healthy = |i: usize| replicas[i].is_healthy();
+    let ids: Vec<u64> = (replicas.iter())
+        .map(|r| placement::replica_id(&r.label))
+        .collect();
+    let healthy: Vec<bool> = replicas.iter().map(|r| r.is_healthy()).collect();
+    let eligible = |i: usize| healthy[i];
     if hint.user_first {
-        if let Some(h) = placement::home(hint.user, labels(), healthy) {
+        if let Some(h) = placement::home_of(hint.user, &ids, eligible) {
             per[h] = 1;
         }
     } else {
         for &item in &hint.cold_items {
-            if let Some(h) = placement::home(item, labels(), healthy) {
+            if let Some(h) = placement::home_of(item, &ids, eligible) {
                 per[h] += 1;
             }
         }

@@ -17,24 +17,28 @@ pub fn id(key: &str) -> u64 {
     mix64(fnv1a(key.bytes()))
 }
 
-/// The weight of `id` on the replica labelled `label` (rendezvous hashing).
-fn weight(id: u64, label: &str) -> u64 {
-    mix64(id ^ fnv1a(label.bytes()))
+/// A replica's id in placement: a hash of its label (`host:port[/prefix]`).
+pub fn replica_id(label: &str) -> u64 {
+    fnv1a(label.bytes())
 }
 
-/// Index into `labels` of `id`'s home among the replicas `eligible` allows (None when it
-/// allows none). Ties (equal weights) go to the lower label, so the answer does not depend on
-/// the order replicas were listed in.
+/// Index into `replicas` (their [`replica_id`]s) of `id`'s home among those `eligible` allows
+/// (None when it allows none): the highest `mix64(id ^ replica)`. Ties (equal weights) go to
+/// the lower replica id, so the answer does not depend on the order replicas were listed in.
+pub fn home_of(id: u64, replicas: &[u64], eligible: impl Fn(usize) -> bool) -> Option<usize> {
+    (0..replicas.len())
+        .filter(|&i| eligible(i))
+        .max_by_key(|&i| (mix64(id ^ replicas[i]), std::cmp::Reverse(replicas[i])))
+}
+
+/// [`home_of`] over replica labels.
 pub fn home<'a>(
     id: u64,
     labels: impl Iterator<Item = &'a str>,
     eligible: impl Fn(usize) -> bool,
 ) -> Option<usize> {
-    labels
-        .enumerate()
-        .filter(|(i, _)| eligible(*i))
-        .max_by(|(_, a), (_, b)| weight(id, a).cmp(&weight(id, b)).then(b.cmp(a)))
-        .map(|(i, _)| i)
+    let ids: Vec<u64> = labels.map(replica_id).collect();
+    home_of(id, &ids, eligible)
 }
 
 /// The access count an item needs to be hot: the smallest count among the most frequent items

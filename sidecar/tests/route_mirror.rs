@@ -3,7 +3,8 @@
 //! events on its own ZMQ socket (the real-engine version is in tests/tests/proxy.rs). Checked:
 //! the canary verifies each mirror (`exact`), `prefix` routes by what the events say, an
 //! engine that delivers no hits while its events say it could is flagged (silent 0%), and a
-//! dead event stream turns a mirror `approximate` while requests still succeed.
+//! dead event stream turns a mirror `approximate` while requests still succeed, and two
+//! recache instances over the same engines route a prompt to the same engine.
 
 mod support;
 
@@ -247,4 +248,48 @@ async fn silent_zero_is_flagged_and_a_dead_event_stream_falls_back() {
         assert!(got["replica"].is_string(), "{got}");
     }
     assert_eq!(ready(&proxy).await["status"], "ready");
+}
+
+/// Two recache instances in front of the same two engines, talking to no one but the
+/// engines: a prompt first sent through one instance is routed by the other to the engine
+/// that computed it (both read the same KV events), under `gr` as under `prefix`.
+#[tokio::test]
+async fn two_instances_route_consistently_from_the_same_events() {
+    let (a, b) = (engine("a", true).await, engine("b", true).await);
+    let urls = [a.http.url(), b.http.url()];
+    let events = vec![a.events.clone(), b.events.clone()];
+    let mut instances = Vec::new();
+    for _ in 0..2 {
+        let events = events.clone();
+        let p = TestProxy::start(&urls, move |s| {
+            s.routing = Some("gr".into());
+            s.kvloop.kv_events = events;
+            s.route_canary = Some(Duration::from_millis(300));
+        })
+        .await;
+        instances.push(p);
+    }
+    let (one, two) = (&instances[0], &instances[1]);
+    for p in [one, two] {
+        p.wait_ready().await;
+        wait_states(p, &["exact", "exact"]).await;
+    }
+    for user in 0..6u32 {
+        let (first, second) = if user % 2 == 0 {
+            (one, two)
+        } else {
+            (two, one)
+        };
+        let went = post(&first.url("/v1/completions"), &prompt(100 + user)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let again = post(&second.url("/v1/completions"), &prompt(100 + user)).await;
+        assert_eq!(
+            again["replica"], went["replica"],
+            "user {user}: {went} then {again}"
+        );
+        assert_eq!(
+            again["usage"]["prompt_tokens_details"]["cached_tokens"], 576,
+            "user {user}: the other instance's prompt was reused"
+        );
+    }
 }

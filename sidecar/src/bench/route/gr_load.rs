@@ -1,6 +1,7 @@
 //! GR ranking load for `bench route` (`--data FILE --items FILE`): the bipartite bench's
 //! stream (`bench gr --workload bat`, BAT §6.1: users drawn with replacement by activity, 100
-//! candidates of 18 tokens, profiles of at least 1,024 tokens), each request a `/v1/rank` body
+//! candidates of 18 tokens, profiles of at least 1,024 tokens; with `--users N`, bench gr's
+//! default workload over N users instead), each request a `/v1/rank` body
 //! in `auto` mode, sent to the in-process recache's `/v1/rank` with BAT's hotness-aware
 //! selection on. So both sides of a ranking prompt lead some requests, and the `gr` rule's
 //! user and item placement both come into play.
@@ -43,6 +44,7 @@ pub async fn build(
     data: &std::path::Path,
     items: &std::path::Path,
     requests: usize,
+    users: Option<usize>,
     max_prompt_tokens: usize,
     seed: u64,
 ) -> Result<GrLoad, BenchError> {
@@ -56,7 +58,7 @@ pub async fn build(
     .await?;
     let shape = workload::Shape {
         requests,
-        users: 64, // ignored by the bat planner: every user is eligible
+        users: users.unwrap_or(64), // the bat planner draws from every user
         candidates: CANDIDATES,
         item_tokens: ITEM_TOKENS,
         min_profile_tokens: MIN_PROFILE_TOKENS,
@@ -64,7 +66,10 @@ pub async fn build(
         instruction_tokens: instruction.len(),
         rate: 0.0, // closed loop: the workers send as fast as answers come
     };
-    let plan = workload_bat::plan_bat(&data, &shape, seed)?;
+    let plan = match users {
+        Some(_) => workload::plan(&data, &shape, seed)?,
+        None => workload_bat::plan_bat(&data, &shape, seed)?,
+    };
     let population = workload::population(&plan);
     let used = plan.iter().flat_map(|p| p.items.iter().chain(&p.history));
     let titles = Titles::tokenize(client, upstream, model, &data, used.copied()).await?;

@@ -62,6 +62,10 @@ pub struct RouteArgs {
     /// Seed of the GR request stream (--data)
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// GR load over this many users (bench gr's default workload) instead of BAT's stream
+    /// over every user of --data
+    #[arg(long, requires = "data")]
+    pub users: Option<usize>,
     /// Comma-separated routing specs, as --routing takes them
     #[arg(long, default_value = "least-loaded,prefix", value_delimiter = ',')]
     pub strategies: Vec<String>,
@@ -147,6 +151,7 @@ async fn load(
             data,
             items,
             args.requests,
+            args.users,
             args.max_model_len,
             args.seed,
         )
@@ -162,7 +167,7 @@ async fn load(
             bodies: gr.bodies.into(),
             prompts: gr.prompts,
             rank: Some(gr_load::rank_args(args.kv_blocks, args.max_model_len)),
-            about: json!({"load": "gr", "seed": args.seed,
+            about: json!({"load": "gr", "seed": args.seed, "users": args.users,
                 "distinct_users": gr.distinct_users, "returning_share": gr.returning_share}),
         });
     }

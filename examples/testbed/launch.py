@@ -107,6 +107,45 @@ def sglang_command(a, port, kv_port):
     return cmd, env
 
 
+def start(a, label, log, port, kv_port):
+    """Starts the server on `port`/`kv_port` and waits for it: (proc, upstream, the contract
+    lines, None or why it is not ready)."""
+    cmd, extra_env = (sglang_command if a.engine == "sglang" else vllm_command)(a, port, kv_port)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", DO_NOT_TRACK="1",
+               **extra_env)
+    with open(log, "w") as f:
+        f.write("$ " + " ".join(cmd) + "\n")
+        f.flush()
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True, cwd=a.run_dir)
+    with open(os.path.join(a.run_dir, "pid"), "w") as f:
+        f.write(f"{proc.pid}\n")
+    upstream = f"http://127.0.0.1:{port}"
+    lines = [f"UPSTREAM={upstream}", f"MODEL={a.served_model_name}",
+             f"KV_EVENTS=tcp://127.0.0.1:{kv_port}"]
+    print(f"[testbed] starting {label} pid {proc.pid} on {upstream} (log: {log})", file=sys.stderr)
+    t0 = time.time()
+    try:
+        why = wait_ready(proc, upstream, a.served_model_name, t0 + a.timeout)
+    except (KeyboardInterrupt, SystemExit):
+        why = "interrupted"
+    if why is None:
+        print(f"[testbed] {label} ready in {time.time() - t0:.1f}s", file=sys.stderr)
+    return proc, upstream, lines, why
+
+
+def kill(proc, run_dir):
+    """Kills the server's process group and forgets its pid."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        os.remove(os.path.join(run_dir, "pid"))
+    except FileNotFoundError:  # `down` may have cleaned up already
+        pass
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model-dir", required=True)
@@ -123,36 +162,27 @@ def main():
                     help="> 0: load recache's item KV pool connector with this host budget")
     ap.add_argument("extra", nargs="*", help="extra args passed to the vLLM server")
     a = ap.parse_args()
-    port = a.port or free_port()
-    kv_port = a.kv_events_port or free_port()
-    cmd, extra_env = (sglang_command if a.engine == "sglang" else vllm_command)(a, port, kv_port)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", DO_NOT_TRACK="1",
-               **extra_env)
     label = "SGLang" if a.engine == "sglang" else "vLLM"
     os.makedirs(a.run_dir, exist_ok=True)
     log = os.path.join(a.run_dir, "server.log")
-    with open(log, "w") as f:
-        f.write("$ " + " ".join(cmd) + "\n")
-        f.flush()
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True, cwd=a.run_dir)
-    with open(os.path.join(a.run_dir, "pid"), "w") as f:
-        f.write(f"{proc.pid}\n")
-    upstream = f"http://127.0.0.1:{port}"
-    lines = [f"UPSTREAM={upstream}", f"MODEL={a.served_model_name}",
-             f"KV_EVENTS=tcp://127.0.0.1:{kv_port}"]
-    print(f"[testbed] starting {label} pid {proc.pid} on {upstream} (log: {log})", file=sys.stderr)
-    t0 = time.time()
     # If `up` is interrupted (Ctrl-C, SIGTERM) while waiting, take the server down with it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
-        why = wait_ready(proc, upstream, a.served_model_name, t0 + a.timeout)
-    except (KeyboardInterrupt, SystemExit):
-        why = "interrupted"
+    # A port picked free can be taken before the server binds it (any outgoing connection
+    # draws from the same ephemeral range): a server that dies of it gets fresh ports, when
+    # they were ours to pick.
+    for _ in range(3):
+        port = a.port or free_port()
+        kv_port = a.kv_events_port or free_port()
+        proc, upstream, lines, why = start(a, label, log, port, kv_port)
+        picked = not (a.port and a.kv_events_port)
+        if why is None or not picked or "address already in use" not in tail(log, 10 ** 6).lower():
+            break
+        print(f"[testbed] a port was taken before {label} bound it; retrying with new ports",
+              file=sys.stderr)
+        kill(proc, a.run_dir)
     if why is None:
         with open(os.path.join(a.run_dir, "env"), "w") as f:
             f.write("\n".join(lines) + "\n")
-        print(f"[testbed] {label} ready in {time.time() - t0:.1f}s", file=sys.stderr)
         print("\n".join(lines), flush=True)
         return 0
     sys.stderr.write(tail(log))
@@ -162,14 +192,7 @@ def main():
               if re.match(r"^\w*(Error|Exception): ", l.strip())]
     if causes:
         print(f"[testbed] first error in log: {causes[0][:600]}", file=sys.stderr)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        os.remove(os.path.join(a.run_dir, "pid"))
-    except FileNotFoundError:  # `down` may have cleaned up already
-        pass
+    kill(proc, a.run_dir)
     return 1
 
 

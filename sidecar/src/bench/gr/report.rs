@@ -120,7 +120,7 @@ pub(crate) fn register_font() -> Result<(), String> {
         .map_err(|_| format!("{path}: not a usable font"))
 }
 
-fn bars<DB: DrawingBackend>(
+pub(crate) fn bars<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     title: &str,
     names: &[String],

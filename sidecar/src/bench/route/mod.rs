@@ -88,6 +88,12 @@ pub struct RouteArgs {
     /// Print one JSON object per strategy (else a table)
     #[arg(long)]
     pub json: bool,
+    /// Also write a PNG: hit rate, rps and busiest-replica share per strategy
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Draw --out from the strategy rows of an earlier --json run's output (runs nothing)
+    #[arg(long, requires = "out")]
+    pub replot: Option<PathBuf>,
     /// Only time routing decisions with 100k keys per replica, first from the record alone,
     /// then with a 100k-block exact mirror per replica (no engine is called; the trace's
     /// prompts are the requests; --upstream gives the replica count)
@@ -185,6 +191,21 @@ async fn load(
 }
 
 pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
+    if let (Some(from), Some(out)) = (&args.replot, &args.out) {
+        let text = std::fs::read_to_string(from)
+            .map_err(|e| BenchError::Setup(format!("{}: {e}", from.display())))?;
+        let rows: Vec<Value> = (text.lines())
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r.get("hit_rate").is_some())
+            .collect();
+        if rows.is_empty() {
+            return Err(BenchError::Setup(format!(
+                "{}: no strategy rows (lines with hit_rate)",
+                from.display()
+            )));
+        }
+        return report::plot(out, &rows);
+    }
     let routings = args
         .strategies
         .iter()
@@ -222,6 +243,10 @@ pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
         }
         if !args.json {
             table(&rows);
+        }
+        if let Some(out) = &args.out {
+            report::plot(out, &rows)?;
+            eprintln!("[route] wrote {}", out.display());
         }
     }
     for mirrored in [0, 100_000] {

@@ -124,13 +124,26 @@ pub fn plot(path: &std::path::Path, rows: &[Value]) -> Result<(), BenchError> {
     let names: Vec<String> = (rows.iter())
         .map(|r| r["strategy"].as_str().unwrap_or("?").to_string())
         .collect();
-    let field = |k: &str| -> Vec<f64> { rows.iter().map(|r| r[k].as_f64().unwrap_or(0.0)).collect() };
+    let field =
+        |k: &str| -> Vec<f64> { rows.iter().map(|r| r[k].as_f64().unwrap_or(0.0)).collect() };
     let root = BitMapBackend::new(path, (1500, 440)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| fail(e.to_string()))?;
     let panels = root.split_evenly((1, 3));
     let bars = crate::bench::gr::report::bars;
-    bars(&panels[0], "engine prefix-cache hit rate", &names, &field("hit_rate")).map_err(fail)?;
+    bars(
+        &panels[0],
+        "engine prefix-cache hit rate",
+        &names,
+        &field("hit_rate"),
+    )
+    .map_err(fail)?;
     bars(&panels[1], "throughput (requests/s)", &names, &field("rps")).map_err(fail)?;
-    bars(&panels[2], "busiest replica / mean share", &names, &field("max_share")).map_err(fail)?;
+    bars(
+        &panels[2],
+        "busiest replica / mean share",
+        &names,
+        &field("max_share"),
+    )
+    .map_err(fail)?;
     root.present().map_err(|e| fail(e.to_string()))
 }

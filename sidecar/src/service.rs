@@ -118,7 +118,7 @@ impl AppState {
             None => None,
         };
         let ranker = Arc::new(Ranker {
-            rank: RankState::new(config.rank.clone(), &metrics)?,
+            rank: RankState::new(config.rank.clone(), &metrics, &replica_labels(&client))?,
             client: client.clone(),
             kvloop: kvloop.clone(),
             engine: config.engine,
@@ -316,4 +316,9 @@ fn metrics(state: &AppState) -> Response<Body> {
         header::HeaderValue::from_static("text/plain; version=0.0.4"),
     );
     resp
+}
+
+/// The engine client's replica labels, in order (the item pool keeps one pool per replica).
+fn replica_labels(client: &EngineClient) -> Vec<String> {
+    client.replicas().iter().map(|r| r.label.clone()).collect()
 }

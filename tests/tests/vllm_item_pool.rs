@@ -98,7 +98,15 @@ async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
         ..Default::default()
     };
     let proxy = Proxy::start_with(&args).await;
-    let pool = proxy.state.ranker.rank.pool.clone().expect("item pool on");
+    let pool = proxy
+        .state
+        .ranker
+        .rank
+        .pool
+        .as_ref()
+        .expect("item pool on")
+        .get(0)
+        .clone();
     let first = proxy.rank(&request(&tb.model, "u-a", "s1")).await;
     assert_eq!(first["ranking"].as_array().map(Vec::len), Some(ITEMS));
     // Fills run in the background; the request above did not wait for them.
@@ -167,7 +175,15 @@ async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked
     }
     // A new recache: nothing resident until it reads the engine's pool.
     let second = Proxy::start_with(&pool_args(&tb.upstream, 64)).await;
-    let pool = second.state.ranker.rank.pool.clone().expect("pool");
+    let pool = second
+        .state
+        .ranker
+        .rank
+        .pool
+        .as_ref()
+        .expect("pool")
+        .get(0)
+        .clone();
     assert_eq!(pool.counts(), (0, 0));
     let none = |_: usize, _: usize| {};
     let done =

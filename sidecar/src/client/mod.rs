@@ -91,6 +91,8 @@ pub struct JsonAnswer {
     pub status: StatusCode,
     /// The body; an `{"error": {...}}` object carrying the text when it was not JSON.
     pub value: Value,
+    /// Index of the replica that answered.
+    pub replica: Option<usize>,
 }
 
 /// The replica set and everything about calling it.
@@ -189,8 +191,19 @@ impl EngineClient {
             .any(|r| r.is_healthy() && r.has_answered())
     }
 
-    /// Sends `out` to the replica the routing rule picks, moving on to the next one when the
-    /// connection fails (within [`RETRY_BUDGET`]).
+    /// The replica the routing rule picks for `hint` now (None: none is healthy), for a
+    /// caller that must know it before it builds the request (a ranking prompt built for one
+    /// replica's item pool); send the request with that index in [`route::GrHint::replica`].
+    pub fn pick(&self, hint: &RouteHint<'_>) -> Option<usize> {
+        let t0 = Instant::now();
+        let chosen = self.route.load().rule.choose(&self.replicas, &[], hint);
+        self.decision.observe(t0.elapsed().as_secs_f64());
+        chosen
+    }
+
+    /// Sends `out` to the replica the routing rule picks (or the one its GR hint names, on
+    /// the first try, while healthy), moving on to the next one when the connection fails
+    /// (within [`RETRY_BUDGET`]).
     pub async fn send(&self, out: Outgoing<'_>) -> Result<Answer, ClientError> {
         let started = Instant::now();
         let mut headers = Some(pass_on(out.headers));
@@ -199,13 +212,24 @@ impl EngineClient {
         let slot = self.route.load_full();
         let deadline = slo::current()
             .filter(|_| self.settings.slo.enabled && slo::is_generation(out.hint.path));
+        // A prompt built for one replica goes there while it is healthy: the rule already
+        // chose it (and deadline dispatch is not asked to move it).
+        let pinned = (out.hint.gr.and_then(|g| g.replica))
+            .filter(|&i| self.replicas.get(i).is_some_and(|r| r.is_healthy()));
         loop {
             let t0 = Instant::now();
-            let mut chosen = slot.rule.choose(&self.replicas, &tried, &out.hint);
-            if let (Some(pick), Some(_)) = (chosen, deadline) {
+            let first_pin = pinned.filter(|_| tried.is_empty());
+            let mut chosen = match first_pin {
+                Some(i) => Some(i),
+                None => slot.rule.choose(&self.replicas, &tried, &out.hint),
+            };
+            if let (Some(pick), Some(_), None) = (chosen, deadline, pinned) {
                 chosen = Some(self.dispatch(pick, &tried, out.demand, &out.hint));
             }
-            self.decision.observe(t0.elapsed().as_secs_f64());
+            if first_pin.is_none() {
+                // A pinned call's decision was timed when it was picked.
+                self.decision.observe(t0.elapsed().as_secs_f64());
+            }
             let Some(index) = chosen else { break };
             tried.push(index);
             let replica = &self.replicas[index];
@@ -371,7 +395,11 @@ impl EngineClient {
                 &r.label,
             );
         }
-        Ok(JsonAnswer { status, value })
+        Ok(JsonAnswer {
+            status,
+            value,
+            replica: chosen,
+        })
     }
 
     /// One health probe of `replica`: a 2xx on the engine's health route within the probe

@@ -69,6 +69,7 @@ impl EngineClient {
         Ok(JsonAnswer {
             status,
             value: super::json_or_error(&bytes),
+            replica: Some(index),
         })
     }
 }

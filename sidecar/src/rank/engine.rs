@@ -26,17 +26,20 @@ pub async fn post_json(state: &Arc<Ranker>, path: &str, body: &Value) -> Result<
     answer(state.client.json(Method::POST, path, Some(body)).await?)
 }
 
-/// [`post_json`] for a ranking prompt: the routing rule also sees its sides (`gr`).
+/// [`post_json`] for a ranking prompt: the routing rule also sees its sides (`gr`). Returns
+/// the answer and the index of the replica that gave it.
 pub async fn post_ranked(
     state: &Arc<Ranker>,
     path: &str,
     body: &Value,
     route: &GrHint,
-) -> Result<Value, RankError> {
+) -> Result<(Value, Option<usize>), RankError> {
     let call = state
         .client
         .json_routed(Method::POST, path, Some(body), Some(route));
-    answer(call.await?)
+    let a = call.await?;
+    let replica = a.replica;
+    Ok((answer(a)?, replica))
 }
 
 /// GETs `path`, as [`post_json`].
@@ -44,7 +47,7 @@ pub async fn get_json(state: &Arc<Ranker>, path: &str) -> Result<Value, RankErro
     answer(state.client.json(Method::GET, path, None).await?)
 }
 
-fn answer(a: JsonAnswer) -> Result<Value, RankError> {
+pub(crate) fn answer(a: JsonAnswer) -> Result<Value, RankError> {
     if a.status.is_success() {
         Ok(a.value)
     } else {

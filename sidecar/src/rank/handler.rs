@@ -70,12 +70,14 @@ pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, 
         // The item pool connector's segments (vLLM's `kv_transfer_params` request field).
         body["kv_transfer_params"] = used.params.clone();
     }
-    let answer = engine::post_ranked(state, path, &body, &route).await?;
+    let (answer, served) = engine::post_ranked(state, path, &body, &route).await?;
     let m = &state.rank.metrics;
     m.engine_seconds
         .inc_by(engine_started.elapsed().as_secs_f64());
-    if let (Some(p), Some(used)) = (&state.rank.pool, &pool) {
-        p.observe(used, &answer);
+    if let (Some(pools), Some(used)) = (&state.rank.pool, &pool) {
+        // The pool of the replica that answered (the one the prompt was built for, unless
+        // it failed over): its connector's report is about its own pool.
+        pools.get(served.unwrap_or(0)).observe(used, &answer);
     }
     let scores = engine::read_scores(dialect, &answer, &prompt)?;
     m.prompt_tokens.inc_by(scores.prompt_tokens);

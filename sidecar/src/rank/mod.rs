@@ -70,8 +70,8 @@ pub struct RankState {
     pub item_prefixes: item_prefix::ItemPrefixModel,
     pub tokens: tokens::TokenCache,
     pub metrics: metrics::RankMetrics,
-    /// The item KV pool (`--rank-item-pool N`), if on.
-    pub pool: Option<std::sync::Arc<pool::ItemPool>>,
+    /// The item KV pool (`--rank-item-pool N`), if on: one per engine replica.
+    pub pool: Option<pool::replicas::Pools>,
     /// The engine's verdict on the label range.
     pub vocab: vocab::VocabCheck,
     /// Where prepared prompts are traced (`--rank-trace-out`), if anywhere.
@@ -95,19 +95,18 @@ pub enum RankSetupError {
 }
 
 impl RankState {
+    /// Ranking for engine replicas labelled `replicas` (the engine client's, in order: the
+    /// item pool keeps one pool per replica).
     pub fn new(
         config: config::RankConfig,
         registry: &crate::metrics::Metrics,
+        replicas: &[String],
     ) -> Result<Self, RankSetupError> {
         let pool = match &config.item_pool {
             Some(c) => {
                 let first_label = config.label_base + config.max_items as u32;
                 let m = pool::metrics::PoolMetrics::new(registry)?;
-                Some(std::sync::Arc::new(pool::ItemPool::new(
-                    c.clone(),
-                    first_label,
-                    m,
-                )))
+                Some(pool::replicas::Pools::new(c, first_label, m, replicas))
             }
             None => None,
         };

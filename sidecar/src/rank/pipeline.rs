@@ -11,7 +11,7 @@ use super::config::ItemReuse;
 use super::layout::{self, Prompt};
 use super::select::{CacheProbe, EngineView, PrefixKind, SelectInput};
 use super::{RankError, tokens};
-use crate::client::route::{GrHint, placement};
+use crate::client::route::{GrHint, RouteHint, RouteKeys, placement};
 use crate::kvloop::resident::Snapshot;
 use crate::rank::Ranker;
 
@@ -81,25 +81,32 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
     let keys: Vec<&str> = req.items.iter().map(|i| i.key.as_str()).collect();
     let hot_first = rank.popularity.order(&keys);
     let hot_keys: Vec<&str> = hot_first.iter().map(|&i| keys[i]).collect();
-    let pool = rank.pool.as_ref();
+    let pools = rank.pool.as_ref();
     // Item-first order. With the item pool, resident items go first: the connector supplies a
     // leading run, and their order does not matter (each was computed alone from the same
-    // start position); the rest follow hot-first.
-    let mut ip_order = hot_first.clone();
-    let mut pool_keys: Vec<String> = Vec::new();
-    let mut resident_items = 0;
-    if let Some(p) = pool {
-        let hot_pool: Vec<String> = hot_keys
-            .iter()
+    // start position); the rest follow hot-first. With several replicas each has its own
+    // pool, so what is resident depends on where the prompt goes (decided below).
+    let hot_pool: Vec<String> = match pools {
+        Some(_) => (hot_keys.iter())
             .map(|k| super::pool::key(model, k))
-            .collect();
-        let res = p.resident(&hot_pool);
-        resident_items = res.iter().filter(|r| **r).count();
-        let (first, rest): (Vec<usize>, Vec<usize>) = (0..res.len()).partition(|&j| res[j]);
-        let perm: Vec<usize> = first.into_iter().chain(rest).collect();
-        ip_order = perm.iter().map(|&j| hot_first[j]).collect();
-        pool_keys = perm.iter().map(|&j| hot_pool[j].clone()).collect();
-    }
+            .collect(),
+        None => Vec::new(),
+    };
+    let held: Vec<Vec<bool>> = pools
+        .map(|ps| ps.iter().map(|p| p.resident(&hot_pool)).collect())
+        .unwrap_or_default();
+    // Per replica, the prompt tokens its pool would supply (labels included).
+    let supplied: Vec<usize> = (held.iter())
+        .map(|res| {
+            let pooled: Vec<&[u32]> = (0..res.len())
+                .filter(|&j| res[j])
+                .map(|j| item_refs[hot_first[j]])
+                .collect();
+            layout::item_tokens(&pooled)
+        })
+        .collect();
+    // The pool that serves the item side best, as far as recache knows before routing.
+    let best = (0..supplied.len()).max_by_key(|&r| (supplied[r], std::cmp::Reverse(r)));
     let (kind, rule) = match req.mode {
         Mode::Fixed(kind) => (kind, "request"),
         Mode::Auto => {
@@ -108,14 +115,8 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
             let snapshot = state.kvloop.as_ref().and_then(|l| l.resident());
             let reusable_item_tokens = match (rank.config.item_reuse, &snapshot) {
                 // The connector supplies every resident item (they lead the prompt).
-                (ItemReuse::Pool, _) => match pool {
-                    Some(_) => {
-                        let pooled: Vec<&[u32]> = ip_order[..resident_items]
-                            .iter()
-                            .map(|&i| item_refs[i])
-                            .collect();
-                        layout::item_tokens(&pooled)
-                    }
+                (ItemReuse::Pool, _) => match best {
+                    Some(r) => supplied[r],
                     None => item_tokens,
                 },
                 (ItemReuse::Prefix, Some(snap)) => {
@@ -153,6 +154,25 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
         .decisions
         .with_label_values(&[kind.as_str(), rule])
         .inc();
+    // An item-first prompt with per-replica pools is built for the replica it goes to.
+    let hot_share = state.client.routing().pool_hot_share();
+    let target = match (pools, kind) {
+        (Some(ps), PrefixKind::Item) if ps.len() > 1 => {
+            let pick = pick_replica(state, req, &keys, &item_refs, &instruction, &supplied);
+            pick.or(best)
+        }
+        _ => None,
+    };
+    let mut resident_items = 0;
+    let mut ip_order = hot_first.clone();
+    let mut pool_keys: Vec<String> = Vec::new();
+    if let Some(res) = held.get(target.unwrap_or(0)) {
+        resident_items = res.iter().filter(|r| **r).count();
+        let (first, rest): (Vec<usize>, Vec<usize>) = (0..res.len()).partition(|&j| res[j]);
+        let perm: Vec<usize> = first.into_iter().chain(rest).collect();
+        ip_order = perm.iter().map(|&j| hot_first[j]).collect();
+        pool_keys = perm.iter().map(|&j| hot_pool[j].clone()).collect();
+    }
     let order = match kind {
         PrefixKind::Item => {
             rank.item_prefixes.record(&hot_keys);
@@ -163,8 +183,9 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
     rank.popularity.record(&keys);
     let mut own = vec![None; order.len()];
     let mut pool_use = None;
-    if let (Some(p), PrefixKind::Item) = (pool, kind) {
+    if let (Some(ps), PrefixKind::Item) = (pools, kind) {
         // Pooled items keep their own label wherever they sit; the rest stay positional.
+        let p = ps.get(target.unwrap_or(0));
         own = p.labels(&pool_keys);
         let lens: Vec<usize> = order.iter().map(|&i| item_refs[i].len() + 1).collect();
         pool_use = Some(p.request(pool_keys, &lens));
@@ -191,7 +212,7 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
         };
         kvloop.observe_tokens(keep);
     }
-    if let Some(p) = pool {
+    if let Some(ps) = pools {
         // Every request's candidates count, user-first ones too: they are the hotness signal.
         let counts = rank.popularity.counts(&keys);
         let wanted = (0..keys.len())
@@ -201,9 +222,19 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
                 tokens: items[i].clone(),
             })
             .collect();
-        p.want(state, model, wanted);
+        // Which candidates every replica pools (all of them unless `gr` shards the tail).
+        let hot = if ps.len() < 2 || hot_share >= 1.0 {
+            vec![true; keys.len()]
+        } else {
+            rank.popularity.hot(&keys, hot_share)
+        };
+        ps.want(state, model, wanted, &hot);
     }
-    let route = route_hint(state, req, kind, &keys);
+    let mut route = route_hint(state, req, kind, &keys);
+    if target.is_some() {
+        route.pooled = supplied;
+        route.replica = target;
+    }
     let prepared = Prepared {
         kind,
         prompt,
@@ -219,6 +250,33 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
     Ok(prepared)
 }
 
+/// Where an item-first prompt goes when every replica has its own item pool: the routing
+/// rule's pick now, before the prompt is built for that replica's pool. The rule sees the
+/// prompt's length and, under `gr`, what each replica's pool would supply (`supplied`).
+fn pick_replica(
+    state: &Ranker,
+    req: &Validated,
+    keys: &[&str],
+    items: &[&[u32]],
+    instruction: &[u32],
+    supplied: &[usize],
+) -> Option<usize> {
+    let mut gr = route_hint(state, req, PrefixKind::Item, keys);
+    gr.pooled = supplied.to_vec();
+    // The prompt's length; no keys: its leading items depend on the replica it goes to.
+    let tokens = RouteKeys {
+        keys: Vec::new(),
+        tokens: layout::item_tokens(items) + instruction.len(),
+        token_ids: true,
+    };
+    let hint = RouteHint {
+        path: state.engine.scoring_path(),
+        keys: &tokens,
+        gr: Some(&gr),
+    };
+    state.client.pick(&hint)
+}
+
 /// What the `gr` routing rule needs of this prompt (empty unless that rule is active).
 fn route_hint(state: &Ranker, req: &Validated, kind: PrefixKind, keys: &[&str]) -> GrHint {
     let Some(hot_share) = state.client.routing().hot_share() else {
@@ -232,6 +290,7 @@ fn route_hint(state: &Ranker, req: &Validated, kind: PrefixKind, keys: &[&str]) 
             .filter(|(_, h)| !h)
             .map(|(k, _)| placement::id(k))
             .collect(),
+        ..GrHint::default()
     }
 }
 

@@ -13,8 +13,9 @@ use std::sync::Mutex;
 #[derive(Default)]
 pub struct Popularity {
     counts: Mutex<HashMap<String, u64>>,
-    /// The hot threshold last computed: (hot_share, requests counted then, threshold).
-    hot: Mutex<Option<(f64, u64, u64)>>,
+    /// The hot thresholds last computed, one per share asked for (the `gr` rule's routing
+    /// share and its pool share): (hot_share, requests counted then, threshold).
+    hot: Mutex<Vec<(f64, u64, u64)>>,
     requests: std::sync::atomic::AtomicU64,
 }
 
@@ -57,15 +58,25 @@ impl Popularity {
     pub fn hot(&self, ids: &[&str], hot_share: f64) -> Vec<bool> {
         let n = self.requests.load(std::sync::atomic::Ordering::Relaxed);
         let mut hot = self.hot.lock().unwrap_or_else(|e| e.into_inner());
-        let threshold = match *hot {
-            Some((share, at, t)) if share == hot_share && n < at + HOT_EVERY => t,
+        let cached = hot.iter().position(|&(share, _, _)| share == hot_share);
+        let threshold = match cached.map(|i| hot[i]) {
+            Some((_, at, t)) if n < at + HOT_EVERY => t,
             _ => {
                 let counts: Vec<u64> = {
                     let c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
                     c.values().copied().collect()
                 };
                 let t = crate::client::route::placement::hot_threshold(counts, hot_share);
-                *hot = Some((hot_share, n, t));
+                match cached {
+                    Some(i) => hot[i] = (hot_share, n, t),
+                    None => {
+                        // Two shares at most are in use; a third (a rule swap) replaces one.
+                        if hot.len() >= 2 {
+                            hot.remove(0);
+                        }
+                        hot.push((hot_share, n, t));
+                    }
+                }
                 t
             }
         };

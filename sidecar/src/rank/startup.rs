@@ -57,13 +57,13 @@ async fn served_model(state: &Arc<Ranker>) -> Option<String> {
 pub async fn prepare(
     state: &Arc<Ranker>,
     model: Option<&str>,
-    catalog: Vec<(String, Arc<Vec<u32>>)>,
+    catalog: Vec<(String, Arc<Vec<u32>>, u64)>,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Prepared, RankError> {
     if let Verdict::TooSmall(msg) = check_labels(state).await {
         return Err(RankError::Config(msg));
     }
-    let Some(p) = state.rank.pool.clone() else {
+    let Some(p) = state.rank.pool.as_ref() else {
         return Ok(Prepared::default());
     };
     let model = match model {
@@ -79,14 +79,23 @@ pub async fn prepare(
     if !catalog.is_empty() {
         let wanted = catalog
             .into_iter()
-            .map(|(key, tokens)| Wanted {
+            .map(|(key, tokens, count)| Wanted {
                 key: pool::key(model.as_deref(), &key),
-                count: 1,
+                count,
                 tokens,
             })
             .collect();
+        // With several replicas, the catalog's counts say which items every replica pools.
+        let hot_share = state.client.routing().pool_hot_share();
         let done = p
-            .precompute(state, model.as_deref(), wanted, PRECOMPUTE_LIMIT, progress)
+            .precompute(
+                state,
+                model.as_deref(),
+                wanted,
+                hot_share,
+                PRECOMPUTE_LIMIT,
+                progress,
+            )
             .await
             .map_err(|e| RankError::Internal(format!("item pool precompute: {e}")))?;
         out.precomputed = Some(done);
@@ -100,11 +109,11 @@ async fn catalog_tokens(
     state: &Arc<Ranker>,
     model: Option<&str>,
     items: Vec<pool::catalog::CatalogItem>,
-) -> Result<Vec<(String, Arc<Vec<u32>>)>, RankError> {
+) -> Result<Vec<(String, Arc<Vec<u32>>, u64)>, RankError> {
     let mut out = Vec::with_capacity(items.len());
     for item in items {
         let tokens = super::tokens::resolve(state, model, "item", &item.key, &item.content).await?;
-        out.push((item.key, tokens));
+        out.push((item.key, tokens, item.count));
     }
     Ok(out)
 }

@@ -86,7 +86,7 @@ async fn prepare_pool(
     if let Verdict::TooSmall(msg) = startup::check_labels(state).await {
         return Err(BenchError::Setup(msg));
     }
-    let Some(p) = state.rank.pool.clone() else {
+    let Some(p) = state.rank.pool.as_ref() else {
         return Err(BenchError::Setup(format!(
             "{name}: this mode's recache has no item pool"
         )));
@@ -115,8 +115,9 @@ async fn prepare_pool(
             .set(done as u64);
     };
     let limit = Duration::from_secs(3 * 3600);
+    let hot_share = state.client.routing().pool_hot_share();
     let done = p
-        .precompute(state, model, wanted, limit, &show)
+        .precompute(state, model, wanted, hot_share, limit, &show)
         .await
         .map_err(|e| BenchError::Setup(format!("{name}: {e}")))?;
     if let Some(p) = progress.get() {

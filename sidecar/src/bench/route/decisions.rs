@@ -82,6 +82,7 @@ pub fn measure(
                 cold_items: (0..GR_COLD_ITEMS)
                     .map(|j| recache_hash::mix64(i * 1000 + j))
                     .collect(),
+                ..GrHint::default()
             })
         })
         .collect();

@@ -23,6 +23,7 @@
 
 pub mod decisions;
 pub mod gr_load;
+pub mod pool;
 pub mod report;
 
 use std::path::PathBuf;
@@ -66,6 +67,11 @@ pub struct RouteArgs {
     /// over every user of --data
     #[arg(long, requires = "data")]
     pub users: Option<usize>,
+    /// GR load with the item KV pool (bench gr's `bat-pool` mode): N item slots per replica,
+    /// each strategy's pools precomputed from a past period before its stream (start each
+    /// replica with `examples/testbed/up --item-pool`)
+    #[arg(long, requires = "data")]
+    pub pool_items: Option<usize>,
     /// Comma-separated routing specs, as --routing takes them
     #[arg(long, default_value = "least-loaded,prefix", value_delimiter = ',')]
     pub strategies: Vec<String>,
@@ -104,7 +110,10 @@ pub struct RouteArgs {
 /// A strategy as the run uses it: `prefix` sized to the engines' caches unless told.
 fn strategy(spec: &str, kv_blocks: usize) -> Result<Routing, BenchError> {
     let spec = spec.trim();
-    let full = if spec == "prefix" || spec == "gr" {
+    let sized = ["prefix", "gr"]
+        .iter()
+        .any(|n| spec.split(':').next() == Some(*n));
+    let full = if sized && !spec.contains("blocks=") {
         format!("{spec}:blocks={kv_blocks}")
     } else {
         spec.to_string()
@@ -122,6 +131,8 @@ struct Load {
     rank: Option<crate::rank::config::RankArgs>,
     /// What the rows say about the load.
     about: Value,
+    /// The item pools' precompute set, hottest first (`--pool-items`).
+    past: Vec<gr_load::PastItem>,
 }
 
 /// The trace's first requests as token prompts.
@@ -160,6 +171,8 @@ async fn load(
             args.users,
             args.max_model_len,
             args.seed,
+            // Enough for every replica's pool even when `gr` shards the cold ones.
+            args.pool_items.unwrap_or(0) * args.upstream.len(),
         )
         .await?;
         eprintln!(
@@ -172,9 +185,15 @@ async fn load(
             path: "/v1/rank",
             bodies: gr.bodies.into(),
             prompts: gr.prompts,
-            rank: Some(gr_load::rank_args(args.kv_blocks, args.max_model_len)),
+            rank: Some(gr_load::rank_args(
+                args.kv_blocks,
+                args.max_model_len,
+                args.pool_items.unwrap_or(0),
+            )),
             about: json!({"load": "gr", "seed": args.seed, "users": args.users,
-                "distinct_users": gr.distinct_users, "returning_share": gr.returning_share}),
+                "distinct_users": gr.distinct_users, "returning_share": gr.returning_share,
+                "pool_items_per_replica": args.pool_items}),
+            past: gr.past,
         });
     }
     let prompts = trace_prompts(args)?;
@@ -187,6 +206,7 @@ async fn load(
         prompts,
         rank: None,
         about: json!({"load": "trace"}),
+        past: Vec::new(),
     })
 }
 
@@ -236,8 +256,10 @@ pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
             }
         }
         let mut rows = Vec::new();
-        for routing in &routings {
-            let row = one(&args, engine, &load, *routing).await?;
+        for (routing, spec) in routings.iter().zip(&args.strategies) {
+            let mut row = one(&args, engine, &model, &load, *routing).await?;
+            // The spec as given names the row (two `gr` rows may differ in parameters).
+            row["strategy"] = json!(spec.trim());
             print_row(&args, &row);
             rows.push(row);
         }
@@ -277,6 +299,7 @@ fn timed_decisions(args: &RouteArgs, prompts: &[Vec<u32>], mirrored: usize) -> V
 async fn one(
     args: &RouteArgs,
     engine: Engine,
+    model: &str,
     load: &Load,
     routing: Routing,
 ) -> Result<Value, BenchError> {
@@ -309,6 +332,10 @@ async fn one(
             local.state.client.replica_detail()
         );
     }
+    let pooled = match args.pool_items {
+        Some(_) => Some(pool::precompute(&local, model, &load.past, routing.name()).await?),
+        None => None,
+    };
     let before = scrape(&client, &args.upstream).await?;
     let url = format!("{}{}", local.base(), load.path);
     let next = Arc::new(AtomicUsize::new(0));
@@ -359,12 +386,17 @@ async fn one(
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = scrape(&client, &args.upstream).await?;
-    let (mut queries, mut hits) = (0.0, 0.0);
+    let (mut queries, mut hits, mut pool_hits) = (0.0, 0.0, 0.0);
     for (b, a) in before.iter().zip(&after) {
         let (q, h) = engine_ops::cache_deltas(engine, b, a);
         queries += q;
         hits += h;
+        // Tokens the item pool connector supplied count as hits (bench gr's hit rate).
+        if let Some(name) = engine.external_hits_counter() {
+            pool_hits += counter(a, name) - counter(b, name);
+        }
     }
+    hits += pool_hits;
     let ours = String::from_utf8_lossy(&local.state.metrics.render()).into_owned();
     let shares: Vec<f64> = local
         .state
@@ -390,6 +422,8 @@ async fn one(
         "decision_p99_us": decision_p99_us(&ours),
         "replicas": args.upstream.len(), "kv_blocks_per_replica": args.kv_blocks,
         "mirrors": mirrors(&local, &ours, args.kv_events.is_empty(), verified),
+        "pool_hit_rate": pooled.as_ref().map(|_| pool_hits / queries.max(1.0)),
+        "pool": pooled,
     }))
 }
 

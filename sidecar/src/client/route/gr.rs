@@ -13,6 +13,11 @@
 //!   the request goes where most of its cold candidates are homed, so each replica's cache
 //!   sees a shard of the long tail instead of all of it.
 //!
+//! - **item-first with per-replica item pools** (`--rank-item-pool` and several replicas):
+//!   the tokens each replica's pool would supply count as cached there ([`GrHint::pooled`]),
+//!   so the request goes where most of its candidates are pooled; the rank pipeline asks
+//!   the rule before it builds the prompt, since the prompt depends on that pool.
+//!
 //! Requests without a hint (proxied completions, chat) are routed exactly as `prefix` routes
 //! them. Load bound and queue gap apply as in `prefix`; placement only breaks cost ties.
 
@@ -32,6 +37,13 @@ pub struct GrHint {
     pub user: u64,
     /// [`placement::id`] of each cold candidate (hot ones are replicated: no preference).
     pub cold_items: Vec<u64>,
+    /// Item-first prompts with per-replica item pools: per replica, the prompt tokens its
+    /// pool would supply (pooled items with their labels). Counted as cached, as the
+    /// prefix a replica holds is (empty otherwise).
+    pub pooled: Vec<usize>,
+    /// The replica the prompt was built for (its item pool's labels): the client sends it
+    /// there first, without asking the rule again.
+    pub replica: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -89,8 +101,9 @@ impl ReplicaChoice for Gr {
         match hint.gr {
             Some(gr) => {
                 let per = affinity(replicas, gr);
-                self.prefix
-                    .choose_with(replicas, tried, hint, |i| per.get(i).copied().unwrap_or(0))
+                let near = |i: usize| per.get(i).copied().unwrap_or(0);
+                let pooled = |i: usize| gr.pooled.get(i).copied().unwrap_or(0) as f64;
+                self.prefix.choose_with(replicas, tried, hint, near, pooled)
             }
             None => self.prefix.choose(replicas, tried, hint),
         }
@@ -119,6 +132,7 @@ mod tests {
             user_first: true,
             user: placement::id(u),
             cold_items: Vec::new(),
+            ..GrHint::default()
         }
     }
 
@@ -191,6 +205,7 @@ mod tests {
                 user_first: false,
                 user: 0,
                 cold_items: cold,
+                ..GrHint::default()
             };
             let keys = prompt(10 + r as u32, 256);
             let hint = RouteHint {
@@ -208,6 +223,34 @@ mod tests {
                 gr: Some(&gr),
             };
             assert_eq!(rule.choose(&reps, &[], &hint), Some(1 - r), "queue gap");
+        }
+    }
+
+    /// Per-replica item pools: the replica whose pool supplies more of an item-first prompt
+    /// wins, whatever the placement of its cold candidates.
+    #[test]
+    fn pooled_items_count_as_cached() {
+        let rule = build(Routing::gr());
+        let reps = set(&["http://a:1", "http://b:2"]);
+        let keys = RouteKeys {
+            keys: Vec::new(),
+            tokens: 2000,
+            token_ids: true,
+        };
+        for r in [0, 1, 0, 1] {
+            let mut pooled = vec![100, 100];
+            pooled[r] = 900;
+            let gr = GrHint {
+                pooled,
+                cold_items: (0..50).map(|i| placement::id(&format!("i{i}"))).collect(),
+                ..GrHint::default()
+            };
+            let hint = RouteHint {
+                path: "",
+                keys: &keys,
+                gr: Some(&gr),
+            };
+            assert_eq!(rule.choose(&reps, &[], &hint), Some(r));
         }
     }
 }

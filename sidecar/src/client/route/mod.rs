@@ -117,6 +117,12 @@ pub enum Routing {
         /// Share of item accesses the replicated (hot) items cover; the rest are sharded.
         #[serde(default = "default_hot_share")]
         hot_share: f64,
+        /// The same for the item KV pools (`--rank-item-pool`, one per replica): items
+        /// covering this share of accesses are pooled on every replica, the rest on their
+        /// home only. 1 (default): every replica pools by hotness alone, since a request
+        /// can use only its own replica's pool (`rank::pool::replicas`).
+        #[serde(default = "default_pool_hot_share")]
+        pool_hot_share: f64,
     },
 }
 
@@ -135,11 +141,14 @@ fn default_queue_gap() -> usize {
 fn default_hot_share() -> f64 {
     0.5
 }
+fn default_pool_hot_share() -> f64 {
+    1.0
+}
 
 /// A routing spec that cannot be used.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "routing {spec:?}: {why} (rules: least-loaded, prefix[:blocks=N][:ttl_s=S][:balance=B][:queue_gap=G], gr[:hot_share=H][:<prefix's keys>])"
+    "routing {spec:?}: {why} (rules: least-loaded, prefix[:blocks=N][:ttl_s=S][:balance=B][:queue_gap=G], gr[:hot_share=H][:pool_hot_share=P][:<prefix's keys>])"
 )]
 pub struct BadRouting {
     pub spec: String,
@@ -167,6 +176,7 @@ impl Routing {
             balance: default_balance(),
             queue_gap: default_queue_gap(),
             hot_share: default_hot_share(),
+            pool_hot_share: default_pool_hot_share(),
         }
     }
 
@@ -203,6 +213,15 @@ impl Routing {
         }
     }
 
+    /// The share of item accesses whose items every replica's item pool holds: `gr`'s
+    /// `pool_hot_share`, 1 (replicate by hotness) under the other rules.
+    pub fn pool_hot_share(&self) -> f64 {
+        match *self {
+            Self::Gr { pool_hot_share, .. } => pool_hot_share,
+            _ => 1.0,
+        }
+    }
+
     /// Parses `NAME[:key=value]...`, checking every parameter.
     pub fn from_spec(spec: &str) -> Result<Self, BadRouting> {
         let bad = |why: String| BadRouting {
@@ -233,6 +252,10 @@ impl Routing {
             && !(h.is_finite() && (0.0..=1.0).contains(&h))
         {
             return Err("hot_share must be between 0 and 1 (0: every item sharded)".into());
+        }
+        let p = self.pool_hot_share();
+        if !(p.is_finite() && (0.0..=1.0).contains(&p)) {
+            return Err("pool_hot_share must be between 0 and 1 (1: every pool by hotness)".into());
         }
         if let Self::Prefix {
             blocks,

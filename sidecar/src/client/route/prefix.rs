@@ -106,19 +106,22 @@ impl ReplicaChoice for Prefix {
         tried: &[usize],
         hint: &RouteHint<'_>,
     ) -> Option<usize> {
-        self.choose_with(replicas, tried, hint, |_| 0)
+        self.choose_with(replicas, tried, hint, |_| 0, |_| 0.0)
     }
 }
 
 impl Prefix {
     /// The choice with a placement preference: among replicas of equal cost, more
     /// `affinity` wins before load does (the `gr` rule's home replicas; 0 for plain `prefix`).
+    /// `supplied(i)`: prompt tokens replica `i` supplies beyond its prefix cache (the `gr`
+    /// rule's item pools; 0 for plain `prefix`), taken off its cost.
     pub(super) fn choose_with(
         &self,
         replicas: &[Arc<Replica>],
         tried: &[usize],
         hint: &RouteHint<'_>,
         affinity: impl Fn(usize) -> usize,
+        supplied: impl Fn(usize) -> f64,
     ) -> Option<usize> {
         let n = replicas.len();
         let now = self.clock.elapsed().as_millis() as u64;
@@ -158,7 +161,7 @@ impl Prefix {
                     0.0
                 } else {
                     let cached = cached_keys(&replicas[i], &s.sent[i], hint, now, ttl) as f64;
-                    (tokens - cached * per_key).max(0.0)
+                    (tokens - cached * per_key - supplied(i)).max(0.0)
                 };
                 let near = std::cmp::Reverse(if imbalanced { 0 } else { affinity(i) });
                 let key = (cost, near, load(i), s.recent[i], i);

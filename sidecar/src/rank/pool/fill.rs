@@ -13,8 +13,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use super::ItemPool;
-use crate::rank::Ranker;
-use crate::rank::engine;
+use crate::rank::{RankError, Ranker, engine};
 
 /// Bounds concurrent fills (one per [`ItemPool`]).
 pub struct Filler {
@@ -56,10 +55,10 @@ impl Filler {
                 if let Some(m) = &model {
                     body["model"] = json!(m);
                 }
-                let result = engine::post_json(&state, "/v1/completions", &body).await;
+                let result = pool.post(&state, &body).await;
                 if let Ok(answer) = &result {
-                    pool.metrics
-                        .observe_report(&answer["kv_transfer_params"]["recache_pool"]);
+                    let report = &answer["kv_transfer_params"]["recache_pool"];
+                    pool.metrics.observe_report(pool.index, report);
                 }
                 if let Err(e) = &result {
                     tracing::warn!(item = %key, error = %e, "item pool fill failed");
@@ -68,6 +67,27 @@ impl Filler {
                 }
                 pool.filled(&key, label, result.is_ok(), prompt.len());
             });
+        }
+    }
+}
+
+impl ItemPool {
+    /// POSTs a connector request (a fill, the `list`) to this pool's engine: its replica
+    /// alone when there are several, else through the routing rule.
+    pub(super) async fn post(
+        &self,
+        state: &Arc<Ranker>,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value, RankError> {
+        const PATH: &str = "/v1/completions";
+        match self.target {
+            Some(i) => {
+                let call = state
+                    .client
+                    .json_to(i, http::Method::POST, PATH, Some(body));
+                engine::answer(call.await?)
+            }
+            None => engine::post_json(state, PATH, body).await,
         }
     }
 }

@@ -1,6 +1,13 @@
 //! Item pool metrics, registered into recache's `/metrics` (prefixed `recache_`): recache's
 //! residency (items by state), fills and evictions, and what the engine's connector reports
 //! (its entries and bytes, tokens it loaded, items of requests it held).
+//!
+//! With several replicas each has its own pool ([`super::replicas`]); they share one
+//! `PoolMetrics`, so counters add up and each gauge is the sum over the pools of what each
+//! last set ([`PoolMetrics::set_counts`], [`PoolMetrics::observe_report`] take the pool's
+//! index).
+
+use std::sync::Mutex;
 
 use prometheus::{Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 use serde_json::Value;
@@ -24,6 +31,19 @@ pub struct PoolMetrics {
     /// The connector's cumulative seconds loading pooled K/V and capturing fills.
     pub engine_load_seconds: Gauge,
     pub engine_fill_seconds: Gauge,
+    /// What each pool last reported, by pool index: the gauges are their sums.
+    per_pool: Mutex<Vec<PerPool>>,
+}
+
+/// One pool's share of the gauges.
+#[derive(Debug, Default, Clone, Copy)]
+struct PerPool {
+    resident: i64,
+    pending: i64,
+    engine_items: i64,
+    engine_bytes: i64,
+    load_s: f64,
+    fill_s: f64,
 }
 
 impl PoolMetrics {
@@ -90,6 +110,7 @@ impl PoolMetrics {
                 "rank_pool_engine_fill_seconds",
                 "Seconds the engine's connector spent capturing fills (cumulative, as last reported)",
             )?,
+            per_pool: Mutex::new(Vec::new()),
         };
         registry.register(Box::new(m.items.clone()))?;
         registry.register(Box::new(m.fills.clone()))?;
@@ -107,23 +128,53 @@ impl PoolMetrics {
         Ok(m)
     }
 
-    /// Takes in the connector's report of one finished request.
-    pub fn observe_report(&self, report: &Value) {
+    /// Pool `index`'s own figures, updated by `f`, then every gauge set to the sum over pools.
+    fn update(&self, index: usize, f: impl FnOnce(&mut PerPool)) {
+        let mut per = self.per_pool.lock().unwrap_or_else(|e| e.into_inner());
+        if per.len() <= index {
+            per.resize(index + 1, PerPool::default());
+        }
+        f(&mut per[index]);
+        let sum = per.iter().fold(PerPool::default(), |a, p| PerPool {
+            resident: a.resident + p.resident,
+            pending: a.pending + p.pending,
+            engine_items: a.engine_items + p.engine_items,
+            engine_bytes: a.engine_bytes + p.engine_bytes,
+            load_s: a.load_s + p.load_s,
+            fill_s: a.fill_s + p.fill_s,
+        });
+        self.items
+            .with_label_values(&["resident"])
+            .set(sum.resident);
+        self.items.with_label_values(&["pending"]).set(sum.pending);
+        self.engine_items.set(sum.engine_items);
+        self.engine_bytes.set(sum.engine_bytes);
+        self.engine_load_seconds.set(sum.load_s);
+        self.engine_fill_seconds.set(sum.fill_s);
+    }
+
+    /// Pool `index` holds `resident` items and waits on `pending` fills.
+    pub fn set_counts(&self, index: usize, resident: usize, pending: usize) {
+        self.update(index, |p| {
+            p.resident = resident as i64;
+            p.pending = pending as i64;
+        });
+    }
+
+    /// Takes in the connector's report of one finished request on pool `index`'s engine.
+    pub fn observe_report(&self, index: usize, report: &Value) {
         self.loaded_tokens
             .inc_by(report["loaded_tokens"].as_u64().unwrap_or(0));
-        self.engine_bytes.set(report["bytes"].as_i64().unwrap_or(0));
-        self.engine_items
-            .set(report["entries"].as_i64().unwrap_or(0));
-        // Cumulative and reported by requests finishing in any order: keep the largest.
-        for (gauge, field) in [
-            (&self.engine_load_seconds, "total_load_s"),
-            (&self.engine_fill_seconds, "total_fill_s"),
-        ] {
-            if let Some(v) = report[field].as_f64() {
-                if v > gauge.get() {
-                    gauge.set(v);
-                }
+        self.update(index, |p| {
+            p.engine_bytes = report["bytes"].as_i64().unwrap_or(0);
+            p.engine_items = report["entries"].as_i64().unwrap_or(0);
+            // Cumulative and reported by requests finishing in any order: keep the largest.
+            if let Some(v) = report["total_load_s"].as_f64() {
+                p.load_s = p.load_s.max(v);
             }
-        }
+            if let Some(v) = report["total_fill_s"].as_f64() {
+                p.fill_s = p.fill_s.max(v);
+            }
+        });
     }
 }

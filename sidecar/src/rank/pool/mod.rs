@@ -27,6 +27,7 @@ pub mod catalog;
 pub mod fill;
 pub mod metrics;
 pub mod precompute;
+pub mod replicas;
 pub mod sync;
 
 use std::collections::{HashMap, HashSet};
@@ -111,11 +112,18 @@ pub struct Wanted {
     pub tokens: Arc<Vec<u32>>,
 }
 
+/// One engine's item pool as recache keeps it (with several replicas, one per replica:
+/// [`replicas::Pools`]).
 pub struct ItemPool {
     pub config: PoolConfig,
     state: Mutex<State>,
     filler: fill::Filler,
-    pub metrics: metrics::PoolMetrics,
+    pub metrics: Arc<metrics::PoolMetrics>,
+    /// This pool's index among the replicas' pools (its share of the gauges).
+    pub index: usize,
+    /// The replica whose engine holds this pool: fills and the `list` go to it alone. None
+    /// with one replica (calls go through the routing rule, which has only it).
+    pub target: Option<usize>,
 }
 
 /// The pool key of an item: model and the item's id as sent (JSON text).
@@ -125,7 +133,7 @@ pub fn key(model: Option<&str>, item: &str) -> String {
 
 impl ItemPool {
     /// `first_label` = the rank label base + the most candidates per request.
-    pub fn new(config: PoolConfig, first_label: u32, metrics: metrics::PoolMetrics) -> Self {
+    pub fn new(config: PoolConfig, first_label: u32, metrics: Arc<metrics::PoolMetrics>) -> Self {
         let free = (0..config.items as u32)
             .rev()
             .map(|s| first_label + s)
@@ -138,7 +146,16 @@ impl ItemPool {
                 ..Default::default()
             }),
             metrics,
+            index: 0,
+            target: None,
         }
+    }
+
+    /// The pool of replica `index`, reached at that replica only when `pinned`.
+    pub fn on_replica(mut self, index: usize, pinned: bool) -> Self {
+        self.index = index;
+        self.target = pinned.then_some(index);
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -335,7 +352,7 @@ impl ItemPool {
         };
         let present: HashSet<&str> = present.iter().filter_map(Value::as_str).collect();
         let m = &self.metrics;
-        m.observe_report(report);
+        m.observe_report(self.index, report);
         let mut st = self.lock();
         let mut hits = 0;
         for k in &used.keys {
@@ -359,13 +376,7 @@ impl ItemPool {
 
     fn gauges(&self, st: &State) {
         let resident = st.entries.len() - st.pending;
-        let m = &self.metrics;
-        m.items
-            .with_label_values(&["resident"])
-            .set(resident as i64);
-        m.items
-            .with_label_values(&["pending"])
-            .set(st.pending as i64);
+        self.metrics.set_counts(self.index, resident, st.pending);
     }
 }
 

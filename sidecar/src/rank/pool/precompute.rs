@@ -25,6 +25,9 @@ pub struct Precomputed {
 /// Why a precompute stopped early.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PrecomputeError {
+    /// One replica's precompute task ended without an answer (it panicked).
+    #[error("item pool precompute: {0}")]
+    Task(String),
     #[error("item pool precompute: fills still pending after {0:?}")]
     Timeout(Duration),
     #[error(

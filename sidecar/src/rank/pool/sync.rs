@@ -13,8 +13,8 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::{Entry, ItemPool, Residency};
+use crate::rank::RankError;
 use crate::rank::Ranker;
-use crate::rank::{RankError, engine};
 
 /// One entry of the connector's list: key, label (first token), tokens.
 pub type Listed = (String, u32, usize);
@@ -100,9 +100,9 @@ impl ItemPool {
         if let Some(m) = model {
             body["model"] = json!(m);
         }
-        let answer = engine::post_json(state, "/v1/completions", &body).await?;
+        let answer = self.post(state, &body).await?;
         let report = &answer["kv_transfer_params"]["recache_pool"];
-        self.metrics.observe_report(report);
+        self.metrics.observe_report(self.index, report);
         let listed = read_list(&answer).ok_or_else(|| {
             RankError::BadEngineAnswer(
                 "the engine's answer has no item pool list: is it running recache's connector \

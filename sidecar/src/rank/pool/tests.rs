@@ -16,7 +16,7 @@ pub(super) fn pool(items: usize) -> ItemPool {
         max_pending: 8,
         refresh_per_s: 0.0,
     };
-    ItemPool::new(config, 1000, m)
+    ItemPool::new(config, 1000, Arc::new(m))
 }
 
 fn want(key: &str, count: u64) -> Wanted {

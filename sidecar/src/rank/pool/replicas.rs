@@ -1,0 +1,275 @@
+//! One item pool per engine replica, and which replica's pool holds which item.
+//!
+//! Each engine's connector keeps its own pool, so with several `--upstream`s recache keeps one
+//! [`ItemPool`] per replica (same index as the engine client's replicas): its own labels,
+//! residency and evictions, fills and the `list` sent to that replica alone. A prompt built
+//! for one replica's pool is sent to that replica (the rank pipeline pins it).
+//!
+//! **Placement** (BAT §5.2, Alg. 1): an item is pooled on replica `r` when it is hot (hot
+//! items are replicated) or when `r` is its home ([`placement::home`] of the item id over
+//! the replicas' labels: the same answer from every recache instance). The hot set covers
+//! `pool_hot_share` of item accesses (the `gr` rule's setting; 1 — every item replicated —
+//! under the other rules and by default). Alg. 1 sizes the share as `1 − R_max`, where
+//! `R_max` is the share of item accesses that may be served from another machine's memory
+//! over the network; recache has no path for KV between replicas, so a request finds only
+//! the items its own replica pooled and the measured `R_max` is 0 (docs/routing.md has the
+//! numbers for a share below 1).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::precompute::{PrecomputeError, Precomputed};
+use super::{ItemPool, PoolConfig, Wanted, metrics::PoolMetrics};
+use crate::client::route::placement;
+use crate::rank::{RankError, Ranker};
+
+/// The replicas' pools.
+pub struct Pools {
+    per: Vec<Arc<ItemPool>>,
+    /// [`placement::replica_id`] of each replica's label, by index.
+    replica_ids: Vec<u64>,
+    pub metrics: Arc<PoolMetrics>,
+}
+
+impl Pools {
+    /// One pool per replica label (`labels`, the engine client's replicas in order).
+    pub fn new(
+        config: &PoolConfig,
+        first_label: u32,
+        metrics: PoolMetrics,
+        labels: &[String],
+    ) -> Self {
+        let metrics = Arc::new(metrics);
+        let n = labels.len().max(1);
+        let per = (0..n)
+            .map(|i| {
+                let p = ItemPool::new(config.clone(), first_label, metrics.clone());
+                Arc::new(p.on_replica(i, n > 1))
+            })
+            .collect();
+        Self {
+            per,
+            replica_ids: labels.iter().map(|l| placement::replica_id(l)).collect(),
+            metrics,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.per.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.per.is_empty()
+    }
+
+    /// Replica `i`'s pool (the first one for an index out of range).
+    pub fn get(&self, i: usize) -> &Arc<ItemPool> {
+        self.per.get(i).unwrap_or(&self.per[0])
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<ItemPool>> {
+        self.per.iter()
+    }
+
+    /// Whether replica `r` pools an item with placement id `id` that is `hot` or not.
+    pub fn placed(&self, r: usize, id: u64, hot: bool) -> bool {
+        hot || self.per.len() < 2 || placement::home_of(id, &self.replica_ids, |_| true) == Some(r)
+    }
+
+    /// Offers a request's candidates to every replica's pool: each takes those placed on it
+    /// (`hot[i]` says whether `wanted[i]` is replicated) and fills them in the background.
+    pub fn want(
+        &self,
+        state: &Arc<Ranker>,
+        model: Option<&str>,
+        wanted: Vec<Wanted>,
+        hot: &[bool],
+    ) {
+        if self.per.len() == 1 {
+            self.per[0].want(state, model, wanted);
+            return;
+        }
+        let ids: Vec<u64> = wanted.iter().map(|w| id_of(&w.key)).collect();
+        for (r, pool) in self.per.iter().enumerate() {
+            let mine = (wanted.iter().enumerate())
+                .filter(|(i, _)| self.placed(r, ids[*i], hot.get(*i).copied().unwrap_or(true)))
+                .map(|(_, w)| Wanted {
+                    key: w.key.clone(),
+                    count: w.count,
+                    tokens: w.tokens.clone(),
+                })
+                .collect();
+            pool.want(state, model, mine);
+        }
+    }
+
+    /// Every replica's [`ItemPool::sync`]; returns (adopted, evicted) summed.
+    pub async fn sync(
+        &self,
+        state: &Arc<Ranker>,
+        model: Option<&str>,
+    ) -> Result<(usize, usize), RankError> {
+        let (mut adopted, mut evicted) = (0, 0);
+        for p in &self.per {
+            let (a, e) = p.sync(state, model).await?;
+            adopted += a;
+            evicted += e;
+        }
+        Ok((adopted, evicted))
+    }
+
+    /// Every replica's [`ItemPool::retain_only`]; returns how many were evicted in all.
+    pub fn retain_only(&self, keep: &HashSet<String>) -> usize {
+        self.per.iter().map(|p| p.retain_only(keep)).sum()
+    }
+
+    /// Precomputes `items` (hottest first) into the replicas' pools: the first ones covering
+    /// `hot_share` of the items' counts on every replica, each other item on its home only.
+    /// The pools fill side by side; `progress` gets (done, total) over all of them.
+    pub async fn precompute(
+        &self,
+        state: &Arc<Ranker>,
+        model: Option<&str>,
+        items: Vec<Wanted>,
+        hot_share: f64,
+        limit: Duration,
+        progress: &(dyn Fn(usize, usize) + Sync),
+    ) -> Result<Precomputed, PrecomputeError> {
+        if self.per.len() == 1 {
+            return self.per[0]
+                .precompute(state, model, items, limit, progress)
+                .await;
+        }
+        let threshold =
+            placement::hot_threshold(items.iter().map(|w| w.count).collect(), hot_share);
+        let ids: Vec<u64> = items.iter().map(|w| id_of(&w.key)).collect();
+        let shares: Vec<Vec<Wanted>> = (0..self.per.len())
+            .map(|r| {
+                (items.iter().enumerate())
+                    .filter(|(i, w)| self.placed(r, ids[*i], w.count >= threshold))
+                    .map(|(_, w)| Wanted {
+                        key: w.key.clone(),
+                        count: w.count,
+                        tokens: w.tokens.clone(),
+                    })
+                    .collect()
+            })
+            .collect();
+        // Each pool fills from a task of its own; their progress comes back by channel.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, usize, usize)>();
+        let mut runs = tokio::task::JoinSet::new();
+        for (r, (pool, share)) in self.per.iter().zip(shares).enumerate() {
+            let (pool, state, tx) = (pool.clone(), state.clone(), tx.clone());
+            let model = model.map(str::to_string);
+            runs.spawn(async move {
+                let show = move |d: usize, t: usize| {
+                    let _ = tx.send((r, d, t)); // the receiver outlives every run
+                };
+                pool.precompute(&state, model.as_deref(), share, limit, &show)
+                    .await
+            });
+        }
+        drop(tx);
+        let mut seen = vec![(0usize, 0usize); self.per.len()];
+        while let Some((r, d, t)) = rx.recv().await {
+            seen[r] = (d, t);
+            let (d, t) = seen.iter().fold((0, 0), |a, x| (a.0 + x.0, a.1 + x.1));
+            progress(d, t);
+        }
+        let mut results = Vec::new();
+        while let Some(joined) = runs.join_next().await {
+            results.push(joined.map_err(|e| PrecomputeError::Task(e.to_string()))?);
+        }
+        let mut sum = Precomputed::default();
+        for r in results {
+            let r = r?;
+            sum.filled += r.filled;
+            sum.tokens += r.tokens;
+            sum.resident += r.resident;
+            sum.seconds = sum.seconds.max(r.seconds);
+        }
+        Ok(sum)
+    }
+}
+
+/// The placement id of a pool key (`model/item`): the item id's, as the routing rule hashes
+/// it.
+pub fn id_of(key: &str) -> u64 {
+    let item = key.split_once('/').map_or(key, |(_, item)| item);
+    placement::id(item)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pools(n: usize) -> Pools {
+        let registry = crate::metrics::Metrics::new().expect("registry");
+        let m = PoolMetrics::new(&registry).expect("metrics");
+        let config = PoolConfig {
+            items: 4,
+            fills: 1,
+            max_pending: 8,
+            refresh_per_s: 0.0,
+        };
+        let labels: Vec<String> = (0..n).map(|i| format!("127.0.0.1:{}", 9000 + i)).collect();
+        Pools::new(&config, 1000, m, &labels)
+    }
+
+    #[test]
+    fn hot_items_everywhere_cold_items_at_one_home() {
+        let p = pools(3);
+        assert_eq!(p.len(), 3);
+        let mut per = [0usize; 3];
+        for k in 0..300 {
+            let id = id_of(&format!("m/item-{k}"));
+            assert!((0..3).all(|r| p.placed(r, id, true)), "hot goes everywhere");
+            let homes: Vec<usize> = (0..3).filter(|&r| p.placed(r, id, false)).collect();
+            assert_eq!(homes.len(), 1, "a cold item has one home");
+            per[homes[0]] += 1;
+        }
+        assert!(per.iter().all(|&n| n > 60), "{per:?}");
+        // One replica: everything is placed there.
+        let one = pools(1);
+        assert!(one.placed(0, 7, false));
+        assert_eq!(
+            one.get(0).target,
+            None,
+            "one replica: routed calls, as before"
+        );
+        assert_eq!(
+            p.get(2).target,
+            Some(2),
+            "several: each pool's calls go to its replica"
+        );
+    }
+
+    #[test]
+    fn the_item_id_not_the_model_decides_the_home() {
+        assert_eq!(id_of("model-a/42"), id_of("model-b/42"));
+        assert_eq!(id_of("42"), placement::id("42"));
+    }
+
+    #[test]
+    fn gauges_add_up_over_the_pools() {
+        let p = pools(2);
+        let w = |k: &str| Wanted {
+            key: k.into(),
+            count: 1,
+            tokens: Arc::new(vec![1]),
+        };
+        p.get(0).admit(vec![w("a"), w("b")]);
+        p.get(1).admit(vec![w("c")]);
+        let pending = p.metrics.items.with_label_values(&["pending"]).get();
+        assert_eq!(pending, 3);
+        p.get(1).filled("c", 1000, true, 2);
+        assert_eq!(p.metrics.items.with_label_values(&["resident"]).get(), 1);
+        p.metrics
+            .observe_report(0, &serde_json::json!({"entries": 2, "bytes": 10}));
+        p.metrics
+            .observe_report(1, &serde_json::json!({"entries": 1, "bytes": 5}));
+        assert_eq!(p.metrics.engine_items.get(), 3);
+        assert_eq!(p.metrics.engine_bytes.get(), 15);
+    }
+}

@@ -1,0 +1,102 @@
+//! The cache-aware routing rules on two real replicas of each engine (vLLM and SGLang, one
+//! body): under `prefix` and `gr`, a returning user's ranking request goes to the replica
+//! that holds its profile (the engine reports the profile cached, every time; fewest
+//! outstanding would find it about half the time), while new users spread over both
+//! replicas. No KV events: the rules run on recache's record of what it sent where (SGLang's
+//! token-granular events leave its mirrors `approximate` anyway), so this is the mode every
+//! deployment has.
+
+use recache_integration::{Engine, Proxy};
+use serde_json::{Value, json};
+
+/// Profile tokens per user: 16 blocks of 32.
+const PROFILE: u32 = 512;
+
+async fn post(url: String, body: &Value) -> (u16, Value) {
+    let resp = reqwest::Client::new()
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .expect("send");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.expect("json body"))
+}
+
+/// A user-first ranking request of user `u` over 12 candidates drawn with `salt`.
+fn request(model: &str, u: u32, salt: u32) -> Value {
+    let profile: Vec<u32> = (0..PROFILE)
+        .map(|t| 10 + (u * 997 + t * 7) % 3000)
+        .collect();
+    let items: Vec<Value> = (0..12)
+        .map(|i| {
+            let id = salt * 100 + i;
+            json!({"id": id, "tokens": [4000 + id % 500, 4600 + id % 300, 5000 + i]})
+        })
+        .collect();
+    json!({"model": model, "user": {"id": format!("user-{u}"), "tokens": profile},
+        "items": items, "instruction": [11, 12, 13], "mode": "user_prefix"})
+}
+
+/// Requests routed to each replica so far.
+fn routed(proxy: &Proxy) -> Vec<u64> {
+    let text = String::from_utf8_lossy(&proxy.state.metrics.render()).into_owned();
+    (proxy.state.client.replicas().iter())
+        .map(|r| {
+            let key = format!("recache_upstream_routed_total{{upstream=\"{}\"}} ", r.label);
+            (text.lines())
+                .find_map(|l| l.strip_prefix(key.as_str())?.trim().parse().ok())
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
+async fn returning_users_go_where_their_profile_is(engine: Engine) {
+    let a = engine.testbed("route-a", &[]);
+    let b = engine.testbed("route-b", &[]);
+    for (n, rule) in ["prefix", "gr"].into_iter().enumerate() {
+        let mut args = engine.serve_args(&[&a.upstream, &b.upstream]);
+        args.routing = Some(rule.into());
+        let proxy = Proxy::start_with(&args).await;
+        let url = proxy.url("/v1/rank");
+        // Users of this rule only (the other rule's users are cached somewhere already).
+        let users: Vec<u32> = (0..6).map(|u| 100 * (n as u32 + 1) + u).collect();
+        for &u in &users {
+            let (status, v) = post(url.clone(), &request(&a.model, u, 0)).await;
+            assert_eq!(status, 200, "{rule}: {v}");
+        }
+        let spread = routed(&proxy);
+        assert!(
+            spread.iter().all(|&n| n >= 1),
+            "{rule}: new users spread over both replicas: {spread:?}"
+        );
+        for turn in 1..=2 {
+            for &u in &users {
+                let (status, v) = post(url.clone(), &request(&a.model, u, turn)).await;
+                assert_eq!(status, 200, "{rule}: {v}");
+                let cached = v["usage"]["cached_tokens"].as_u64().unwrap_or(0);
+                assert!(
+                    cached >= PROFILE as u64,
+                    "{rule}, user {u}, turn {turn}: the profile was not where the request went \
+                     (cached {cached} of {} prompt tokens; routed so far {:?})",
+                    v["usage"]["prompt_tokens"],
+                    routed(&proxy)
+                );
+            }
+        }
+    }
+    a.down();
+    b.down();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
+async fn vllm_returning_users_go_where_their_profile_is() {
+    returning_users_go_where_their_profile_is(Engine::Vllm).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
+async fn sglang_returning_users_go_where_their_profile_is() {
+    returning_users_go_where_their_profile_is(Engine::Sglang).await;
+}

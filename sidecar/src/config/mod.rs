@@ -92,8 +92,9 @@ pub struct ServeArgs {
     #[arg(long, env = "RECACHE_EVICTION_POLICY")]
     pub eviction_policy: Option<String>,
     /// How a request picks its replica, NAME or NAME:key=value (least-loaded; prefix, e.g.
-    /// prefix:blocks=65536:ttl_s=600:balance=0.3; gr, prefix plus GR placement, e.g.
-    /// gr:hot_share=0.5); switch later with PUT /admin/routing
+    /// prefix:blocks=65536:ttl_s=600:balance=0.3; gr, prefix plus GR placement and
+    /// per-replica item pools, e.g. gr:hot_share=0.5:pool_hot_share=1); switch later with
+    /// PUT /admin/routing
     /// [default: least-loaded]
     #[arg(long, env = "RECACHE_ROUTING")]
     pub routing: Option<String>,

@@ -24,6 +24,30 @@ pub struct LoopMetrics {
     pub shim_state: IntGaugeVec,
     pub shim_went_stale: IntGauge,
     pub shim_status_age: Gauge,
+    /// The active policy's own figures (`PolicyStats`), since it was built or swapped in.
+    pub policy: PolicyGauges,
+}
+
+/// The active eviction policy's statistics as gauges (a swap starts a fresh policy, so
+/// they are not counters). LARU's λ is 1 for policies without one.
+#[derive(Clone)]
+pub struct PolicyGauges {
+    pub lambda: Gauge,
+    pub lru_fallbacks: IntGauge,
+    pub phases: IntGauge,
+    pub prediction_induced_misses: IntGauge,
+    pub guard_trips: IntGauge,
+}
+
+impl PolicyGauges {
+    pub fn set(&self, s: &recache_eviction::policy::PolicyStats) {
+        self.lambda.set(s.lambda.unwrap_or(1.0));
+        self.lru_fallbacks.set(s.lru_fallbacks as i64);
+        self.phases.set(s.phases as i64);
+        self.prediction_induced_misses
+            .set(s.prediction_induced_misses as i64);
+        self.guard_trips.set(s.guard_trips as i64);
+    }
 }
 
 impl LoopMetrics {
@@ -121,6 +145,33 @@ impl LoopMetrics {
                 )?;
                 m.register(Box::new(a.clone()))?;
                 a
+            },
+            policy: PolicyGauges {
+                lambda: {
+                    let l = Gauge::new(
+                        "kv_policy_lambda",
+                        "LARU's confidence in its predictor (lambda: 1 trusts it fully, halved \
+                         after each run of prediction-induced misses; 1 for other policies)",
+                    )?;
+                    m.register(Box::new(l.clone()))?;
+                    l
+                },
+                lru_fallbacks: g(
+                    "kv_policy_lru_fallbacks",
+                    "Victims the active policy chose by plain LRU for want of a usable prediction",
+                )?,
+                phases: g(
+                    "kv_policy_phases",
+                    "LARU phases started by the active policy",
+                )?,
+                prediction_induced_misses: g(
+                    "kv_policy_prediction_induced_misses",
+                    "Misses on blocks the active policy's predictions evicted earlier in the phase",
+                )?,
+                guard_trips: g(
+                    "kv_policy_guard_trips",
+                    "Times the active policy's guard stopped trusting predictions",
+                )?,
             },
         })
     }

@@ -110,6 +110,11 @@ impl Shadow {
     }
 
     /// Content ids of every block the policy holds now (the `--sglang-priority` view).
+    /// The active policy's statistics.
+    pub fn policy_stats(&self) -> recache_eviction::policy::PolicyStats {
+        self.cache.policy_stats()
+    }
+
     pub fn kept(&self) -> std::collections::HashSet<u64> {
         self.cache.index().blocks().collect()
     }

@@ -273,6 +273,8 @@ impl Worker {
     fn publish(&self, st: &mut State) {
         st.dirty = false;
         st.last_publish = Instant::now();
+        // At the publish rate (not per request): LARU's stats include its predictor's.
+        self.metrics.policy.set(&st.shadow.policy_stats());
         let Some(path) = &self.cfg.publish else {
             return;
         };

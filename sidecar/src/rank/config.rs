@@ -112,16 +112,18 @@ pub struct RankArgs {
     #[arg(long, env = "RECACHE_RANK_ADMISSION", value_enum)]
     pub rank_admission: Option<Admission>,
     /// Item KV pool in the engine (vLLM with recache_shim.item_pool; testbed `up --item-pool`):
-    /// keep up to N items resident, each reused in every item-first prompt wherever it sits.
-    /// Needs LABEL_BASE + MAX_ITEMS + N <= the model's vocabulary [default: off]
+    /// keep up to N items resident (in each replica's pool), each reused in every item-first
+    /// prompt wherever it sits. Needs LABEL_BASE + MAX_ITEMS + N <= the model's vocabulary
+    /// [default: off]
     #[arg(long, env = "RECACHE_RANK_ITEM_POOL")]
     pub rank_item_pool: Option<usize>,
     /// Concurrent background fills of the item pool (each is one short prompt; the engine
     /// batches them) [default: 32]
     #[arg(long, env = "RECACHE_RANK_ITEM_POOL_FILLS")]
     pub rank_item_pool_fills: Option<usize>,
-    /// Item pool fills per second at most while serving (items that became hot; each fill
-    /// computes one item), 0 = unbounded; the catalog precompute is not bounded [default: 4]
+    /// Item pool fills per second at most while serving, per replica (items that became hot;
+    /// each fill computes one item), 0 = unbounded; the catalog precompute is not bounded
+    /// [default: 4]
     #[arg(long, env = "RECACHE_RANK_ITEM_POOL_REFRESH")]
     pub rank_item_pool_refresh: Option<f64>,
     /// Item catalog to precompute into the pool at start-up, hottest first (JSON lines

@@ -56,7 +56,7 @@ pub fn mirrors(local: &crate::local::LocalServer, ours: &str, none: bool, verifi
             json!({
                 "upstream": l, "state": r.mirror.state().name(), "why": r.mirror.why(),
                 "canary_agree": outcome("agree"), "canary_missed_events": outcome("missed_events"),
-                "canary_silent_zero": outcome("silent_zero"),
+                "canary_silent_zero": outcome("silent_zero"), "canary_evicted": outcome("evicted"),
                 "predicted_cached_tokens": series("recache_route_predicted_cached_tokens_total"),
                 "delivered_cached_tokens": series("recache_route_delivered_cached_tokens_total"),
                 "mirror_blocks": series("recache_route_mirror_blocks"),

@@ -7,7 +7,10 @@
 //! - equal: `exact`;
 //! - hits predicted, none delivered: the silent-0% condition (prefix caching off, a cache
 //!   salt, another model, a different block hash): warning metric and log, `degraded`;
-//! - any other difference (the mirror missed events): `degraded`.
+//! - any other difference (the mirror missed events): `degraded`;
+//! - unless the events say the canary's blocks were evicted while it waited for its answer
+//!   (a busy engine making room): then the difference says nothing about the mirror, and the
+//!   canary is `evicted`, inconclusive, leaving the state as it was ([`super::watch`]).
 //!
 //! The prompt is three [`TOKENS_PER_KEY`] blocks and one more token: the first two blocks
 //! are fixed for this recache process (so from the second canary on, both sides expect them
@@ -38,6 +41,8 @@ pub enum Outcome {
     Agree,
     MissedEvents,
     SilentZero,
+    /// The engine evicted the canary's blocks while it waited: inconclusive.
+    Evicted,
     /// The engine does not report cached tokens: the mirror cannot be checked.
     Unreported,
     Failed,
@@ -49,6 +54,7 @@ impl Outcome {
             Self::Agree => "agree",
             Self::MissedEvents => "missed_events",
             Self::SilentZero => "silent_zero",
+            Self::Evicted => "evicted",
             Self::Unreported => "unreported",
             Self::Failed => "failed",
         }
@@ -122,6 +128,9 @@ pub async fn check(
     let label = replica.label.as_str();
     let tokens = prompt(nonce, round);
     let keys = prompt_ids(&tokens, TOKENS_PER_KEY);
+    // The two fixed blocks are watched for evictions while the canary waits.
+    mirror.watch.set(&keys[..keys.len().min(2)]);
+    let since = mirror.watch.as_published();
     let predicted = (mirror.held_prefix(&keys) * TOKENS_PER_KEY) as u64;
     let engine = client.settings.engine;
     let (path, body) = engine.probe_body(&tokens);
@@ -136,6 +145,15 @@ pub async fn check(
         }
         Ok(a) => match engine.reported_cached_tokens(&a.value) {
             None => Outcome::Unreported,
+            Some(delivered) if delivered < predicted && mirror.watch.left_since(since) => {
+                tracing::debug!(
+                    upstream = label,
+                    predicted,
+                    delivered,
+                    "routing canary inconclusive: its blocks were evicted while it waited"
+                );
+                Outcome::Evicted
+            }
             Some(delivered) => {
                 mirror.observe(predicted, delivered, label);
                 if predicted == delivered {

@@ -102,7 +102,15 @@ impl Feed {
         let mut last_publish = Instant::now();
         loop {
             match rx.recv_timeout(PUBLISH_EVERY) {
-                Ok(inc) => changed |= self.handle(inc),
+                Ok(inc) => {
+                    // The canary's watched blocks: did this message take any away?
+                    let replica = self.replica.clone();
+                    let watch = &replica.mirror.watch;
+                    let before = watch.present(|id| self.mirror.hash_of(id).is_some());
+                    changed |= self.handle(inc);
+                    let after = watch.present(|id| self.mirror.hash_of(id).is_some());
+                    watch.note(before, after);
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
             }

@@ -45,7 +45,7 @@ impl MirrorMetricVecs {
             )?,
             canary: cv(
                 "route_canary_total",
-                "Canary checks of the routing mirror by outcome (agree, missed_events, silent_zero, \
+                "Canary checks of the routing mirror by outcome (agree, missed_events, silent_zero, evicted, \
                  unreported, failed)",
                 &["upstream", "outcome"],
             )?,

@@ -20,6 +20,7 @@
 pub mod canary;
 pub mod feed;
 mod metrics;
+pub mod watch;
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -78,6 +79,8 @@ pub struct ReplicaMirror {
     /// Calls in a row with hits predicted and none delivered.
     zero_streak: AtomicU32,
     metrics: Option<MirrorMetrics>,
+    /// The canary's fixed blocks: whether they were evicted while a canary waited.
+    pub watch: watch::Watch,
 }
 
 impl Default for ReplicaMirror {
@@ -95,6 +98,7 @@ impl ReplicaMirror {
             why: Mutex::new("no --kv-events for this upstream".into()),
             zero_streak: AtomicU32::new(0),
             metrics,
+            watch: watch::Watch::default(),
         };
         m.export(MirrorState::Approximate);
         m
@@ -161,7 +165,8 @@ impl ReplicaMirror {
             self.zero_streak.store(u32::MAX, Ordering::Relaxed);
             tracing::error!(
                 upstream,
-                "the engine reports no cached tokens although its mirror predicts hits (silent 0%                  hit rate): is prefix caching on, and is a cache salt or another model in use?"
+                "the engine reports no cached tokens although its mirror predicts hits (silent 0% \
+                 hit rate): is prefix caching on, and is a cache salt or another model in use?"
             );
         } else if !on && was {
             self.zero_streak.store(0, Ordering::Relaxed);
@@ -187,6 +192,7 @@ impl ReplicaMirror {
             m.blocks.set(ids.len() as i64);
         }
         self.ids.store(Arc::new(ids));
+        self.watch.published();
     }
 
     /// The mirror's view when it is `exact`, else None (the rule then uses its own record).

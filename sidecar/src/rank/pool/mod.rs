@@ -124,6 +124,8 @@ pub struct ItemPool {
     /// The replica whose engine holds this pool: fills and the `list` go to it alone. None
     /// with one replica (calls go through the routing rule, which has only it).
     pub target: Option<usize>,
+    /// This pool's own fills (the metrics add up every replica's): ok, failed, tokens.
+    own_fills: [std::sync::atomic::AtomicU64; 3],
 }
 
 /// The pool key of an item: model and the item's id as sent (JSON text).
@@ -148,7 +150,15 @@ impl ItemPool {
             metrics,
             index: 0,
             target: None,
+            own_fills: Default::default(),
         }
+    }
+
+    /// This pool's fills so far: (answered ok, failed, tokens computed).
+    pub fn fills_done(&self) -> (u64, u64, u64) {
+        let [ok, err, tokens] = &self.own_fills;
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        (get(ok), get(err), get(tokens))
     }
 
     /// The pool of replica `index`, reached at that replica only when `pinned`.
@@ -336,8 +346,14 @@ impl ItemPool {
         }
         let result = if ok { "ok" } else { "error" };
         self.metrics.fills.with_label_values(&[result]).inc();
+        let add =
+            |i: usize, n: u64| self.own_fills[i].fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         if ok {
             self.metrics.fill_tokens.inc_by(tokens as u64);
+            add(0, 1);
+            add(2, tokens as u64);
+        } else {
+            add(1, 1);
         }
         self.gauges(&st);
     }

@@ -66,15 +66,13 @@ impl ItemPool {
                 .collect()
         };
         let total = todo.len();
-        let ok_before = self.metrics.fills.with_label_values(&["ok"]).get();
-        let err_before = self.metrics.fills.with_label_values(&["error"]).get();
-        let tokens_before = self.metrics.fill_tokens.get();
+        // This pool's own counts: with several replicas the metrics add up all pools.
+        let (ok_before, err_before, tokens_before) = self.fills_done();
         let mut sent = 0;
         let mut rest = todo.into_iter().peekable();
         let done = || {
-            let ok = self.metrics.fills.with_label_values(&["ok"]).get() - ok_before;
-            let err = self.metrics.fills.with_label_values(&["error"]).get() - err_before;
-            (ok, err)
+            let (ok, err, _) = self.fills_done();
+            (ok - ok_before, err - err_before)
         };
         progress(0, total);
         loop {
@@ -106,7 +104,7 @@ impl ItemPool {
         }
         Ok(Precomputed {
             filled: ok as usize,
-            tokens: self.metrics.fill_tokens.get() - tokens_before,
+            tokens: self.fills_done().2 - tokens_before,
             resident: self.counts().0,
             seconds: t0.elapsed().as_secs_f64(),
         })

@@ -171,11 +171,14 @@ impl Pools {
             });
         }
         drop(tx);
-        let mut seen = vec![(0usize, 0usize); self.per.len()];
+        // Forwarded once every pool has said its total (each does as it starts).
+        let mut seen: Vec<Option<(usize, usize)>> = vec![None; self.per.len()];
         while let Some((r, d, t)) = rx.recv().await {
-            seen[r] = (d, t);
-            let (d, t) = seen.iter().fold((0, 0), |a, x| (a.0 + x.0, a.1 + x.1));
-            progress(d, t);
+            seen[r] = Some((d, t));
+            if seen.iter().all(Option::is_some) {
+                let (d, t) = (seen.iter().flatten()).fold((0, 0), |a, x| (a.0 + x.0, a.1 + x.1));
+                progress(d, t);
+            }
         }
         let mut results = Vec::new();
         while let Some(joined) = runs.join_next().await {
@@ -265,6 +268,9 @@ mod tests {
         assert_eq!(pending, 3);
         p.get(1).filled("c", 1000, true, 2);
         assert_eq!(p.metrics.items.with_label_values(&["resident"]).get(), 1);
+        // Each pool counts its own fills (a precompute reports what it computed itself).
+        assert_eq!(p.get(1).fills_done(), (1, 0, 2));
+        assert_eq!(p.get(0).fills_done(), (0, 0, 0));
         p.metrics
             .observe_report(0, &serde_json::json!({"entries": 2, "bytes": 10}));
         p.metrics

@@ -1,0 +1,83 @@
+//! The canary's blocks under watch: did the engine evict them while a canary was in flight?
+//!
+//! A canary predicts its cached tokens from the published mirror and then waits for its
+//! answer, behind whatever the engine is running. On a busy engine its two fixed blocks can be
+//! evicted in that time (the events say so), and the engine then reports fewer cached tokens
+//! than predicted although the mirror was right: that disagreement says nothing about the
+//! mirror. So the feed counts each time a watched block leaves the mirror, and the mirror
+//! publishes that count with its set; a canary whose watched blocks left after the set it
+//! predicted from is inconclusive (`evicted`), not a disagreement.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Watched content ids and how often one of them left the mirror.
+#[derive(Debug, Default)]
+pub struct Watch {
+    ids: OnceLock<Vec<u64>>,
+    /// Departures counted by the feed.
+    gone: AtomicU64,
+    /// `gone` as of the last published set.
+    published: AtomicU64,
+}
+
+impl Watch {
+    /// Watches `ids` (the canary's fixed blocks; set once per process, later calls ignored).
+    pub fn set(&self, ids: &[u64]) {
+        let _ = self.ids.set(ids.to_vec());
+    }
+
+    /// How many watched ids `held` says are present (the feed, before and after a change).
+    pub fn present(&self, held: impl Fn(u64) -> bool) -> usize {
+        self.ids
+            .get()
+            .map_or(0, |ids| ids.iter().filter(|&&id| held(id)).count())
+    }
+
+    /// The feed saw watched blocks leave (`before` present, `after` present now).
+    pub fn note(&self, before: usize, after: usize) {
+        if after < before {
+            self.gone.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The mirror published its set (the feed, after storing it).
+    pub fn published(&self) {
+        self.published
+            .store(self.gone.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+
+    /// Departures as of the published set (taken before a prediction).
+    pub fn as_published(&self) -> u64 {
+        self.published.load(Ordering::Relaxed)
+    }
+
+    /// Whether a watched block left after the published set `since` was taken from.
+    pub fn left_since(&self, since: u64) -> bool {
+        self.gone.load(Ordering::Relaxed) > since
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn departures_after_the_published_set_make_a_canary_inconclusive() {
+        let w = Watch::default();
+        assert_eq!(w.present(|_| true), 0, "nothing watched yet");
+        w.set(&[1, 2]);
+        w.set(&[3]);
+        assert_eq!(w.present(|id| id == 2), 1, "the first set stands");
+        let since = w.as_published();
+        assert!(!w.left_since(since));
+        w.note(2, 2);
+        assert!(!w.left_since(since), "nothing left");
+        // Evicted after the prediction's set: inconclusive.
+        w.note(2, 0);
+        assert!(w.left_since(since));
+        // Published afterwards: a later prediction sees the eviction in the set.
+        w.published();
+        assert!(!w.left_since(w.as_published()));
+    }
+}

@@ -1,10 +1,11 @@
 //! The cache-aware routing rules on two real replicas of each engine (vLLM and SGLang, one
 //! body): under `prefix` and `gr`, a returning user's ranking request goes to the replica
 //! that holds its profile (the engine reports the profile cached, every time; fewest
-//! outstanding would find it about half the time), while new users spread over both
-//! replicas. No KV events: the rules run on recache's record of what it sent where (SGLang's
-//! token-granular events leave its mirrors `approximate` anyway), so this is the mode every
-//! deployment has.
+//! outstanding would find it about half the time), new users spread over both replicas under
+//! `prefix`, and two recache instances in front of the same replicas, sharing nothing, send a
+//! user's requests to the same replica under `gr`. No KV events: the rules run on recache's
+//! record of what it sent where (SGLang's token-granular events leave its mirrors
+//! `approximate` anyway), so this is the mode every deployment has.
 
 use recache_integration::{Engine, Proxy};
 use serde_json::{Value, json};
@@ -54,7 +55,10 @@ fn routed(proxy: &Proxy) -> Vec<u64> {
 async fn returning_users_go_where_their_profile_is(engine: Engine) {
     let a = engine.testbed("route-a", &[]);
     let b = engine.testbed("route-b", &[]);
-    for (n, rule) in ["prefix", "gr"].into_iter().enumerate() {
+    // `gr` with balance 1: six users' homes split unevenly more often than not, and the
+    // default load bound (1.3x the mean share) would move some of them off home, as it is
+    // meant to; this test is about homes and prefixes, not the bound.
+    for (n, rule) in ["prefix", "gr:balance=1"].into_iter().enumerate() {
         let mut args = engine.serve_args(&[&a.upstream, &b.upstream]);
         args.routing = Some(rule.into());
         let proxy = Proxy::start_with(&args).await;
@@ -65,9 +69,11 @@ async fn returning_users_go_where_their_profile_is(engine: Engine) {
             let (status, v) = post(url.clone(), &request(&a.model, u, 0)).await;
             assert_eq!(status, 200, "{rule}: {v}");
         }
+        // New users spread by load under `prefix` (under `gr` they go to their homes, which
+        // six users may all share).
         let spread = routed(&proxy);
         assert!(
-            spread.iter().all(|&n| n >= 1),
+            rule != "prefix" || spread.iter().all(|&n| n >= 1),
             "{rule}: new users spread over both replicas: {spread:?}"
         );
         for turn in 1..=2 {
@@ -83,6 +89,29 @@ async fn returning_users_go_where_their_profile_is(engine: Engine) {
                     routed(&proxy)
                 );
             }
+        }
+    }
+    // Two recache instances in front of the same replicas, sharing nothing: under `gr` a
+    // user's next request, through the other instance, still finds its profile (both
+    // compute the same home), where `prefix` would find it about half the time.
+    let mut args = engine.serve_args(&[&a.upstream, &b.upstream]);
+    args.routing = Some("gr:balance=1".into());
+    let one = Proxy::start_with(&args).await;
+    // The other instance lists the replicas the other way round: homes do not depend on it.
+    let mut other = engine.serve_args(&[&b.upstream, &a.upstream]);
+    other.routing = Some("gr:balance=1".into());
+    let two = Proxy::start_with(&other).await;
+    for u in 300..306 {
+        for (turn, proxy) in [&one, &two, &one].into_iter().enumerate() {
+            let (status, v) = post(proxy.url("/v1/rank"), &request(&a.model, u, turn as u32)).await;
+            assert_eq!(status, 200, "two instances: {v}");
+            let cached = v["usage"]["cached_tokens"].as_u64().unwrap_or(0);
+            assert!(
+                turn == 0 || cached >= PROFILE as u64,
+                "two instances, user {u}, turn {turn}: cached {cached} (routed {:?} / {:?})",
+                routed(&one),
+                routed(&two)
+            );
         }
     }
     a.down();

@@ -12,6 +12,10 @@
 //! bucket upper bound). A last row times decisions alone with 100k keys per replica
 //! ([`decisions`]).
 //!
+//! With `--instances N`, N recache instances (same settings, nothing shared) stand in front of
+//! the same replicas and request i goes to instance i mod N: what several gateways for
+//! availability see, each knowing only what it sent unless the replicas' events tell all.
+//!
 //! With `--kv-events` (one per `--upstream`, same order) each replica gets its routing mirror
 //! and canaries: the run waits until both mirrors are verified `exact` (up to 60 s, else it
 //! says so in the row) and each row reports the mirrors' states at its end, the canary
@@ -72,6 +76,10 @@ pub struct RouteArgs {
     /// replica with `examples/testbed/up --item-pool`)
     #[arg(long, requires = "data")]
     pub pool_items: Option<usize>,
+    /// recache instances in front of the same replicas (request i goes to instance i mod N):
+    /// they share nothing but the replicas and, with --kv-events, their events
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
+    pub instances: u16,
     /// Comma-separated routing specs, as --routing takes them
     #[arg(long, default_value = "least-loaded,prefix", value_delimiter = ',')]
     pub strategies: Vec<String>,
@@ -211,6 +219,12 @@ async fn load(
 }
 
 pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
+    if args.instances > 1 && args.pool_items.is_some() {
+        // Each instance would keep its own view of the same pools.
+        return Err(BenchError::Setup(
+            "--pool-items runs with one recache instance (--instances 1)".into(),
+        ));
+    }
     if let (Some(from), Some(out)) = (&args.replot, &args.out) {
         let text = std::fs::read_to_string(from)
             .map_err(|e| BenchError::Setup(format!("{}: {e}", from.display())))?;
@@ -321,23 +335,33 @@ async fn one(
         rank: load.rank.clone().unwrap_or_default(),
         ..Default::default()
     };
-    let local = crate::local::LocalServer::start(&serve)
-        .await
-        .map_err(|e| BenchError::Setup(e.to_string()))?;
-    local.state.client.set_routing(routing);
-    let verified = args.kv_events.is_empty() || wait_exact(&local, Duration::from_secs(60)).await;
-    if !verified {
-        eprintln!(
-            "[route] warning: mirrors not verified exact within 60 s: {:?}",
-            local.state.client.replica_detail()
-        );
+    let mut locals = Vec::new();
+    for _ in 0..args.instances {
+        let local = crate::local::LocalServer::start(&serve)
+            .await
+            .map_err(|e| BenchError::Setup(e.to_string()))?;
+        local.state.client.set_routing(routing);
+        locals.push(local);
+    }
+    let local = &locals[0];
+    let mut verified = true;
+    for l in &locals {
+        if !args.kv_events.is_empty() && !wait_exact(l, Duration::from_secs(60)).await {
+            verified = false;
+            eprintln!(
+                "[route] warning: mirrors not verified exact within 60 s: {:?}",
+                l.state.client.replica_detail()
+            );
+        }
     }
     let pooled = match args.pool_items {
-        Some(_) => Some(pool::precompute(&local, model, &load.past, routing.name()).await?),
+        Some(_) => Some(pool::precompute(local, model, &load.past, routing.name()).await?),
         None => None,
     };
     let before = scrape(&client, &args.upstream).await?;
-    let url = format!("{}{}", local.base(), load.path);
+    let urls: Arc<[String]> = (locals.iter())
+        .map(|l| format!("{}{}", l.base(), load.path))
+        .collect();
     let next = Arc::new(AtomicUsize::new(0));
     let t0 = Instant::now();
     let mut workers = tokio::task::JoinSet::new();
@@ -347,7 +371,7 @@ async fn one(
     let progress = crate::progress::Progress::new(n as u64, format!("route {}", routing.name()));
     for _ in 0..args.concurrency.max(1) {
         let progress = progress.clone();
-        let (client, url, next) = (client.clone(), url.clone(), next.clone());
+        let (client, urls, next) = (client.clone(), urls.clone(), next.clone());
         let bodies = shared.clone();
         let errors = errors.clone();
         workers.spawn(async move {
@@ -356,7 +380,8 @@ async fn one(
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(body) = bodies.get(i) else { break };
                 let t = Instant::now();
-                let (status, v) = http::post(&client, &url, body).await?;
+                let url = &urls[i % urls.len()];
+                let (status, v) = http::post(&client, url, body).await?;
                 if status != 200 {
                     // Counted and shown, not fatal: one engine hiccup should not throw away
                     // minutes of measurement (the row says how many failed).
@@ -397,19 +422,16 @@ async fn one(
         }
     }
     hits += pool_hits;
+    // Requests each replica got, from every instance.
+    let mut shares = vec![0.0; args.upstream.len()];
+    for l in &locals {
+        let theirs = String::from_utf8_lossy(&l.state.metrics.render()).into_owned();
+        for (share, r) in shares.iter_mut().zip(l.state.client.replicas()) {
+            let series = format!("recache_upstream_routed_total{{upstream=\"{}\"}}", r.label);
+            *share += counter(&theirs, &series);
+        }
+    }
     let ours = String::from_utf8_lossy(&local.state.metrics.render()).into_owned();
-    let shares: Vec<f64> = local
-        .state
-        .client
-        .replicas()
-        .iter()
-        .map(|r| {
-            counter(
-                &ours,
-                &format!("recache_upstream_routed_total{{upstream=\"{}\"}}", r.label),
-            )
-        })
-        .collect();
     let mean = shares.iter().sum::<f64>() / shares.len().max(1) as f64;
     let max_share = shares.iter().copied().fold(0.0, f64::max) / mean.max(1.0);
     lat.sort_by(f64::total_cmp);
@@ -421,7 +443,8 @@ async fn one(
         "requests_per_replica": shares, "max_share": max_share,
         "decision_p99_us": decision_p99_us(&ours),
         "replicas": args.upstream.len(), "kv_blocks_per_replica": args.kv_blocks,
-        "mirrors": mirrors(&local, &ours, args.kv_events.is_empty(), verified),
+        "instances": args.instances,
+        "mirrors": mirrors(local, &ours, args.kv_events.is_empty(), verified),
         "pool_hit_rate": pooled.as_ref().map(|_| pool_hits / queries.max(1.0)),
         "pool": pooled,
     }))

@@ -153,13 +153,13 @@ fn pool_args(upstream: &str, items: usize) -> ServeArgs {
 async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked() {
     let tb = Testbed::up("it-pool-sync", &["--item-pool"]);
     let body = request(&tb.model, "u-a", "s1");
-    let catalog: Vec<(String, std::sync::Arc<Vec<u32>>)> = body["items"]
+    let catalog: Vec<(String, std::sync::Arc<Vec<u32>>, u64)> = body["items"]
         .as_array()
         .expect("items")
         .iter()
         .map(|i| {
             let tokens: Vec<u32> = serde_json::from_value(i["tokens"].clone()).expect("tokens");
-            (i["id"].to_string(), std::sync::Arc::new(tokens))
+            (i["id"].to_string(), std::sync::Arc::new(tokens), 1)
         })
         .collect();
     {

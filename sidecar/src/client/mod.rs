@@ -16,6 +16,7 @@
 
 mod deadline;
 pub mod error;
+mod headers;
 pub mod health;
 pub mod mirror;
 mod pinned;
@@ -27,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::uri::PathAndQuery;
 use http::{Method, Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
@@ -35,6 +36,8 @@ use hyper::body::Incoming;
 use serde_json::Value;
 
 pub use self::error::ClientError;
+use self::headers::pass_on;
+pub use self::headers::{is_hop_by_hop, strip_hop_by_hop};
 use self::pool::SendError;
 use self::replica::{FailureKind, InFlight, Replica};
 use self::route::{RouteHint, RouteKeys, RouteSlot, Routing};
@@ -466,45 +469,4 @@ fn build(
     // HTTP/1.1 needs a Host; the replica's own, as nginx's proxy_pass sends by default.
     req.headers_mut().insert(header::HOST, replica.host.clone());
     Ok(req)
-}
-
-/// The headers of a client's request that go on to the replica.
-fn pass_on(mut headers: HeaderMap) -> HeaderMap {
-    headers.remove(header::HOST);
-    headers.remove(header::CONTENT_LENGTH);
-    strip_hop_by_hop(&mut headers);
-    headers
-}
-
-/// Headers that describe one connection, not the message (RFC 9110 §7.6.1).
-pub fn is_hop_by_hop(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "proxy-authenticate"
-            | "proxy-authorization"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-    )
-}
-
-/// Removes hop-by-hop headers (requests going up, responses coming back).
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // Most messages carry none: one pass over the few names finds out without hashing any,
-    // where a remove per name would hash nine names every time.
-    if !headers.keys().any(is_hop_by_hop) {
-        return;
-    }
-    let hop: Vec<HeaderName> = headers
-        .keys()
-        .filter(|n| is_hop_by_hop(n))
-        .cloned()
-        .collect();
-    for name in hop {
-        headers.remove(name);
-    }
 }

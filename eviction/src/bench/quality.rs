@@ -26,7 +26,7 @@ use std::sync::Arc;
 #[cfg(feature = "lightgbm")]
 use std::time::Instant;
 
-use indicatif::ProgressBar;
+use indicatif::{ProgressBar, ProgressDrawTarget};
 use serde::Serialize;
 
 use super::BenchError;
@@ -337,8 +337,18 @@ pub fn report(
     let blocks = ((capacity * future.distinct() as f64).floor() as usize).max(1);
     let src = Sources::new(requests, future.clone());
     let refs: u64 = requests.iter().map(|r| r.hash_ids.len() as u64).sum();
+    // Steps: OPT, the rows under LRU, then per feature set (and the upper bound) its
+    // windows' AUCs, FPB and LARU. Each step is logged as it ends (a log without a terminal).
+    let steps = 2 + 3 * (sets.len() + 1);
+    let progress = ProgressBar::with_draw_target(Some(steps as u64), ProgressDrawTarget::stderr());
+    let step = |what: String| {
+        progress.inc(1);
+        progress.suspend(|| eprintln!("bench predictor: {what}"));
+    };
     let (opt, opt_hits) = opt_hits(requests, blocks, &future)?;
+    step(format!("OPT at {blocks} blocks"));
     let (rows, lru_hits) = rows_under_lru(requests, blocks, &src, &opt, max_rows)?;
+    step(format!("{} rows under LRU", rows.x.len()));
     drop(opt);
     let (lru, best) = (
         lru_hits as f64 / refs.max(1) as f64,
@@ -353,14 +363,17 @@ pub fn report(
     let mut out = Vec::new();
     for (set, upper_bound) in all {
         let a = window_aucs(&rows, set)?;
+        step(format!("{set}: AUCs over {} windows", a.gap.len()));
         let features = Some(set);
         let (fpb, _) = hit_ratio(requests, &PolicyConfig::Fpb { features }, blocks, &src, set)?;
+        step(format!("{set}: FPB {fpb:.4}"));
         let laru_cfg = PolicyConfig::Laru {
             lambda_min_misses: None,
             guard: true,
             features,
         };
         let (laru, laru_rps) = hit_ratio(requests, &laru_cfg, blocks, &src, set)?;
+        step(format!("{set}: LARU {laru:.4}"));
         out.push(QualityRow {
             trace: trace.to_string(),
             capacity,
@@ -389,6 +402,7 @@ pub fn report(
             laru_refs_per_s: laru_rps,
         });
     }
+    progress.finish_and_clear();
     Ok(out)
 }
 

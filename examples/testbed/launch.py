@@ -76,6 +76,10 @@ def vllm_command(a, port, kv_port):
                 "kv_connector_module_path": "recache_shim.item_pool", "kv_role": "kv_both",
                 "kv_connector_extra_config": {"pool_bytes": a.item_pool_bytes}}
         cmd += ["--kv-transfer-config", json.dumps(pool)]
+    if os.environ.get("RECACHE_TESTBED_EAGER") == "1":
+        # The engine tests set it: vLLM's torch.compile cache misses on every start here, and
+        # the warm-up compile is a third of the start (16 of 47 s on 2 cores).
+        cmd.append("--enforce-eager")
     cmd += a.extra
     env = {"VLLM_NO_USAGE_STATS": "1"}
     env["VLLM_CPU_KVCACHE_SPACE"] = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; the block cap binds

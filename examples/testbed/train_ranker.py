@@ -6,7 +6,7 @@ Run with the testbed venv's Python: train_ranker.py --out DIR --tokenizer TINY_Q
 --data-dir SHARED_DATA_DIR. Prints the checkpoint directory on stdout; progress on stderr.
 - Task: prompt = a user's history (last 20 items as title tokens) + 100 candidates with label
   tokens + recache's default instruction, built exactly as recache builds them (ranker/
-  layout.py, checked against the Rust code by tests/tests/ranker_prompt.rs); target = the
+  layout.py, checked against the Rust code by tests/tests/engine_ranker_prompt.rs); target = the
   label of the user's next item. Layouts: user-first, item-first, and item-first with the item
   KV pool (items alone at a shared start position), labels over both ranges recache uses.
 - Data: Amazon Beauty (`amazon/Beauty.txt`), item i titled by `items/Industrial_and_

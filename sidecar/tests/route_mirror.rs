@@ -1,6 +1,6 @@
 //! Per-replica routing mirrors on loopback: each stand-in engine keeps a prefix cache of
 //! 32-token blocks, answers with the cached tokens it reused, and publishes its stores as KV
-//! events on its own ZMQ socket (the real-engine version is in tests/tests/proxy.rs). Checked:
+//! events on its own ZMQ socket (the real-engine version is in tests/tests/engine_proxy.rs). Checked:
 //! the canary verifies each mirror (`exact`), `prefix` routes by what the events say, an
 //! engine that delivers no hits while its events say it could is flagged (silent 0%), and a
 //! dead event stream turns a mirror `approximate` while requests still succeed, and two

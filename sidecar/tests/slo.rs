@@ -1,7 +1,7 @@
 //! Deadline serving as recache forwards it, on loopback in front of an upstream that echoes
 //! what it receives: which bodies carry `priority` under `--slo-engine-priority`, and the 400
 //! for a deadline header that cannot be used. (Admission and refusals against a real engine:
-//! tests/tests/slo.rs.)
+//! tests/tests/engine_slo.rs.)
 
 mod support;
 

@@ -3,7 +3,7 @@ split, and the per-request pieces (profile, candidates) both sides build.
 
 Mirrors `sidecar/src/bench/gr/workload.rs` (`load`: users with >= 2 items, items ranked by
 interaction count then id, titles sorted by numeric key, item i takes title i mod #titles) and
-`sidecar/src/bench/quality/split.rs` (the split; `tests/tests/ranker_prompt.rs` checks both
+`sidecar/src/bench/quality/split.rs` (the split; `tests/tests/engine_ranker_prompt.rs` checks both
 sides agree on it). Plain stdlib.
 """
 import bisect, json

@@ -1,5 +1,5 @@
 """The prompts recache sends for `/v1/rank`, mirrored from the Rust code so the ranker trains
-on exactly what it is served (`tests/tests/ranker_prompt.rs` checks the mirror against
+on exactly what it is served (`tests/tests/engine_ranker_prompt.rs` checks the mirror against
 `sidecar/src/rank/layout.rs` and the constants below against `rank/config.rs`).
 
 - UP (user-first): `[U] [L_0 I_a] [L_1 I_b] ... [instr]`, items in request order, label of

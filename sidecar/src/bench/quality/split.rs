@@ -1,6 +1,6 @@
 //! Which users `bench quality` may rank: a fixed share of users, chosen by a hash of the user
 //! id alone, is held out of the ranker's training (`examples/testbed/ranker/data.py` computes
-//! the same buckets; `tests/tests/ranker_prompt.rs` checks both agree). A user's place does not
+//! the same buckets; `tests/tests/engine_ranker_prompt.rs` checks both agree). A user's place does not
 //! depend on the data file, its order or the other users, so the split survives any reload.
 
 /// Mixed into the user id before hashing, so this split is independent of any other use of
@@ -33,7 +33,7 @@ mod tests {
 
     #[test]
     fn buckets_are_fixed_by_the_id() {
-        // The same values are asserted on the Python side (tests/tests/ranker_prompt.rs runs
+        // The same values are asserted on the Python side (tests/tests/engine_ranker_prompt.rs runs
         // both): changing the hash silently would evaluate on trained users.
         let held: Vec<u64> = (1..=400).filter(|&u| held_out(u)).collect();
         assert_eq!(held, HELD_IN_1_TO_400);

@@ -86,7 +86,7 @@ pub async fn run(args: RetrieveBenchArgs) -> Result<(), BenchError> {
     if engine != recache_adapters::Engine::Vllm {
         return Err(BenchError::Setup(format!(
             "bench retrieve measures on vLLM (its baselines read vLLM's token-id logprobs and \
-             cached-token usage); {engine} serves /v1/retrieve too, tested in tests/tests/retrieve.rs"
+             cached-token usage); {engine} serves /v1/retrieve too, tested in tests/tests/engine_retrieve.rs"
         )));
     }
     let model = first_model(&client, &upstream).await?;

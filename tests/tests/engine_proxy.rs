@@ -8,11 +8,11 @@
 //! engine death mid-stream they fail over and take a restarted replica back; on SGLang with its single instance (an error
 //! event and a cut, then recache's own 503), as a start costs about a minute on CI machines.
 
-mod proxy_support;
+mod engine_proxy_support;
 
 use std::time::Duration;
 
-use proxy_support::{
+use engine_proxy_support::{
     all_200, assert_json_200, open_two_streams, post, read_to_end_or_cut, sse_events,
 };
 use recache_integration::{Engine, Proxy};

@@ -10,17 +10,24 @@ replica, `--routing prefix`, canaries every 1 s and health probes every 1 s. Lig
 2. fa is restarted on the same ports: time from the engine answering again until recache
    takes it back (goal: one health period) and until its routing mirror is `exact` again
    (goal: within 2 s of the publisher's return);
-3. both replicas are killed: time until recache answers 503 (goal: within 1 s).
+3. both replicas are killed: time until recache answers 503 (goal: within 1 s);
+4. recache itself is SIGKILLed while a vLLM replica with the eviction-steering shim serves
+   through it under evicting load: the engine must keep serving direct requests (and keep
+   caching with its own LRU), and the shim must fall back and say so (its ``ORDER.status``
+   turns ``fresh: false`` with ``went_stale`` counted): time from the kill to that.
 
-Usage: examples/faults.py [--recache target/release/recache]
-Stdlib only; ~3 minutes with the engine starts.
+Usage: examples/faults.py [--recache target/release/recache] [--repeat N]
+With --repeat N it runs the whole sequence N times and prints one JSON object per run, then a
+summary object (median, min, max per timed field). Stdlib only; ~4 minutes per run.
 """
 
 import argparse
 import json
 import os
 import socket
+import statistics
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -88,10 +95,7 @@ def wait_for(pred, timeout, step=0.02):
     return None
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--recache", default=os.path.join(ROOT, "target/release/recache"))
-    args = ap.parse_args()
+def one_run(args):
     out = {"health_interval_s": 1.0, "canary_s": 1.0}
     fa, _ = up("fa", 0)
     fb, _ = up("fb", 1)
@@ -168,7 +172,119 @@ def main():
         serve.wait()
         down("fa", grace=0)
         down("fb", grace=0)
-    print(json.dumps(out))
+    out.update(recache_killed(args))
+    return out
+
+
+def conv_prompt(conv, blocks, tail):
+    """`blocks` 32-token runs of conversation `conv` plus one tail token (as the engine
+    tests build them): turns of one conversation share their prefix."""
+    return [3 + (conv * 7919 + i * 104_729) % 4000 for i in range(blocks * 32)] + [3 + tail % 4000]
+
+
+def complete(base, model, tokens, timeout=30.0):
+    """(status, cached tokens) of one completion."""
+    req = urllib.request.Request(
+        f"{base}/v1/completions",
+        json.dumps({"model": model, "prompt": tokens, "max_tokens": 1, "temperature": 0}).encode(),
+        {"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            v = json.loads(r.read())
+            return r.status, ((v.get("usage") or {}).get("prompt_tokens_details") or {}).get(
+                "cached_tokens") or 0
+    except urllib.error.HTTPError as e:
+        return e.code, 0
+    except Exception:  # noqa: BLE001
+        return 0, 0
+
+
+def read_status(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def recache_killed(args):
+    """Fault 4: recache SIGKILLed in front of a steered vLLM (see the module doc)."""
+    order = f"/tmp/recache-faults-{os.getpid()}.order"
+    status_path = order + ".status"
+    for p in (order, status_path):
+        if os.path.exists(p):
+            os.remove(p)
+    blocks = 96  # 3 KiB tokens of cache: ten 10-block conversations keep it evicting
+    fc, _ = up("fc", 0, ["--kv-blocks", str(blocks), "--max-model-len", "2048", "--shim", order])
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    serve = subprocess.Popen(
+        [args.recache, "serve", "--listen", f"127.0.0.1:{port}", "--upstream", fc["UPSTREAM"],
+         "--kv-events", fc["KV_EVENTS"], "--publish", order,
+         "--kv-engine-blocks", str(blocks), "--health-interval", "1s"],
+        env=dict(os.environ, RECACHE_LOG="warn"))
+    res = {}
+    try:
+        if wait_for(lambda: get_json(f"{base}/ready")[0] == 200, 30, 0.1) is None:
+            raise SystemExit("recache in front of the steered replica never became ready")
+        time.sleep(1.5)  # the event subscription reaches the publisher
+        through = [complete(base, fc["MODEL"], conv_prompt(c % 10, 10, c))[0] for c in range(40)]
+        steered = wait_for(lambda: read_status(status_path).get("fresh") is True, 10, 0.1)
+        serve.kill()  # SIGKILL: no shutdown path runs
+        serve.wait()
+        t_kill = time.monotonic()
+        direct, cached_after, t_stale = [], [], None
+        i = 0
+        while time.monotonic() - t_kill < 15 and (t_stale is None or i < 20):
+            s, cached = complete(fc["UPSTREAM"], fc["MODEL"], conv_prompt(100 + i % 10, 10, i))
+            direct.append(s)
+            s2, cached2 = complete(fc["UPSTREAM"], fc["MODEL"], conv_prompt(100 + i % 10, 10, i + 1))
+            direct.append(s2)
+            cached_after.append(cached2)  # the turn right after the same conversation's
+            st = read_status(status_path)
+            if t_stale is None and st.get("fresh") is False and st.get("went_stale", 0) >= 1:
+                t_stale = time.monotonic()
+            i += 1
+        res = {
+            "recache_killed_shim_fresh_before": steered is not None,
+            "recache_killed_requests_through_recache": len(through),
+            "recache_killed_failed_through_recache": sum(1 for s in through if s != 200),
+            "recache_killed_direct_requests": len(direct),
+            "recache_killed_direct_failed": sum(1 for s in direct if s != 200),
+            "recache_killed_direct_prefix_hits": sum(1 for c in cached_after if c >= 320),
+            "recache_killed_to_shim_stale_s": round(t_stale - t_kill, 3) if t_stale else None,
+            "recache_killed_shim_status": read_status(status_path),
+        }
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+        down("fc", grace=0)
+    return res
+
+
+TIMED = ["kill_to_marked_unhealthy_s", "engine_ready_to_taken_back_s",
+         "engine_ready_to_mirror_exact_s", "all_down_to_503_s", "recache_killed_to_shim_stale_s",
+         "failed_while_one_down", "recache_killed_direct_failed"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--recache", default=os.path.join(ROOT, "target/release/recache"))
+    ap.add_argument("--repeat", type=int, default=1, help="runs of the whole sequence")
+    args = ap.parse_args()
+    runs = []
+    for r in range(args.repeat):
+        print(f"[faults] run {r + 1}/{args.repeat}", file=sys.stderr, flush=True)
+        runs.append(one_run(args))
+        print(json.dumps({"run": r + 1, **runs[-1]}), flush=True)
+    if args.repeat > 1:
+        summary = {"summary": True, "runs": len(runs)}
+        for key in TIMED:
+            vals = [run[key] for run in runs if run.get(key) is not None]
+            summary[key] = ({"median": statistics.median(vals), "min": min(vals), "max": max(vals),
+                             "missing": len(runs) - len(vals)} if vals else None)
+        print(json.dumps(summary))
 
 
 if __name__ == "__main__":

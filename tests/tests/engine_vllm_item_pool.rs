@@ -13,7 +13,10 @@
 //! 3. ahead of time and across restarts: a recache precomputes a catalog into the pool
 //!    (`rank::startup::prepare`), a second recache adopts it from the connector's list without
 //!    computing anything and serves every item from it; a recache whose labels exceed the
-//!    model's vocabulary is told so by the engine and answers 500 naming the flag.
+//!    model's vocabulary is told so by the engine and answers 500 naming the flag;
+//! 4. the engine SIGKILLed and restarted on the same ports (its pool empty): once health
+//!    probes take it back, recache's residency is reconciled with the connector's list (0
+//!    resident, no request needed), nothing stays counted in flight, and ranking serves again.
 
 use std::process::Command;
 use std::time::Duration;
@@ -140,6 +143,7 @@ async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
 fn pool_args(upstream: &str, items: usize) -> ServeArgs {
     ServeArgs {
         upstream: vec![upstream.to_string()],
+        health_interval: Some(Duration::from_millis(500)),
         rank: RankArgs {
             rank_item_pool: Some(items),
             ..Default::default()
@@ -206,6 +210,46 @@ async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked
         0,
         "nothing recomputed"
     );
+
+    // The engine dies and comes back on the same ports with an empty pool: recache hears the
+    // replica return and reconciles at once (before any ranking answer could tell it).
+    assert_eq!(pool.counts().0, ITEMS);
+    tb.kill();
+    let events_port = tb
+        .kv_events
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let tb = Testbed::up(
+        "it-pool-sync",
+        &[
+            "--item-pool",
+            "--port",
+            &tb.port(),
+            "--kv-events-port",
+            &events_port,
+        ],
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while pool.counts().0 != 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "pool still counts {:?} (resident, pending) 10 s after the engine came back",
+            pool.counts()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        pool.metrics.evictions.with_label_values(&["engine"]).get() >= ITEMS as u64,
+        "forgotten items count as engine evictions"
+    );
+    let replica = &second.state.client.replicas()[0];
+    assert!(replica.is_healthy());
+    assert_eq!(replica.in_flight(), 0, "nothing stuck in flight");
+    let answer = second.rank(&body).await;
+    assert_eq!(answer["ranking"].as_array().map(Vec::len), Some(ITEMS));
+    assert_eq!(replica.in_flight(), 0);
 
     // Labels beyond the model's vocabulary: the engine refuses the highest, recache says which
     // flag to change and refuses ranking requests instead of scoring the wrong tokens.

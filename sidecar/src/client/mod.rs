@@ -108,6 +108,9 @@ pub struct EngineClient {
     decision: prometheus::Histogram,
     /// Dispatch moved a call off the rule's pick (None without metrics).
     slo_switches: Option<prometheus::IntCounter>,
+    /// Index of each replica that comes back into rotation ([`Self::returns`]): what other
+    /// parts keep per replica (the rank item pools) may have restarted empty.
+    returned: tokio::sync::broadcast::Sender<usize>,
     pub settings: ClientSettings,
 }
 
@@ -138,6 +141,7 @@ impl EngineClient {
             route: arc_swap::ArcSwap::from_pointee(RouteSlot::new(settings.routing)),
             decision: metrics.route_decision.clone(),
             slo_switches: slo_metrics.map(|v| v.switches),
+            returned: tokio::sync::broadcast::channel(64).0,
             settings,
         })
     }
@@ -162,11 +166,19 @@ impl EngineClient {
         self.replicas.len() > 1 && self.route.load().rule.wants_keys()
     }
 
-    /// A replica came back after being out of rotation: the routing rule forgets it.
+    /// A replica came back after being out of rotation: the routing rule forgets it, and
+    /// [`Self::returns`] subscribers hear its index.
     pub fn replica_returned(&self, replica: &Arc<Replica>) {
         if let Some(i) = self.replicas.iter().position(|r| Arc::ptr_eq(r, replica)) {
             self.route.load().rule.forget(i);
+            // No subscriber is not an error: nothing else keeps per-replica state then.
+            let _ = self.returned.send(i);
         }
+    }
+
+    /// Indices of replicas as they come back into rotation (after failed probes or calls).
+    pub fn returns(&self) -> tokio::sync::broadcast::Receiver<usize> {
+        self.returned.subscribe()
     }
 
     /// Per replica, for `/ready`'s detail: health, outstanding requests, and its routing

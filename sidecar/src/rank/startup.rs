@@ -46,7 +46,7 @@ pub async fn check_labels(state: &Arc<Ranker>) -> Verdict {
 }
 
 /// The engine's first served model (pool keys carry the model name requests use).
-async fn served_model(state: &Arc<Ranker>) -> Option<String> {
+pub(crate) async fn served_model(state: &Arc<Ranker>) -> Option<String> {
     let answer: Value = engine::get_json(state, "/v1/models").await.ok()?;
     answer["data"][0]["id"].as_str().map(str::to_string)
 }

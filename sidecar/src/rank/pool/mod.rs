@@ -20,7 +20,8 @@
 //!   only for items hot enough to be admitted, and at a rate the operator chose. Filling the
 //!   catalog ahead of time ([`precompute`]) is not bounded: it is what the pool is for.
 //! - What the engine's pool already holds when recache starts (it outlives recache) is adopted
-//!   from the connector's `list` ([`sync`]), labels and all.
+//!   from the connector's `list` ([`sync`]), labels and all; a replica that comes back into
+//!   rotation (perhaps restarted empty) is reconciled with its list ([`resync`]).
 
 pub mod budget;
 pub mod catalog;
@@ -28,6 +29,7 @@ pub mod fill;
 pub mod metrics;
 pub mod precompute;
 pub mod replicas;
+pub mod resync;
 pub mod sync;
 
 use std::collections::{HashMap, HashSet};

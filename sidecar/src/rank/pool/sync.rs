@@ -5,8 +5,13 @@
 //! this pool's free label slots becomes resident again, without computing anything; any other
 //! entry (a label outside this pool's range, or one already taken) is evicted from the engine
 //! with the next request, since recache could never place it in a prompt.
+//!
+//! When a replica comes back into rotation (it may have been restarted, its pool empty), the
+//! same list **reconciles** that replica's pool ([`ItemPool::resync`]): what recache took as
+//! resident before asking, and the engine no longer lists, is forgotten at once (labels freed,
+//! refilled when next wanted), instead of one ranking answer at a time.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -33,6 +38,18 @@ pub fn read_list(answer: &Value) -> Option<Vec<Listed>> {
             })
             .collect(),
     )
+}
+
+/// What [`ItemPool::reconcile`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reconciled {
+    /// Resident entries the engine still holds under the same label.
+    pub kept: usize,
+    /// Resident entries it no longer holds (forgotten; counted as `engine` evictions).
+    pub forgotten: usize,
+    /// Listed entries recache did not know, adopted or evicted as at start.
+    pub adopted: usize,
+    pub evicted: usize,
 }
 
 impl ItemPool {
@@ -85,12 +102,74 @@ impl ItemPool {
         gone.len()
     }
 
+    /// Makes residency match `listed`, the engine's list asked for at `asked`: resident
+    /// entries since before `asked` that the list lacks (or holds under another label) are
+    /// forgotten; listed entries recache does not know are [`adopt`](Self::adopt)ed. Entries
+    /// that became resident after `asked`, and fills in flight, are left alone (the list may
+    /// predate them).
+    pub fn reconcile(&self, listed: &[Listed], asked: Instant) -> Reconciled {
+        let held: HashMap<&str, u32> = listed.iter().map(|(k, l, _)| (k.as_str(), *l)).collect();
+        let (forgotten, kept, unknown) = {
+            let mut st = self.lock();
+            let gone: Vec<String> = (st.entries.iter())
+                .filter(|(k, e)| {
+                    matches!(e.state, Residency::Resident(at) if at < asked)
+                        && held.get(k.as_str()) != Some(&e.label)
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in &gone {
+                if let Some(e) = st.entries.remove(k) {
+                    st.free.push(e.label);
+                }
+            }
+            let kept = (st.entries.values())
+                .filter(|e| matches!(e.state, Residency::Resident(_)))
+                .count();
+            let unknown: Vec<Listed> = (listed.iter())
+                .filter(|(k, _, _)| !st.entries.contains_key(k))
+                .cloned()
+                .collect();
+            (gone.len(), kept, unknown)
+        };
+        (self.metrics.evictions.with_label_values(&["engine"])).inc_by(forgotten as u64);
+        let (adopted, evicted) = self.adopt(&unknown);
+        Reconciled {
+            kept,
+            forgotten,
+            adopted,
+            evicted,
+        }
+    }
+
+    /// Asks the engine's connector what it holds and [`reconcile`](Self::reconcile)s with it
+    /// (a replica that came back: it may have restarted empty).
+    pub async fn resync(
+        &self,
+        state: &Arc<Ranker>,
+        model: Option<&str>,
+    ) -> Result<Reconciled, RankError> {
+        let asked = Instant::now();
+        let listed = self.list(state, model).await?;
+        Ok(self.reconcile(&listed, asked))
+    }
+
     /// Asks the engine's connector what it holds and adopts it; returns (adopted, evicted).
     pub async fn sync(
         &self,
         state: &Arc<Ranker>,
         model: Option<&str>,
     ) -> Result<(usize, usize), RankError> {
+        let listed = self.list(state, model).await?;
+        Ok(self.adopt(&listed))
+    }
+
+    /// The connector's list of what this pool's engine holds.
+    async fn list(
+        &self,
+        state: &Arc<Ranker>,
+        model: Option<&str>,
+    ) -> Result<Vec<Listed>, RankError> {
         let mut body = json!({
             "prompt": [0],
             "max_tokens": 1,
@@ -103,14 +182,13 @@ impl ItemPool {
         let answer = self.post(state, &body).await?;
         let report = &answer["kv_transfer_params"]["recache_pool"];
         self.metrics.observe_report(self.index, report);
-        let listed = read_list(&answer).ok_or_else(|| {
+        read_list(&answer).ok_or_else(|| {
             RankError::BadEngineAnswer(
                 "the engine's answer has no item pool list: is it running recache's connector \
                  (testbed `up --item-pool`)?"
                     .into(),
             )
-        })?;
-        Ok(self.adopt(&listed))
+        })
     }
 }
 
@@ -142,5 +220,51 @@ mod tests {
         assert_eq!(p.retain_only(&keep), 1, "d goes, a stays, e is pending");
         assert_eq!(p.take_evictions(), ["d"]);
         assert_eq!(p.resident(&keys), [true, false, false, false]);
+    }
+
+    #[test]
+    fn reconcile_forgets_what_a_restarted_engine_lost_and_keeps_the_rest() {
+        let p = super::super::tests::pool(4); // labels 1000..1004
+        let listed: Vec<Listed> = vec![
+            ("a".into(), 1000, 5),
+            ("b".into(), 1001, 5),
+            ("c".into(), 1002, 5),
+        ];
+        assert_eq!(p.adopt(&listed), (3, 0));
+        let asked = Instant::now();
+        // A fill that answered after the list was asked for: the list may predate it.
+        let late = p.admit(vec![super::super::Wanted {
+            key: "late".into(),
+            count: 1,
+            tokens: Arc::new(vec![1]),
+        }]);
+        p.filled("late", late[0].1, true, 1);
+        // The engine came back holding a (same label), c under another label, and x.
+        let now: Vec<Listed> = vec![
+            ("a".into(), 1000, 5),
+            ("c".into(), 1001, 5),
+            ("x".into(), 1002, 5),
+        ];
+        let r = p.reconcile(&now, asked);
+        assert_eq!(
+            r,
+            Reconciled {
+                kept: 2,      // a, late
+                forgotten: 2, // b (gone), c (other label)
+                adopted: 2,   // c under 1001, x under 1002
+                evicted: 0,
+            }
+        );
+        let keys: Vec<String> = ["a", "b", "c", "x", "late"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(p.resident(&keys), [true, false, true, true, true]);
+        assert_eq!(p.labels(&keys)[2], Some(1001));
+        assert_eq!(p.metrics.evictions.with_label_values(&["engine"]).get(), 2);
+        // An engine that restarted empty: everything resident before the list goes.
+        let r = p.reconcile(&[], Instant::now());
+        assert_eq!((r.kept, r.forgotten), (0, 4));
+        assert_eq!(p.counts(), (0, 0));
     }
 }

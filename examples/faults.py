@@ -37,10 +37,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTBED = os.path.join(ROOT, "examples", "testbed")
 
 
-def up(name, core, extra=()):
+def up(name, core, extra=(), tries=2):
     env = dict(os.environ, VLLM_CPU_OMP_THREADS_BIND=str(core))
-    out = subprocess.run([os.path.join(TESTBED, "up"), "--name", name, *extra],
-                         env=env, check=True, capture_output=True, text=True).stdout
+    # --enforce-eager: under torch.compile a replica restarted while the other serves the
+    # load compiled for over 300 s here (2 of 4 restarts timed out on 2 cores).
+    extra = [*extra, "--", "--enforce-eager"]
+    for attempt in range(tries):
+        r = subprocess.run([os.path.join(TESTBED, "up"), "--name", name, *extra],
+                           env=env, capture_output=True, text=True)
+        if r.returncode == 0:
+            break
+        # Say why (the testbed's own message), then try once more: a restart on the same
+        # ports can meet them still held for a moment.
+        print(f"[faults] up {name} failed (try {attempt + 1}/{tries}):\n{r.stderr[-2000:]}",
+              file=sys.stderr, flush=True)
+        time.sleep(5)
+    else:
+        raise SystemExit(f"testbed {name} did not start")
+    out = r.stdout
     fields = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     return fields, time.monotonic()
 

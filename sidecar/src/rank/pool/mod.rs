@@ -79,6 +79,15 @@ struct State {
 }
 
 impl State {
+    /// Drops `key`'s entry and frees its label slot; whether there was one.
+    fn forget(&mut self, key: &str) -> bool {
+        let Some(e) = self.entries.remove(key) else {
+            return false;
+        };
+        self.free.push(e.label);
+        true
+    }
+
     /// Takes up to `want` refresh fills from the bucket (`rate` per second, one second of
     /// burst); `rate <= 0` is unbounded.
     fn take_refills(&mut self, rate: f64, want: usize) -> usize {
@@ -382,8 +391,7 @@ impl ItemPool {
                 st.entries.get(k).map(|e| e.state),
                 Some(Residency::Resident(at)) if at < used.sent
             );
-            if let Some(e) = stale.then(|| st.entries.remove(k)).flatten() {
-                st.free.push(e.label);
+            if stale && st.forget(k) {
                 m.evictions.with_label_values(&["engine"]).inc();
             }
         }

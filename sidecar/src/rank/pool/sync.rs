@@ -93,9 +93,7 @@ impl ItemPool {
             .map(|(k, _)| k.clone())
             .collect();
         for k in &gone {
-            if let Some(e) = st.entries.remove(k) {
-                st.free.push(e.label);
-            }
+            st.forget(k);
         }
         st.evict.extend(gone.iter().cloned());
         self.gauges(&st);
@@ -119,9 +117,7 @@ impl ItemPool {
                 .map(|(k, _)| k.clone())
                 .collect();
             for k in &gone {
-                if let Some(e) = st.entries.remove(k) {
-                    st.free.push(e.label);
-                }
+                st.forget(k);
             }
             let kept = (st.entries.values())
                 .filter(|e| matches!(e.state, Residency::Resident(_)))

@@ -1,8 +1,11 @@
 // Item-KV scatter with RoPE re-rotation (recache issue 8).
 //
 // Copies item K/V segments from an item pool ([slots, H, D] per layer) into
-// the engine's paged cache ([blocks, block_size, H, D] per layer, flat slot =
-// block * block_size + offset), rotating K from its stored position to its
+// the engine's paged cache (flat slot = block * block_size + offset; head h of
+// slot s at (s / block_size) * dst_block_stride + (s % block_size) *
+// dst_token_stride + h * dst_head_stride from the layer's K or V base, so
+// vLLM 0.32's interleaved [blocks, heads, tokens, 2*D] views in any of its
+// stride orders fit), rotating K from its stored position to its
 // target position by R(delta), delta = dst_pos - stored_pos. V is copied
 // bit-for-bit. Layout and tolerance: kernels/README.md; CPU reference:
 // kernels/src/scatter.rs.
@@ -10,7 +13,7 @@
 // Self-contained on purpose: no headers, so NVRTC needs no toolkit includes.
 // Requirements checked by the host (shim): head_dim % 8 == 0,
 // rotary_dim % 8 == 0, rotary_dim <= head_dim, all base pointers 16-byte
-// aligned, dst_block_stride % 8 == 0. Compiled with --fmad=false.
+// aligned, the three dst strides % 8 == 0. Compiled with --fmad=false.
 
 typedef unsigned short u16;
 typedef unsigned int u32;
@@ -43,6 +46,8 @@ struct ScatterShape {
     int rotary_dim;
     int block_size;
     i64 dst_block_stride;  // elements between engine blocks
+    i64 dst_token_stride;  // elements between tokens of a block
+    i64 dst_head_stride;   // elements between heads of a token
     i64 num_src_slots;
     i64 num_dst_slots;
     i64 num_tokens;        // length of slot_mapping
@@ -125,7 +130,8 @@ __device__ void scatter_impl(
         if (s < 0 || s >= sh.num_src_slots || d < 0 || d >= sh.num_dst_slots) continue;
         const i64 so = s * row + (i64)h * sh.head_dim;
         const i64 dof = (d / sh.block_size) * sh.dst_block_stride
-                      + (d % sh.block_size) * row + (i64)h * sh.head_dim;
+                      + (d % sh.block_size) * sh.dst_token_stride
+                      + (i64)h * sh.dst_head_stride;
 
         *(uint4*)(dv + dof + j * 8) = *(const uint4*)(sv + so + j * 8);
 

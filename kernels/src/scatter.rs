@@ -5,11 +5,16 @@
 //! - Item pool, per layer, K and V separately: `[num_src_slots, H, D]`
 //!   contiguous. Item tokens occupy consecutive slots; every item's first token
 //!   was computed at position `stored_pos`.
-//! - Engine cache, per layer, K and V separately: vLLM paged
-//!   `[num_blocks, block_size, H, D]`, addressed by a flat slot
-//!   `block * block_size + offset`. `dst_block_stride` (elements between
-//!   consecutive blocks) is `block_size*H*D` for vLLM's layout and larger for
-//!   layouts that interleave K and V per block.
+//! - Engine cache, per layer: any paged layout whose head vector (`D` elements)
+//!   is contiguous, described by three element strides from a K (or V) base:
+//!   element `(slot, head, e)` sits at `(slot / block_size) * dst_block_stride +
+//!   (slot % block_size) * dst_token_stride + head * dst_head_stride + e`.
+//!   vLLM 0.32's GPU caches are one `[blocks, heads, tokens, 2*D]` view per
+//!   layer in one of its `KVCacheLayout` stride orders, K in the first `D` of
+//!   the content and V in the second, so V's base is K's plus `D` and the
+//!   strides are the view's own (`recache_shim.gpu_layout` reads them there).
+//!   A compact `[num_blocks, block_size, H, D]` plane is the special case
+//!   `(block_size*H*D, H*D, D)`.
 //! - Segment `s` copies `len[s]` tokens from source slot `src_slot[s] + j` to
 //!   destination slot `slot_mapping[tok_offset[s] + j]`, which sits at
 //!   position `dst_pos[s] + j`. K is rotated by `delta = dst_pos - stored_pos`
@@ -35,6 +40,10 @@ pub struct KvShape {
     pub block_size: usize,
     /// Elements between consecutive engine blocks.
     pub dst_block_stride: usize,
+    /// Elements between consecutive tokens of one block.
+    pub dst_token_stride: usize,
+    /// Elements between consecutive heads of one token.
+    pub dst_head_stride: usize,
 }
 
 impl KvShape {
@@ -43,9 +52,41 @@ impl KvShape {
         self.num_kv_heads * self.head_dim
     }
 
-    /// Element offset of a destination slot within a layer's cache.
+    /// Strides of a compact `[num_blocks, block_size, H, D]` plane.
+    pub fn compact(
+        num_kv_heads: usize,
+        head_dim: usize,
+        num_src_slots: usize,
+        num_dst_slots: usize,
+        block_size: usize,
+    ) -> Self {
+        KvShape {
+            num_kv_heads,
+            head_dim,
+            num_src_slots,
+            num_dst_slots,
+            block_size,
+            dst_block_stride: block_size * num_kv_heads * head_dim,
+            dst_token_stride: num_kv_heads * head_dim,
+            dst_head_stride: head_dim,
+        }
+    }
+
+    /// Element offset of head 0 of a destination slot from a layer's K (or V) base.
     pub fn dst_offset(&self, slot: usize) -> usize {
-        (slot / self.block_size) * self.dst_block_stride + (slot % self.block_size) * self.row()
+        (slot / self.block_size) * self.dst_block_stride
+            + (slot % self.block_size) * self.dst_token_stride
+    }
+
+    /// Elements a K (or V) plane spans from its base: one past the last element of the
+    /// last slot's last head.
+    pub fn dst_span(&self) -> usize {
+        if self.num_dst_slots == 0 {
+            return 0;
+        }
+        self.dst_offset(self.num_dst_slots - 1)
+            + (self.num_kv_heads - 1) * self.dst_head_stride
+            + self.head_dim
     }
 
     /// Reject shapes the kernel cannot handle (it moves 16-byte vectors).
@@ -62,14 +103,22 @@ impl KvShape {
         if self.block_size == 0 {
             return Err(KernelError::invalid("block_size", "must be > 0"));
         }
-        if self.dst_block_stride % 8 != 0 || self.dst_block_stride < self.block_size * self.row() {
-            return Err(KernelError::invalid(
-                "dst_block_stride",
-                format!(
-                    "{} must be a multiple of 8 and >= block_size*H*D",
-                    self.dst_block_stride
-                ),
-            ));
+        // 16-byte vectors at every head start; a stride shorter than a head would make
+        // two heads (or tokens, or blocks) share elements.
+        for (name, v) in [
+            ("dst_block_stride", self.dst_block_stride),
+            ("dst_token_stride", self.dst_token_stride),
+            ("dst_head_stride", self.dst_head_stride),
+        ] {
+            if v % 8 != 0 || v < self.head_dim {
+                return Err(KernelError::invalid(
+                    name,
+                    format!(
+                        "{v} must be a multiple of 8 and >= head_dim {}",
+                        self.head_dim
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -94,10 +143,13 @@ pub struct LayerBuffers<'a> {
     pub src_k: &'a [u16],
     /// Item pool V, `[num_src_slots, H, D]`.
     pub src_v: &'a [u16],
-    /// Engine cache K.
-    pub dst_k: &'a mut [u16],
-    /// Engine cache V.
-    pub dst_v: &'a mut [u16],
+    /// The engine cache's storage for this layer: K and V may interleave in it (vLLM's
+    /// `[.., 2*D]` content), so it is one buffer with two bases.
+    pub dst: &'a mut [u16],
+    /// Element offset of K's `(slot 0, head 0, 0)` in `dst`.
+    pub dst_k_base: usize,
+    /// Element offset of V's `(slot 0, head 0, 0)` in `dst`.
+    pub dst_v_base: usize,
 }
 
 /// Check segments and slot mapping against the shape (host-side mirror of
@@ -150,6 +202,21 @@ pub fn scatter_layer_reference(
     rope.validate(shape.head_dim)?;
     validate_segments(shape, segs, slot_mapping)?;
     let (h, d, row) = (shape.num_kv_heads, shape.head_dim, shape.row());
+    for (name, base) in [
+        ("dst_k_base", bufs.dst_k_base),
+        ("dst_v_base", bufs.dst_v_base),
+    ] {
+        if base + shape.dst_span() > bufs.dst.len() {
+            return Err(KernelError::invalid(
+                name,
+                format!(
+                    "{base} + span {} exceeds the destination's {} elements",
+                    shape.dst_span(),
+                    bufs.dst.len()
+                ),
+            ));
+        }
+    }
     let mut head = vec![0f32; d];
     for s in segs {
         let (cos, sin) = rope.cos_sin(s.dst_pos - stored_pos);
@@ -160,15 +227,17 @@ pub fn scatter_layer_reference(
             }
             let src_off = (s.src_slot as usize + j) * row;
             let dst_off = shape.dst_offset(dst as usize);
-            bufs.dst_v[dst_off..dst_off + row].copy_from_slice(&bufs.src_v[src_off..src_off + row]);
             for hh in 0..h {
-                let (so, dof) = (src_off + hh * d, dst_off + hh * d);
+                let so = src_off + hh * d;
+                let vo = bufs.dst_v_base + dst_off + hh * shape.dst_head_stride;
+                bufs.dst[vo..vo + d].copy_from_slice(&bufs.src_v[so..so + d]);
+                let dof = bufs.dst_k_base + dst_off + hh * shape.dst_head_stride;
                 for (x, &b) in head.iter_mut().zip(&bufs.src_k[so..so + d]) {
                     *x = dtype.to_f32(b);
                 }
                 rope.rotate(&mut head, &cos, &sin);
                 // Unrotated tail dims are copied as bits, not round-tripped.
-                let (out, src) = (&mut bufs.dst_k[dof..dof + d], &bufs.src_k[so..so + d]);
+                let (out, src) = (&mut bufs.dst[dof..dof + d], &bufs.src_k[so..so + d]);
                 for (e, (o, &b)) in out.iter_mut().zip(src).enumerate() {
                     *o = if e < rope.rotary_dim {
                         dtype.from_f32(head[e])

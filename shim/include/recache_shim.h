@@ -1,4 +1,4 @@
-/* recache-shim C ABI, version 1 (recache_shim_abi_version()).
+/* recache-shim C ABI, version 2 (recache_shim_abi_version()).
  *
  * Library: librecache_shim.so (cargo build -p recache-shim --release).
  * Every fallible function returns a recache_status_t; on failure the calling
@@ -41,8 +41,11 @@ int32_t recache_shim_kernels_available(int32_t device_ordinal);
 /* Item-KV scatter with RoPE re-rotation.
  * *_layers: HOST arrays [num_layers] of DEVICE addresses (16-byte aligned):
  *   src: item pool [num_src_slots, num_kv_heads, head_dim] per layer;
- *   dst: paged cache, slot s at (s / block_size) * dst_block_stride
- *        + (s % block_size) * num_kv_heads * head_dim (elements).
+ *   dst: paged cache, head h of slot s at (s / block_size) * dst_block_stride
+ *        + (s % block_size) * dst_token_stride + h * dst_head_stride elements
+ *        from the layer's K or V base (vLLM 0.32's [blocks, heads, tokens, 2*D]
+ *        views in any KVCacheLayout: V's base is K's + head_dim); the three
+ *        strides multiples of 8 and >= head_dim.
  * seg_*: DEVICE arrays [num_segments]; segment i copies seg_len[i] tokens from
  *   pool slot seg_src_slot[i] + j to slot_mapping[seg_tok_offset[i] + j]
  *   (DEVICE int64 [num_tokens]; < 0 skips), rotating K by
@@ -53,7 +56,23 @@ int32_t recache_item_kv_scatter(
     const uint64_t *src_k_layers, const uint64_t *src_v_layers,
     const uint64_t *dst_k_layers, const uint64_t *dst_v_layers,
     int32_t num_kv_heads, int32_t head_dim, int64_t num_src_slots, int64_t num_dst_slots,
-    int32_t block_size, int64_t dst_block_stride,
+    int32_t block_size, int64_t dst_block_stride, int64_t dst_token_stride,
+    int64_t dst_head_stride,
+    int32_t num_segments, const int64_t *seg_src_slot, const int32_t *seg_len,
+    const int32_t *seg_tok_offset, const int32_t *seg_dst_pos,
+    const int64_t *slot_mapping, int64_t num_tokens,
+    int32_t stored_pos, int32_t rotary_dim, float rope_theta, int32_t rope_style);
+
+/* The same scatter through the kernel's CPU reference, synchronously, with every
+ * pointer (layer tables, pool, cache, segments, slot_mapping) a HOST address. For
+ * tests of callers' layout arithmetic without a GPU, and as a slow fallback. */
+int32_t recache_item_kv_scatter_host(
+    int32_t dtype, int32_t num_layers,
+    const uint64_t *src_k_layers, const uint64_t *src_v_layers,
+    const uint64_t *dst_k_layers, const uint64_t *dst_v_layers,
+    int32_t num_kv_heads, int32_t head_dim, int64_t num_src_slots, int64_t num_dst_slots,
+    int32_t block_size, int64_t dst_block_stride, int64_t dst_token_stride,
+    int64_t dst_head_stride,
     int32_t num_segments, const int64_t *seg_src_slot, const int32_t *seg_len,
     const int32_t *seg_tok_offset, const int32_t *seg_dst_pos,
     const int64_t *slot_mapping, int64_t num_tokens,

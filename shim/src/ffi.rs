@@ -16,9 +16,9 @@ use recache_kernels::scatter::KvShape;
 use std::ffi::{c_char, c_void};
 
 /// Version of this C ABI; bumped on any signature change.
-pub const RECACHE_SHIM_ABI_VERSION: u32 = 1;
+pub const RECACHE_SHIM_ABI_VERSION: u32 = 2;
 
-fn nonneg(v: i64, name: &'static str) -> Result<usize, ShimError> {
+pub(crate) fn nonneg(v: i64, name: &'static str) -> Result<usize, ShimError> {
     usize::try_from(v).map_err(|_| KernelError::invalid(name, format!("{v} is negative")).into())
 }
 
@@ -58,6 +58,45 @@ pub extern "C" fn recache_shim_kernels_available(device_ordinal: i32) -> i32 {
     })
 }
 
+/// The scatter's shape from its C arguments (negative values named).
+pub(crate) fn kv_shape(
+    [heads, head_dim, block_size]: [i32; 3],
+    [src_slots, dst_slots]: [i64; 2],
+    [block, token, head]: [i64; 3],
+) -> Result<KvShape, ShimError> {
+    Ok(KvShape {
+        num_kv_heads: nonneg(heads as i64, "num_kv_heads")?,
+        head_dim: nonneg(head_dim as i64, "head_dim")?,
+        num_src_slots: nonneg(src_slots, "num_src_slots")?,
+        num_dst_slots: nonneg(dst_slots, "num_dst_slots")?,
+        block_size: nonneg(block_size as i64, "block_size")?,
+        dst_block_stride: nonneg(block, "dst_block_stride")?,
+        dst_token_stride: nonneg(token, "dst_token_stride")?,
+        dst_head_stride: nonneg(head, "dst_head_stride")?,
+    })
+}
+
+/// The model's RoPE from its C arguments.
+pub(crate) fn rope_config(
+    rotary_dim: i32,
+    theta: f32,
+    style: i32,
+) -> Result<RopeConfig, ShimError> {
+    Ok(RopeConfig {
+        rotary_dim: nonneg(rotary_dim as i64, "rotary_dim")?,
+        theta,
+        style: RopeStyle::from_code(style).ok_or_else(|| {
+            KernelError::invalid("rope_style", format!("{style}: want 0 (NeoX) or 1 (GPT-J)"))
+        })?,
+    })
+}
+
+pub(crate) fn kv_dtype(code: i32) -> Result<KvDtype, ShimError> {
+    KvDtype::from_code(code).ok_or_else(|| {
+        KernelError::invalid("dtype", format!("{code}: want 0 (fp16) or 1 (bf16)")).into()
+    })
+}
+
 /// Bytes of device workspace [`recache_beam_topk`] needs (0 for bad sizes).
 #[unsafe(no_mangle)]
 pub extern "C" fn recache_beam_topk_workspace_bytes(beam_width: i32, per_beam_k: i32) -> usize {
@@ -68,7 +107,9 @@ pub extern "C" fn recache_beam_topk_workspace_bytes(beam_width: i32, per_beam_k:
 }
 
 /// Scatter item K/V segments into the paged cache, re-rotating K by RoPE from
-/// `stored_pos` to each segment's `seg_dst_pos` (layout: kernels/README.md).
+/// `stored_pos` to each segment's `seg_dst_pos` (layout: kernels/README.md;
+/// head `h` of slot `s` at `(s / block_size) * dst_block_stride + (s % block_size)
+/// * dst_token_stride + h * dst_head_stride` elements from the layer's K or V base).
 /// `dtype`: 0 = fp16, 1 = bf16. `rope_style`: 0 = NeoX, 1 = GPT-J.
 ///
 /// # Safety
@@ -94,6 +135,8 @@ pub unsafe extern "C" fn recache_item_kv_scatter(
     num_dst_slots: i64,
     block_size: i32,
     dst_block_stride: i64,
+    dst_token_stride: i64,
+    dst_head_stride: i64,
     num_segments: i32,
     seg_src_slot: *const i64,
     seg_len: *const i32,
@@ -131,28 +174,14 @@ pub unsafe extern "C" fn recache_item_kv_scatter(
             })
             .collect();
         let args = ScatterArgs {
-            dtype: KvDtype::from_code(dtype).ok_or_else(|| {
-                KernelError::invalid("dtype", format!("{dtype}: want 0 (fp16) or 1 (bf16)"))
-            })?,
+            dtype: kv_dtype(dtype)?,
             layers: &layers,
-            shape: KvShape {
-                num_kv_heads: nonneg(num_kv_heads as i64, "num_kv_heads")?,
-                head_dim: nonneg(head_dim as i64, "head_dim")?,
-                num_src_slots: nonneg(num_src_slots, "num_src_slots")?,
-                num_dst_slots: nonneg(num_dst_slots, "num_dst_slots")?,
-                block_size: nonneg(block_size as i64, "block_size")?,
-                dst_block_stride: nonneg(dst_block_stride, "dst_block_stride")?,
-            },
-            rope: RopeConfig {
-                rotary_dim: nonneg(rotary_dim as i64, "rotary_dim")?,
-                theta: rope_theta,
-                style: RopeStyle::from_code(rope_style).ok_or_else(|| {
-                    KernelError::invalid(
-                        "rope_style",
-                        format!("{rope_style}: want 0 (NeoX) or 1 (GPT-J)"),
-                    )
-                })?,
-            },
+            shape: kv_shape(
+                [num_kv_heads, head_dim, block_size],
+                [num_src_slots, num_dst_slots],
+                [dst_block_stride, dst_token_stride, dst_head_stride],
+            )?,
+            rope: rope_config(rotary_dim, rope_theta, rope_style)?,
             stored_pos,
             num_segments: nonneg(num_segments as i64, "num_segments")?,
             seg_src_slot: seg_src_slot as u64,

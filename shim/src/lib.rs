@@ -12,13 +12,19 @@
 //! - [`compile`]: prebuilt PTX (`build.rs`, nvcc) or NVRTC at first use, disk cache.
 //! - [`loader`]: libcuda probe, primary context, module load per device.
 //! - [`launch`]: argument validation and launches on the caller's stream.
+//! - [`beam_host`]: one beam top-k step on the GPU from host data (generative retrieval's
+//!   caller; the CPU reference is its fallback).
 //! - [`ffi`]: the `extern "C"` functions.
+//! - [`host_ffi`]: the scatter's CPU reference behind the kernel's C arguments, on host
+//!   memory (tests the item-pool connector's GPU-layout arithmetic without a GPU).
 //! - [`order`], [`order_ffi`]: the reader of the eviction order recache publishes, and its
 //!   C ABI (used by `python/recache_shim/eviction.py` to steer vLLM's block eviction).
 
+pub mod beam_host;
 pub mod compile;
 pub mod error;
 pub mod ffi;
+pub mod host_ffi;
 pub mod launch;
 pub mod loader;
 pub mod order;

@@ -30,7 +30,7 @@ fn availability_reports_reason_without_gpu() {
             last_error()
         ),
     }
-    assert_eq!(recache_shim_abi_version(), 1);
+    assert_eq!(recache_shim_abi_version(), 2);
 }
 
 #[test]
@@ -52,6 +52,8 @@ fn bad_arguments_are_rejected_before_touching_cuda() {
             10,
             16,
             4096,
+            256,
+            128,
             1,
             null(),
             null(),
@@ -84,6 +86,8 @@ fn bad_arguments_are_rejected_before_touching_cuda() {
             10,
             16,
             4096,
+            256,
+            128,
             1,
             null(),
             null(),
@@ -117,6 +121,8 @@ fn bad_arguments_are_rejected_before_touching_cuda() {
             10,
             16,
             4096,
+            256,
+            128,
             1,
             null(),
             null(),
@@ -184,6 +190,8 @@ fn success_clears_the_last_error() {
             10,
             16,
             4096,
+            256,
+            128,
             0,
             null(),
             null(),

@@ -44,13 +44,18 @@ fn scatter_matches_cpu_reference() {
     let (_ctx, s) = gpu();
     let mut rng = Rng::new(42);
     let (layers, items, len) = (28, 100, 18);
+    // vLLM 0.32's default GPU layout (LBNHC): one [blocks, tokens, heads, 2*D] buffer per
+    // layer, K in the first D of each head's content and V in the second.
+    let (heads, dim, bs) = (2usize, 128usize, 16usize);
     let sh = KvShape {
-        num_kv_heads: 2,
-        head_dim: 128,
+        num_kv_heads: heads,
+        head_dim: dim,
         num_src_slots: 400 * len,
-        num_dst_slots: 1024 * 16,
-        block_size: 16,
-        dst_block_stride: 16 * 256,
+        num_dst_slots: 1024 * bs,
+        block_size: bs,
+        dst_block_stride: bs * heads * 2 * dim,
+        dst_token_stride: heads * 2 * dim,
+        dst_head_stride: 2 * dim,
     };
     for (dt, style, rot) in [
         (KvDtype::Bf16, RopeStyle::NeoX, 128),
@@ -64,28 +69,21 @@ fn scatter_matches_cpu_reference() {
         let (segs, slots) = random_segments(&mut rng, items, len, 400, sh.num_dst_slots, 8192);
         let stored_pos = 3;
         let n_src = sh.num_src_slots * sh.row();
-        let n_dst = sh.num_dst_slots * sh.row();
+        let n_dst = sh.num_dst_slots * sh.row() * 2;
         let host: Vec<[Vec<u16>; 2]> = (0..layers)
             .map(|_| [rng.kv_bits(dt, n_src), rng.kv_bits(dt, n_src)])
             .collect();
         let dev: Vec<_> = host
             .iter()
-            .map(|[k, v]| {
-                (
-                    up(&s, k),
-                    up(&s, v),
-                    s.alloc_zeros::<u16>(n_dst).unwrap(),
-                    s.alloc_zeros::<u16>(n_dst).unwrap(),
-                )
-            })
+            .map(|[k, v]| (up(&s, k), up(&s, v), s.alloc_zeros::<u16>(n_dst).unwrap()))
             .collect();
         let lp: Vec<LayerPointers> = dev
             .iter()
-            .map(|(a, b, c, d)| LayerPointers {
+            .map(|(a, b, c)| LayerPointers {
                 src_k: ptr(&s, a),
                 src_v: ptr(&s, b),
                 dst_k: ptr(&s, c),
-                dst_v: ptr(&s, d),
+                dst_v: ptr(&s, c) + 2 * dim as u64,
             })
             .collect();
         let d_src = up(&s, &segs.iter().map(|g| g.src_slot).collect::<Vec<_>>());
@@ -110,27 +108,28 @@ fn scatter_matches_cpu_reference() {
         unsafe { launch::item_kv_scatter(0, s.cu_stream(), &args) }.expect("launch");
         s.synchronize().expect("sync");
         let mut worst = 0f32;
-        for (l, (_, _, dk, dv)) in dev.iter().enumerate() {
-            let (gk, gv) = (s.clone_dtoh(dk).unwrap(), s.clone_dtoh(dv).unwrap());
-            let (mut ck, mut cv) = (vec![0u16; n_dst], vec![0u16; n_dst]);
+        for (l, (_, _, dkv)) in dev.iter().enumerate() {
+            let gpu_out = s.clone_dtoh(dkv).unwrap();
+            let mut cpu_out = vec![0u16; n_dst];
             let bufs = LayerBuffers {
                 src_k: &host[l][0],
                 src_v: &host[l][1],
-                dst_k: &mut ck,
-                dst_v: &mut cv,
+                dst: &mut cpu_out,
+                dst_k_base: 0,
+                dst_v_base: dim,
             };
             scatter_layer_reference(dt, &sh, &rope, stored_pos, &segs, &slots, bufs).unwrap();
-            assert!(gv == cv, "layer {l}: V must match bit-for-bit");
-            for (i, (&g, &c)) in gk.iter().zip(&ck).enumerate() {
+            for (i, (&g, &c)) in gpu_out.iter().zip(&cpu_out).enumerate() {
                 if g == c {
                     continue;
                 }
-                let e = i % sh.head_dim;
+                // Element e of a head's [K | V] content: V (e >= D) must match bit for bit.
+                let e = i % (2 * dim);
+                assert!(e < dim, "layer {l} elem {i}: V must match bit-for-bit");
                 assert!(
                     e < rot,
                     "layer {l} elem {i}: unrotated K must match bit-for-bit"
                 );
-                // Partner element of the pair in the *source*: recover via the reference input.
                 let (gf, cf) = (dt.to_f32(g), dt.to_f32(c));
                 let tol = rope_tolerance(dt, 4.0, 4.0, cf);
                 worst = worst.max((gf - cf).abs() / tol);

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Optional, Tuple
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 LIB_ENV = "RECACHE_SHIM_LIB"
 NVRTC_ENV = "RECACHE_NVRTC_PATH"
 
@@ -33,7 +33,13 @@ _SIGNATURES = {
     "recache_beam_topk_workspace_bytes": (_sz, [_i32, _i32]),
     "recache_item_kv_scatter": (_i32, [
         _i32, _vp, _i32, _i32, _pu64, _pu64, _pu64, _pu64,
-        _i32, _i32, _i64, _i64, _i32, _i64,
+        _i32, _i32, _i64, _i64, _i32, _i64, _i64, _i64,
+        _i32, _vp, _vp, _vp, _vp, _vp, _i64, _i32, _i32, _f32, _i32,
+    ]),
+    # The CPU reference behind the same arguments, on host memory (no device, no stream).
+    "recache_item_kv_scatter_host": (_i32, [
+        _i32, _i32, _pu64, _pu64, _pu64, _pu64,
+        _i32, _i32, _i64, _i64, _i32, _i64, _i64, _i64,
         _i32, _vp, _vp, _vp, _vp, _vp, _i64, _i32, _i32, _f32, _i32,
     ]),
     "recache_beam_topk": (_i32, [

@@ -10,8 +10,11 @@ Requests say what they want in ``kv_transfer_params`` (recache writes them):
 
 - fill: ``{"recache_pool": {"fill": KEY, "evict": [KEY..]}}`` — the whole prompt is one item
   segment, computed alone from position 0; its K/V is captured under KEY.
-- ranking: ``{"recache_pool": {"segments": [[KEY, start, len], ..], "evict": [..]}}`` — the
-  item segments of an item-as-prefix prompt, in prompt order from token 0.
+- ranking: ``{"recache_pool": {"segments": [[KEY, start, len(, pos)], ..], "evict": [..]}}`` —
+  the item segments of an item-as-prefix prompt, in prompt order from token 0. ``pos``
+  (default 0, the shared start every entry was computed at) is the RoPE position the entry's
+  first token takes: K is re-rotated by ``pos`` on load, so a pooled item can also sit after a
+  user prefix.
 - list: ``{"recache_pool": {"list": true, "evict": [..]}}`` (recache sends prompt ``[0]``,
   ``max_tokens`` 1) — claims and stores nothing; its report carries ``list``: every committed
   entry as ``[KEY, first token id, tokens]`` (in least recently used order; fills not yet
@@ -39,11 +42,17 @@ since they work at the same time). Evictions decided by the scheduler reach the 
 later step than the last load that used them.
 
 Position layout: a pooled segment's K was rotated at positions 0..len-1 (its own, shared start
-position: BAT §4.2); it is written unchanged into the request's slots (no re-rotation), so the
+position: BAT §4.2); with ``pos`` 0 it is written unchanged into the request's slots, so the
 user and instruction tokens at their natural positions see every pooled item at the same
-relative offsets, and pooled items do not attend to each other. CPU attention only (the GPU
-layout needs recache's scatter kernel: ``recache_shim.kernels``); on any other backend, or if
-the layout probe fails, the connector claims nothing and vLLM computes everything.
+relative offsets, and pooled items do not attend to each other.
+
+Two worker paths, chosen from the first layer's cache: vLLM's CPU attention (an ``isa``
+layer; ISA-specific layout written through the engine's own op, ``item_pool_store``) and
+vLLM 0.32's GPU layouts (``paged_kv``: FlashAttention / FlashInfer / any ``KVCacheLayout``
+of the ``[blocks, heads, tokens, 2*D]`` view, loaded by recache's scatter kernel from pinned
+host memory, one launch and event per layer so loads overlap the forward pass). If neither
+fits (quantised caches, MLA, a failed probe) the connector says why once and claims nothing,
+so vLLM computes everything.
 """
 
 from __future__ import annotations
@@ -65,6 +74,7 @@ from vllm.logger import init_logger
 from vllm.v1.metrics.cache_hit_source import CacheHitSource
 
 from .item_pool_store import Entry, PoolStore, SlotIO, split_kv
+from .paged_kv import LayoutError, PagedBackend, RopeSpec, rope_shift
 
 logger = init_logger(__name__)
 PARAMS = "recache_pool"
@@ -77,7 +87,7 @@ def slots_of(block_ids: list[int], block_size: int, start: int, end: int) -> lis
 @dataclass
 class LoadOp:
     req_id: str
-    parts: list[tuple[str, int, int]]  # (key, first token of the entry to take, count)
+    parts: list[tuple[str, int, int, int]]  # (key, first entry token to take, count, pos)
     slots: list[int]
 
 
@@ -107,6 +117,15 @@ class PoolWorkerMeta(KVConnectorWorkerMetadata):
         # Workers run concurrently, so the step took the slowest one's time, not the sum.
         return PoolWorkerMeta(self.stored + other.stored, max(self.load_s, other.load_s),
                               max(self.fill_s, other.fill_s))
+
+
+def _model_rope(vllm_config) -> RopeSpec | None:
+    """The served model's RoPE (re-rotation of pooled K), or None when it cannot be read."""
+    try:
+        mc = vllm_config.model_config
+        return RopeSpec.from_hf(mc.hf_config, int(mc.get_head_size()))
+    except Exception:  # no model config (tests) or an unusual one: no re-rotation
+        return None
 
 
 def pool_params(request) -> dict | None:
@@ -139,15 +158,16 @@ class SchedulerState:
         self.to_evict = []
         self.clear = True
 
-    def match(self, prompt: list[int], segments) -> tuple[int, list[tuple[str, int, int]]]:
-        """Leading run of resident segments: (end token, [(key, start, len)])."""
+    def match(self, prompt: list[int], segments) -> tuple[int, list[tuple[str, int, int, int]]]:
+        """Leading run of resident segments: (end token, [(key, start, len, pos)])."""
         end, run = 0, []
         for seg in segments:
             key, start, n = str(seg[0]), int(seg[1]), int(seg[2])
+            pos = int(seg[3]) if len(seg) > 3 else 0
             hit = self.index.get(key)
             if start != end or n <= 0 or hit is None or hit[0] != tuple(prompt[start:start + n]):
                 break
-            run.append((key, start, n))
+            run.append((key, start, n, pos))
             end = start + n
         return end, run
 
@@ -207,8 +227,13 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         self.fills: dict[str, tuple[str, tuple[int, ...]]] = {}
         self.loaded: dict[str, int] = {}
         # worker side
+        self.pool_bytes = int(extra.get("pool_bytes", 256 << 20))
+        self.rope = _model_rope(vllm_config)
         self.store = PoolStore()
         self.io: SlotIO | None = None
+        self.paged: PagedBackend | None = None
+        self.cpu_attn = False
+        self.paged_at: dict[str, tuple[int, int]] = {}  # req_id -> arena range of a fill
         self.disabled: str | None = None
         self.captured: dict[str, Entry] = {}
         self.stored_out: list[tuple[str, str, int]] = []
@@ -242,12 +267,12 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         end, run = self.matched.get(rid, (0, []))
         first = end - num_external_tokens
         parts = []
-        for key, start, n in run:
+        for key, start, n, pos in run:
             lo, hi = max(start, first), min(start + n, end)
             if lo < hi:
-                parts.append((key, lo - start, hi - lo))
+                parts.append((key, lo - start, hi - lo, pos))
         self.plans[rid] = [parts, first, end]
-        self.sched.touch(k for k, _, _ in run)
+        self.sched.touch(k for k, _, _, _ in run)
         self.loaded[rid] = num_external_tokens
         self.sched.stats["total_loaded_tokens"] += num_external_tokens
 
@@ -310,6 +335,27 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
 
     # ---------------- worker side ----------------
 
+    def _paged(self, forward_context) -> PagedBackend | None:
+        """The GPU-layout path, built once from every layer's cache (None: CPU attention)."""
+        if self.paged is not None or self.cpu_attn or self.disabled is not None:
+            return self.paged
+        layers = list(self._layers(forward_context))
+        if not layers:
+            return None
+        if getattr(layers[0][1], "isa", None) is not None:
+            self.cpu_attn = True  # vLLM's CPU attention: item_pool_store's slot I/O
+            return None
+        try:
+            kv0 = layers[0][2]
+            self.paged = PagedBackend({n: kv for n, _, kv in layers}, kv0.shape[3] // 2,
+                                      self.rope, self.pool_bytes)
+            logger.info("recache item pool: paged %s cache, %d layers, arena %d rows",
+                        kv0.device, len(layers), self.paged.arena.capacity)
+        except (LayoutError, RuntimeError, ValueError) as e:
+            self.disabled = str(e)
+            logger.warning("recache item pool disabled: %s", e)
+        return self.paged
+
     def _slot_io(self, layer, kv_layer: torch.Tensor) -> SlotIO | None:
         if self.io is not None or self.disabled is not None:
             return self.io
@@ -337,7 +383,15 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
 
     def start_load_kv(self, forward_context, **kwargs: Any) -> None:
         meta = self._get_connector_metadata()
-        if not isinstance(meta, PoolMeta) or not meta.loads:
+        if not isinstance(meta, PoolMeta):
+            return
+        paged = self._paged(forward_context)
+        if paged is not None:
+            t0 = time.perf_counter()
+            paged.load(meta.loads)  # enqueued; wait_for_layer_load waits per layer
+            self.load_s += time.perf_counter() - t0
+            return
+        if not meta.loads:
             return
         for name, layer, kv in self._layers(forward_context):
             io = self._slot_io(layer, kv)
@@ -347,18 +401,22 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
             kc, vc = split_kv(kv)
             for op in meta.loads:
                 ks, vs = [], []
-                for key, off, n in op.parts:
+                for key, off, n, pos in op.parts:
                     e = self.store.get(key)
                     if e is None:
                         raise RuntimeError(f"recache item pool: scheduler claimed missing {key}")
-                    ks.append(e.k[name][off:off + n])
+                    if pos and self.rope is None:
+                        raise RuntimeError("recache item pool: re-rotation needs the model's RoPE")
+                    k = e.k[name][off:off + n]
+                    ks.append(rope_shift(k, pos, self.rope) if pos else k)
                     vs.append(e.v[name][off:off + n])
                 io.write(kc, vc, torch.tensor(op.slots, dtype=torch.long),
                          torch.cat(ks), torch.cat(vs))
             self.load_s += time.perf_counter() - t0
 
     def wait_for_layer_load(self, layer_name: str) -> None:
-        return
+        if self.paged is not None:
+            self.paged.wait_layer(layer_name)
 
     def save_kv_layer(self, layer_name: str, kv_layer: torch.Tensor, attn_metadata, **kwargs) -> None:
         meta = self._get_connector_metadata()
@@ -366,6 +424,11 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
             return
         from vllm.forward_context import get_forward_context
 
+        if self.paged is not None:
+            t0 = time.perf_counter()
+            self._paged_capture(layer_name, meta.stores)
+            self.fill_s += time.perf_counter() - t0
+            return
         layer = get_forward_context().no_compile_layers.get(layer_name)
         io = self._slot_io(layer, kv_layer)
         if io is None:
@@ -379,9 +442,46 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
             e.v[layer_name] = v
         self.fill_s += time.perf_counter() - t0
 
+    def _paged_capture(self, layer_name: str, stores) -> None:
+        arena = self.paged.arena
+        for op in stores:
+            if op.req_id not in self.paged_at and layer_name == self.paged.names[0]:
+                start = arena.alloc(len(op.slots))
+                if start is None:
+                    logger.warning("recache item pool: no room for %s (%d tokens) in the "
+                                   "arena; not stored", op.key, len(op.slots))
+                    continue
+                self.paged_at[op.req_id] = (start, len(op.slots))
+        self.paged.capture(layer_name, stores, self.paged_at)
+
+    def _paged_commit(self, meta: PoolMeta) -> None:
+        arena = self.paged.arena
+        self.paged.wait_all()
+        if meta.clear:
+            arena.clear()
+        for key in meta.evict:
+            arena.drop(key)
+        t0 = time.perf_counter()
+        self.paged.settle()
+        for op in meta.stores:
+            hit = self.paged_at.pop(op.req_id, None)
+            if hit is None:
+                continue
+            arena.drop(op.key)  # a newer copy replaces the old one
+            arena.entries[op.key] = hit
+            self.stored_out.append((op.req_id, op.key, arena.entry_bytes(hit[1])))
+        for rid, hit in self.paged_at.items():  # captured but not committed: give back
+            arena.release(*hit)
+        self.paged_at.clear()
+        if meta.stores:
+            self.fill_s += time.perf_counter() - t0
+
     def wait_for_save(self) -> None:
         meta = self._get_connector_metadata()
         if not isinstance(meta, PoolMeta):
+            return
+        if self.paged is not None:
+            self._paged_commit(meta)
             return
         if meta.clear:
             self.store.entries.clear()

@@ -60,34 +60,53 @@ def item_kv_scatter(
     """Copy item K/V segments into the paged cache with RoPE re-rotation.
 
     ``src_k[l]``/``src_v[l]``: ``[num_src_slots, H, D]`` contiguous item pool of
-    layer ``l``; ``dst_k[l]``/``dst_v[l]``: ``[num_blocks, block_size, H, D]``
-    (block stride may be larger, e.g. K/V interleaved per block). Segment
-    tensors are int64 (``seg_src_slot``) / int32 on the same device;
-    ``slot_mapping`` int64 (-1 skips a token).
+    layer ``l``. ``dst_k[l]``/``dst_v[l]``: views ``[num_blocks, block_size, H, D]``
+    of the engine's cache with the head vector contiguous and any other strides
+    (the kernel takes the view's block, token and head strides), e.g. the
+    ``kv.transpose(1, 2).split(D, -1)`` views vLLM 0.32's FlashAttention reads;
+    every layer's views share one shape and stride set. Segment tensors are
+    int64 (``seg_src_slot``) / int32, ``slot_mapping`` int64 (-1 skips a token).
+
+    CUDA tensors: enqueued on the current stream. CPU tensors: the kernel's CPU
+    reference runs on them synchronously (tests and no-GPU fallback).
     """
     torch = _torch()
     k0 = dst_k[0]
-    device = k0.device.index or 0
-    lib = _ready(device)
     n = len(src_k)
     if not (len(src_v) == len(dst_k) == len(dst_v) == n):
         raise ValueError("src_k, src_v, dst_k, dst_v need one tensor per layer")
+    if k0.dim() != 4:
+        raise ValueError(f"dst views must be [blocks, block_size, H, D]; got {tuple(k0.shape)}")
     num_blocks, block_size, heads, head_dim = k0.shape
-    if k0.stride()[1:] != (heads * head_dim, head_dim, 1):
-        raise ValueError("dst cache rows [block_size, H, D] must be contiguous")
+    strides = k0.stride()
+    if strides[3] != 1:
+        raise ValueError(f"dst head vectors must be contiguous; strides {strides}")
+    for t in (*dst_k, *dst_v):
+        if t.shape != k0.shape or t.stride() != strides or t.dtype != k0.dtype:
+            raise ValueError("every layer's K and V views need one shape, stride set and dtype")
+    for t in (*src_k, *src_v):
+        if t.dim() != 3 or t.shape[1:] != (heads, head_dim) or not t.is_contiguous():
+            raise ValueError(f"pool rows must be contiguous [slots, {heads}, {head_dim}]")
     dtype = _DTYPES.get(str(k0.dtype).replace("torch.", ""))
     if dtype is None:
         raise ValueError(f"unsupported KV dtype {k0.dtype}; want float16 or bfloat16")
+    lib, err = _lib.load()
+    if lib is None:
+        raise RuntimeError(f"recache shim library unavailable: {err}")
     arr = ctypes.c_uint64 * n
     tables = [arr(*[t.data_ptr() for t in ts]) for ts in (src_k, src_v, dst_k, dst_v)]
-    stream = torch.cuda.current_stream(k0.device).cuda_stream
-    status = lib.recache_item_kv_scatter(
-        device, stream, dtype, n, *tables,
-        heads, head_dim, src_k[0].shape[0], num_blocks * block_size, block_size, k0.stride(0),
-        seg_len.numel(), seg_src_slot.data_ptr(), seg_len.data_ptr(), seg_tok_offset.data_ptr(),
-        seg_dst_pos.data_ptr(), slot_mapping.data_ptr(), slot_mapping.numel(),
-        stored_pos, rotary_dim, rope_theta, 0 if neox else 1,
-    )
+    shape = (heads, head_dim, src_k[0].shape[0], num_blocks * block_size, block_size,
+             strides[0], strides[1], strides[2])
+    segs = (seg_len.numel(), seg_src_slot.data_ptr(), seg_len.data_ptr(),
+            seg_tok_offset.data_ptr(), seg_dst_pos.data_ptr(), slot_mapping.data_ptr(),
+            slot_mapping.numel(), stored_pos, rotary_dim, rope_theta, 0 if neox else 1)
+    if k0.device.type == "cpu":
+        status = lib.recache_item_kv_scatter_host(dtype, n, *tables, *shape, *segs)
+    else:
+        device = k0.device.index or 0
+        lib = _ready(device)
+        stream = torch.cuda.current_stream(k0.device).cuda_stream
+        status = lib.recache_item_kv_scatter(device, stream, dtype, n, *tables, *shape, *segs)
     _lib.check(lib, status, "item_kv_scatter")
 
 

@@ -69,7 +69,9 @@ def test_scheduler_claims_only_the_resident_leading_run():
     st.committed("a", (10, 11, 12), 100)
     st.committed("c", (30, 31, 32), 100)
     # b is missing: the run stops there even though c is resident.
-    assert st.match(prompt, segs) == (3, [("a", 0, 3)])
+    assert st.match(prompt, segs) == (3, [("a", 0, 3, 0)])
+    # A segment's optional 4th field is the position its first token takes (default 0).
+    assert st.match(prompt, [["a", 0, 3, 40]]) == (3, [("a", 0, 3, 40)])
     st.committed("b", (20, 21), 100)
     assert st.match(prompt, segs)[0] == 8
     # Same key, other tokens (e.g. another label): never claimed.

@@ -36,7 +36,7 @@ def main() -> int:
 
     # Invalid dtype: rejected with a message, through the real C ABI.
     one = (ctypes.c_uint64 * 1)(16)
-    st = lib.recache_item_kv_scatter(0, None, 9, 1, one, one, one, one, 2, 128, 1, 1, 16, 4096,
+    st = lib.recache_item_kv_scatter(0, None, 9, 1, one, one, one, one, 2, 128, 1, 1, 16, 4096, 256, 128,
                                      1, None, None, None, None, None, 0, 0, 128, 1e6, 0)
     assert st == 1, st
     assert "dtype" in _lib.last_error(lib)

@@ -7,7 +7,8 @@
 //! - [`index`]: the index file and its trie.
 //! - [`config`]: `--retrieve-*` settings.
 //! - [`api`]: request/response shapes and validation (400s naming the field).
-//! - [`search`]: the constrained beam search with early stopping.
+//! - [`search`]: the constrained beam search with early stopping; [`topk`]: where its
+//!   per-step top-k runs (CUDA kernel on a GPU, else its CPU reference).
 //! - [`engine`]: prompt, per-beam scoring calls, vocabulary check.
 //! - [`handler`]: `/v1/retrieve` and the completions extension.
 //! - [`metrics`]: searches, engine calls, tokens, pruning.
@@ -23,6 +24,7 @@ pub mod search;
 pub mod semantic;
 #[cfg(test)]
 mod tests;
+pub mod topk;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -3,8 +3,8 @@
 //! Each step asks the scorer, once per live beam, for the log-probability of every token the
 //! trie allows after that beam (subtrees whose items are all excluded are not offered), then
 //! keeps the best `beam_width` of (beam × allowed token) through recache's beam top-k — the
-//! CPU reference of the GPU kernel (`recache_kernels::beam`), fed one step at a time over the
-//! step's own small vocabulary. A beam that reaches a leaf is a finished item. Scores are sums
+//! CUDA kernel when the machine has a GPU, else its CPU reference (`topk`), fed one step at a
+//! time over the step's own small vocabulary. A beam that reaches a leaf is a finished item. Scores are sums
 //! of log-probabilities, so a beam can only fall: once `top_k` items are finished, a beam
 //! scoring no better than the k-th of them is dropped before it costs an engine call, and the
 //! search stops when none is left (the early stop).
@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 
-use recache_kernels::beam::{BeamStep, beam_topk_reference};
+use recache_kernels::beam::BeamStep;
 use recache_kernels::trie::Trie;
 
 use super::index::RetrieveIndex;
@@ -235,11 +235,10 @@ fn select(
         trie: &local,
         per_beam_k: rows_n.min(recache_kernels::beam::MAX_PER_BEAM_K),
     };
-    let Ok(result) = beam_topk_reference(&step) else {
+    let Some(choices) = super::topk::select(&step) else {
         return Vec::new();
     };
-    result
-        .choices
+    choices
         .into_iter()
         .filter(|c| c.node >= 0 && c.score > f32::NEG_INFINITY)
         .filter_map(|c| {

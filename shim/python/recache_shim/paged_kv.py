@@ -1,0 +1,246 @@
+"""The item pool on vLLM 0.32's GPU KV caches: layout, pool rows, loads and fills.
+
+Owns everything the connector (``item_pool``) needs beyond the CPU attention backend:
+
+- **Layout.** vLLM 0.32 gives every attention layer one logical ``[blocks, heads, tokens,
+  2*D]`` view (K in the first ``D`` of each head's content, V in the second) whose physical
+  stride order is the resolved ``KVCacheLayout`` (``LBNHC`` by default, ``LBHNC`` for
+  FlashInfer's HND, block-outer orders too). :func:`kv_views` takes K and V exactly as
+  FlashAttention does (``kv.transpose(1, 2).split(D, -1)``) and checks what the scatter kernel
+  needs (head vector contiguous, strides multiples of 8, fp16/bf16); shapes and strides are
+  read from the engine's tensors, never assumed.
+- **Pool rows** (:class:`ItemArena`): per layer one K and one V tensor ``[capacity, H, D]``
+  (the kernel's source layout), in pinned host memory when the cache is on a GPU; an entry is a
+  slot range. Pinned memory is mapped into the device's address space (UVA), so the scatter
+  kernel reads pooled rows over PCIe itself: no staging copy, the H2D transfer *is* the kernel.
+- **Loads** (:class:`PagedBackend`): one scatter launch per layer on a side stream, an event
+  per layer; the connector's ``wait_for_layer_load`` makes the forward wait only for its own
+  layer, so later layers' loads overlap earlier layers' compute. K is re-rotated by RoPE when a
+  segment's target position differs from the position it was computed at (``pos`` in the
+  request's segments; 0, the shared start, by default).
+- **Fills**: the finished fill's rows are gathered from the engine's blocks into its arena range
+  (device-to-host copies on the current stream, synchronised before the commit is reported).
+
+On CPU tensors (tests) the same code runs through the kernel's CPU reference
+(``recache_item_kv_scatter_host``), so the layout arithmetic is checked in CI without a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import kernels
+
+
+class LayoutError(RuntimeError):
+    """The engine's cache is not a layout the scatter kernel can write."""
+
+
+@dataclass(frozen=True)
+class RopeSpec:
+    rotary_dim: int
+    theta: float
+    neox: bool = True
+
+    @classmethod
+    def from_hf(cls, hf_config, head_dim: int) -> "RopeSpec":
+        params = getattr(hf_config, "rope_parameters", None) or {}
+        theta = getattr(hf_config, "rope_theta", None) or params.get("rope_theta") or 10000.0
+        factor = getattr(hf_config, "partial_rotary_factor", None) or params.get(
+            "partial_rotary_factor", 1.0)
+        return cls(int(head_dim * float(factor)), float(theta))
+
+
+def rope_shift(k: torch.Tensor, delta: int, rope: RopeSpec) -> torch.Tensor:
+    """K rows ``[n, H, D]`` rotated by ``delta`` positions (fp32 math, NeoX or GPT-J pairs);
+    the CPU attention path's re-rotation and the tests' oracle."""
+    if delta == 0:
+        return k
+    r = rope.rotary_dim
+    inv = torch.tensor([rope.theta ** (-2.0 * i / r) for i in range(r // 2)], dtype=torch.float64)
+    ang = (delta * inv.to(torch.float32)).to(torch.float64)
+    cos, sin = torch.cos(ang).float(), torch.sin(ang).float()
+    x = k.float().clone()
+    if rope.neox:
+        a, b = x[..., : r // 2].clone(), x[..., r // 2: r].clone()
+        x[..., : r // 2], x[..., r // 2: r] = a * cos - b * sin, b * cos + a * sin
+    else:
+        a, b = x[..., 0:r:2].clone(), x[..., 1:r:2].clone()
+        x[..., 0:r:2], x[..., 1:r:2] = a * cos - b * sin, b * cos + a * sin
+    out = x.to(k.dtype)
+    out[..., r:] = k[..., r:]
+    return out
+
+
+def kv_views(kv: torch.Tensor, head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """K and V ``[blocks, tokens, heads, D]`` views of one layer's vLLM 0.32 cache, taken the
+    way FlashAttention takes them; raises :class:`LayoutError` naming what does not fit."""
+    if kv.dim() != 4:
+        raise LayoutError(f"cache view has {kv.dim()} dims; want vLLM 0.32's [B, H, N, 2*D]")
+    if kv.shape[3] != 2 * head_dim:
+        raise LayoutError(f"content {kv.shape[3]} is not K+V of head_dim {head_dim} "
+                          "(quantised or MLA caches are not supported)")
+    if kv.dtype not in (torch.float16, torch.bfloat16):
+        raise LayoutError(f"KV dtype {kv.dtype}: the scatter kernel moves fp16/bf16 only")
+    if kv.stride(3) != 1 or head_dim % 8:
+        raise LayoutError(f"head vector not contiguous or head_dim {head_dim} % 8 != 0")
+    k, v = kv.transpose(1, 2).split(head_dim, dim=-1)
+    bad = [s for s in k.stride()[:3] if s % 8 or s < head_dim]
+    if bad or kv.data_ptr() % 16:
+        raise LayoutError(f"strides {k.stride()} / base not 16-byte aligned for the kernel")
+    return k, v
+
+
+class ItemArena:
+    """Pool rows of every layer; entries are ranges of slots (first fit, merged on free)."""
+
+    def __init__(self, layers: list[str], heads: int, dim: int, dtype, capacity: int, pin: bool):
+        self.layers, self.capacity = list(layers), capacity
+        self.row_bytes = heads * dim * torch.empty(0, dtype=dtype).element_size()
+        make = (lambda: torch.empty(capacity, heads, dim, dtype=dtype).pin_memory()) if pin \
+            else (lambda: torch.zeros(capacity, heads, dim, dtype=dtype))
+        self.k = {n: make() for n in self.layers}
+        self.v = {n: make() for n in self.layers}
+        self.free: list[tuple[int, int]] = [(0, capacity)]  # (start, length), by start
+        self.entries: dict[str, tuple[int, int]] = {}
+
+    def entry_bytes(self, n: int) -> int:
+        return 2 * n * self.row_bytes * len(self.layers)
+
+    def alloc(self, n: int) -> int | None:
+        for i, (s, length) in enumerate(self.free):
+            if length >= n:
+                self.free[i] = (s + n, length - n)
+                if self.free[i][1] == 0:
+                    self.free.pop(i)
+                return s
+        return None
+
+    def release(self, start: int, n: int) -> None:
+        self.free.append((start, n))
+        self.free.sort()
+        merged: list[tuple[int, int]] = []
+        for s, length in self.free:
+            if merged and merged[-1][0] + merged[-1][1] == s:
+                merged[-1] = (merged[-1][0], merged[-1][1] + length)
+            else:
+                merged.append((s, length))
+        self.free = merged
+
+    def drop(self, key: str) -> bool:
+        hit = self.entries.pop(key, None)
+        if hit is not None:
+            self.release(*hit)
+        return hit is not None
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.free = [(0, self.capacity)]
+
+
+class PagedBackend:
+    """Loads into and fills from vLLM 0.32 paged caches through the scatter kernel."""
+
+    def __init__(self, kvs: dict[str, torch.Tensor], head_dim: int, rope: RopeSpec | None,
+                 pool_bytes: int):
+        self.names = list(kvs)
+        self.views = {n: kv_views(kv, head_dim) for n, kv in kvs.items()}
+        k0 = self.views[self.names[0]][0]
+        self.block_size, self.heads, self.dim = k0.shape[1], k0.shape[2], head_dim
+        self.device, self.rope = k0.device, rope
+        self.cuda = self.device.type == "cuda"
+        row = 2 * self.heads * head_dim * k0.element_size() * len(self.names)
+        self.arena = ItemArena(self.names, self.heads, head_dim, k0.dtype,
+                               max(1, pool_bytes // row), pin=self.cuda)
+        self.stream = torch.cuda.Stream(self.device) if self.cuda else None
+        self.events: dict[str, object] = {}
+
+    def _segments(self, loads):
+        """Kernel arguments of one step's loads: per part a segment, slots concatenated."""
+        src, lens, pos, slots = [], [], [], []
+        for op in loads:
+            for key, off, n, p in op.parts:
+                hit = self.arena.entries.get(key)
+                if hit is None:
+                    raise RuntimeError(f"recache item pool: scheduler claimed missing {key}")
+                if p and self.rope is None:
+                    raise RuntimeError("recache item pool: re-rotation needs the model's RoPE")
+                src.append(hit[0] + off)
+                lens.append(n)
+                # Entry token j was computed at position j and lands at p + j: every token of
+                # the part shifts by p. The kernel shifts by dst_pos - stored_pos (0).
+                pos.append(p)
+            slots.extend(op.slots)
+        # A load's slots list its parts' tokens in order, so part i starts where the
+        # previous parts' tokens end.
+        offs, run = [], 0
+        for n in lens:
+            offs.append(run)
+            run += n
+        i32, i64 = dict(dtype=torch.int32), dict(dtype=torch.int64)
+        host = [torch.tensor(src, **i64), torch.tensor(lens, **i32), torch.tensor(offs, **i32),
+                torch.tensor(pos, **i32), torch.tensor(slots, **i64)]
+        if not self.cuda:
+            return host
+        return [t.pin_memory().to(self.device, non_blocking=True) for t in host]
+
+    def load(self, loads) -> None:
+        if not loads:
+            return
+        rope = self.rope or RopeSpec(self.dim, 10000.0)
+        if self.cuda:
+            self.stream.wait_stream(torch.cuda.current_stream(self.device))
+            ctx = torch.cuda.stream(self.stream)
+        else:
+            ctx = _Null()
+        with ctx:
+            segs = self._segments(loads)
+            for name in self.names:
+                k, v = self.views[name]
+                kernels.item_kv_scatter(
+                    [self.arena.k[name]], [self.arena.v[name]], [k], [v], *segs,
+                    stored_pos=0, rotary_dim=rope.rotary_dim, rope_theta=rope.theta,
+                    neox=rope.neox)
+                if self.cuda:
+                    ev = torch.cuda.Event()
+                    ev.record(self.stream)
+                    self.events[name] = ev
+
+    def wait_layer(self, name: str) -> None:
+        ev = self.events.pop(name, None)
+        if ev is not None:
+            torch.cuda.current_stream(self.device).wait_event(ev)
+
+    def wait_all(self) -> None:
+        for name in list(self.events):
+            self.wait_layer(name)
+
+    def capture(self, name: str, stores, starts: dict[str, tuple[int, int]]) -> None:
+        """Copies each store's rows of layer ``name`` into its arena range (allocated on the
+        first layer; ``starts`` maps req_id -> (start, n), absent when the arena is full)."""
+        k, v = self.views[name]
+        for op in stores:
+            hit = starts.get(op.req_id)
+            if hit is None:
+                continue
+            start, n = hit
+            sl = torch.tensor(op.slots, dtype=torch.long, device=self.device)
+            b, o = sl // self.block_size, sl % self.block_size
+            self.arena.k[name][start:start + n].copy_(k[b, o], non_blocking=self.cuda)
+            self.arena.v[name][start:start + n].copy_(v[b, o], non_blocking=self.cuda)
+
+    def settle(self) -> None:
+        """Fills' device-to-host copies are complete (before their commits are reported)."""
+        if self.cuda:
+            torch.cuda.current_stream(self.device).synchronize()
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+

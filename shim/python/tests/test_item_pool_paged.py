@@ -1,0 +1,180 @@
+"""The item pool connector on vLLM 0.32's GPU cache layouts, on CPU tensors (no GPU, no
+server). For every ``KVCacheLayout`` the per-layer caches are built by vLLM's own
+``create_kv_cache_views`` (exactly what a GPU worker gets), the connector is driven through a
+fill and two loads, and what it wrote is read back the way FlashAttention reads it
+(``kv.transpose(1, 2).split(D, -1)``). The connector's pointer, stride, slot and segment
+arithmetic runs unchanged through the scatter kernel's CPU reference
+(``recache_item_kv_scatter_host`` in the shim library), so the layout mapping and the RoPE
+re-rotation are checked against an independent torch rotation. Run with the testbed venv's
+Python and the release shim library:
+
+    RECACHE_SHIM_LIB=target/release/librecache_shim.so \\
+      ~/.cache/recache-testbed/venv-vllm/bin/python shim/python/tests/test_item_pool_paged.py
+"""
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace as NS
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from recache_shim.item_pool import RecacheItemPoolConnector, slots_of  # noqa: E402
+from recache_shim.paged_kv import ItemArena, LayoutError, RopeSpec, kv_views, rope_shift  # noqa: E402
+from test_item_pool import _finish, _req  # noqa: E402
+
+BS, HEADS, DIM, BLOCKS, THETA = 16, 2, 64, 8, 1e6
+LAYERS = ("model.layers.0.attn", "model.layers.1.attn", "model.layers.2.attn")
+
+
+def _views(layout):
+    """One [B, H, N, 2*D] bf16 view per layer, as vLLM 0.32 lays them out for ``layout``."""
+    from vllm.v1.kv_cache_interface import (
+        FullAttentionSpec, KVCacheTensor, compute_layout_strides, create_kv_cache_views)
+
+    spec = FullAttentionSpec(block_size=BS, num_kv_heads=HEADS, head_size=DIM,
+                             dtype=torch.bfloat16)
+    st = compute_layout_strides(spec, BLOCKS, len(LAYERS), layout)
+    raw = torch.zeros(BLOCKS * len(LAYERS) * spec.page_size_bytes, dtype=torch.int8)
+    t = KVCacheTensor(size=raw.numel(), layers=list(LAYERS), layer_stride=st[0],
+                      block_stride=st[1])
+    return dict(zip(LAYERS, create_kv_cache_views(raw, spec, BLOCKS, layout, t)))
+
+
+def _connector():
+    hf = NS(rope_theta=THETA)
+    cfg = NS(cache_config=NS(block_size=BS),
+             model_config=NS(hf_config=hf, get_head_size=lambda: DIM),
+             kv_transfer_config=NS(kv_connector_extra_config={"pool_bytes": 1 << 22},
+                                   is_kv_producer=True))
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+
+    return RecacheItemPoolConnector(cfg, KVConnectorRole.WORKER, None)
+
+
+def _fa(kv):
+    """K and V [blocks, tokens, heads, D] as vLLM's FlashAttention takes them."""
+    return kv.transpose(1, 2).split(DIM, dim=-1)
+
+
+def _rows(kv, block, n):
+    k, v = _fa(kv)
+    return k[block, :n].clone(), v[block, :n].clone()
+
+
+def test_every_vllm_layout_fill_load_and_rerotation():
+    import vllm.forward_context as vfc
+    from vllm.v1.kv_cache_layout import KVCacheLayout
+
+    saved = vfc.get_forward_context
+    try:
+        for layout in KVCacheLayout:
+            caches = _views(layout)
+            fc = NS(no_compile_layers={n: NS(kv_cache=kv) for n, kv in caches.items()})
+            vfc.get_forward_context = lambda: fc
+            conn = _connector()
+            item = [1001] + list(range(40, 58))  # label + 18 tokens: spans two blocks of 16
+            n = len(item)
+            ref = {}
+            g = torch.Generator().manual_seed(1)
+            for name, kv in caches.items():
+                k, v = _fa(kv)
+                rk = torch.randn(n, HEADS, DIM, generator=g).to(torch.bfloat16)
+                rv = torch.randn(n, HEADS, DIM, generator=g).to(torch.bfloat16)
+                sl = torch.tensor(slots_of([1, 4], BS, 0, n))
+                k[sl // BS, sl % BS] = rk  # the model's forward of the fill, by hand
+                v[sl // BS, sl % BS] = rv
+                ref[name] = (rk, rv)
+            fill = _req("f", item, {"fill": "m/a"})
+            meta, wm = _step_blocks(conn, fc, [(fill, [1, 4], 0)])
+            assert wm.stored and wm.stored[0][1] == "m/a", (layout, wm)
+            assert conn.paged is not None, conn.disabled
+            assert _finish(conn, _req("l", [0], {"list": True}))["list"] == [["m/a", 1001, n]]
+
+            # Load at the shared start (pos 0): rows copied exactly, into blocks 2 and 5.
+            rank = _req("r", item + [7, 8], {"segments": [["m/a", 0, n]]})
+            assert conn.get_num_new_matched_tokens(rank, 0) == (n, False)
+            meta, wm = _step_blocks(conn, fc, [(rank, [2, 5], n)])
+            for name, kv in caches.items():
+                k, v = _fa(kv)
+                sl = torch.tensor(slots_of([2, 5], BS, 0, n))
+                assert torch.equal(k[sl // BS, sl % BS], ref[name][0]), (layout, name)
+                assert torch.equal(v[sl // BS, sl % BS], ref[name][1]), (layout, name)
+
+            # The same entry after a 37-token prefix (pos 37): K re-rotated by 37, V exact.
+            rot = _req("p", item + [9], {"segments": [["m/a", 0, n, 37]]})
+            assert conn.get_num_new_matched_tokens(rot, 0) == (n, False)
+            _step_blocks(conn, fc, [(rot, [3, 6], n)])
+            rope = RopeSpec(DIM, THETA)
+            for name, kv in caches.items():
+                k, v = _fa(kv)
+                sl = torch.tensor(slots_of([3, 6], BS, 0, n))
+                got, want = k[sl // BS, sl % BS].float(), rope_shift(ref[name][0], 37, rope).float()
+                err = (got - want).abs().max().item()
+                assert err <= 0.02 * want.abs().max().item(), (layout, name, err)
+                assert not torch.equal(k[sl // BS, sl % BS], ref[name][0])
+                assert torch.equal(v[sl // BS, sl % BS], ref[name][1]), (layout, name)
+            # Nothing outside the requests' slots was written (blocks 0 and 7 stay zero).
+            for kv in caches.values():
+                assert not kv[0].any() and not kv[7].any(), layout
+        print(f"ok {len(list(KVCacheLayout))} layouts")
+    finally:
+        vfc.get_forward_context = saved
+
+
+def _step_blocks(conn, fc, new):
+    """One engine step for new requests [(req, [block ids], external tokens)] (as
+    ``test_item_pool._step``, with several blocks per request)."""
+    for req, _, _ in new:
+        conn.on_new_request(req)
+        conn.get_num_new_matched_tokens(req, 0)
+    for req, _, ext in new:
+        conn.update_state_after_alloc(req, None, ext)
+    so = NS(scheduled_new_reqs=[NS(req_id=r.request_id, block_ids=(list(b),),
+                                   num_computed_tokens=e) for r, b, e in new],
+            scheduled_cached_reqs=NS(req_ids=[], new_block_ids=[], resumed_req_ids=set(),
+                                     num_computed_tokens=[]),
+            num_scheduled_tokens={r.request_id: len(r.prompt_token_ids) - e for r, _, e in new})
+    meta = conn.build_connector_meta(so)
+    conn.bind_connector_metadata(meta)
+    conn.start_load_kv(fc)
+    for name in LAYERS:
+        conn.wait_for_layer_load(name)
+        conn.save_kv_layer(name, fc.no_compile_layers[name].kv_cache, None)
+    conn.wait_for_save()
+    conn.clear_connector_metadata()
+    wm = conn.build_connector_worker_meta()
+    conn.update_connector_output(NS(kv_connector_worker_meta=wm))
+    return meta, wm
+
+
+def test_layout_errors_name_the_reason():
+    kv = torch.zeros(4, HEADS, BS, 2 * DIM, dtype=torch.float32)
+    try:
+        kv_views(kv, DIM)
+        raise AssertionError("fp32 accepted")
+    except LayoutError as e:
+        assert "fp16/bf16" in str(e)
+    try:
+        kv_views(torch.zeros(4, HEADS, BS, DIM, dtype=torch.bfloat16), DIM)
+        raise AssertionError("K-only content accepted")
+    except LayoutError as e:
+        assert "K+V" in str(e)
+
+
+def test_arena_first_fit_and_merge():
+    a = ItemArena(["l0"], 1, 8, torch.bfloat16, 10, pin=False)
+    s1, s2, s3 = a.alloc(4), a.alloc(3), a.alloc(3)
+    assert (s1, s2, s3) == (0, 4, 7) and a.alloc(1) is None
+    a.entries.update({"x": (0, 4), "y": (4, 3)})
+    assert a.drop("x") and a.drop("y") and a.free == [(0, 7)]
+    assert a.alloc(6) == 0 and a.entry_bytes(2) == 2 * 2 * 8 * 2
+
+
+if __name__ == "__main__":
+    for name, fn in list(globals().items()):
+        if name.startswith("test_"):
+            fn()
+            print(f"ok {name}")

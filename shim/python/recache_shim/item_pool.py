@@ -462,7 +462,8 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         for key in meta.evict:
             arena.drop(key)
         t0 = time.perf_counter()
-        self.paged.settle()
+        if meta.stores:
+            self.paged.settle()  # only steps with fills wait for their copies
         for op in meta.stores:
             hit = self.paged_at.pop(op.req_id, None)
             if hit is None:

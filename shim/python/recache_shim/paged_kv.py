@@ -99,7 +99,8 @@ class ItemArena:
     def __init__(self, layers: list[str], heads: int, dim: int, dtype, capacity: int, pin: bool):
         self.layers, self.capacity = list(layers), capacity
         self.row_bytes = heads * dim * torch.empty(0, dtype=dtype).element_size()
-        make = (lambda: torch.empty(capacity, heads, dim, dtype=dtype).pin_memory()) if pin \
+        # Allocated pinned in place (a pageable copy first would double a GB-sized pool).
+        make = (lambda: torch.empty(capacity, heads, dim, dtype=dtype, pin_memory=True)) if pin \
             else (lambda: torch.zeros(capacity, heads, dim, dtype=dtype))
         self.k = {n: make() for n in self.layers}
         self.v = {n: make() for n in self.layers}

@@ -11,7 +11,9 @@ the training users (teacher.py), two stages:
    the final token, distillation towards the teacher's ranking of the same candidates, and
    the stage-1 losses at every candidate and final token whatever the layout, so the
    representations the last layer compares stay the same in UP, IP and pooled prompts.
-The last layer is left to learn the comparison and the copy of the preferred item's label.
+The copy of a label into its item and from the preferred item to the output is built into the
+weights (`label_channel`: a frozen positional head in layer 0, a readout head in the last
+layer); training has to learn the comparison (which item the user prefers).
 """
 import math, random, time
 
@@ -24,7 +26,9 @@ from . import batches, layout, model as fwd, teacher as teach
 HP = dict(hidden=128, layers=4, heads=2, kv_heads=2, ffn=512, title_tap=2, item_tokens=18,
           history_items=20, candidates=100, group_users=16, up_users=2, enc_steps=1200,
           enc_titles=128, enc_users=4, steps=900, lr=2e-3, enc_lr=3e-3, warmup=60, pool_slots=12288,
-          mix="ip:3,pool:4,up:3", probe_dims=8, kd=1.0, kd_temp=1.0, aux=0.3, probe=1.0, rank=32, seed=0)
+          mix="ip:3,pool:4,up:3", probe_dims=8, kd=1.0, kd_temp=1.0, aux=0.3, probe=1.0, rank=32, seed=0,
+          label_sigma=0.02, label_flag=4.0, copy_freqs=6, copy_gain=480.0, copy_scale=0.1,
+          read_scale=1.0, read_gain=12.0, out_gain=10.0)
 
 
 def config(hp, tok):
@@ -37,20 +41,103 @@ def config(hp, tok):
                        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
 
 
-def copy_init(model):
-    """Starts every layer's first attention head as a copy: V and O the identity between the
-    head's dims and the first dims of the residual stream. Ranking by label is a pointer task
-    (the final token must copy the label of the item it prefers, and that label's identity has
-    to reach the item's tokens first); from a random init gradient descent finds a copy of
-    arbitrary label ids very slowly (measured: no progress in 600 steps on 5 candidates), from
-    this one within a few hundred steps."""
+def label_channel(model, hp, used):
+    """Builds the copy half of the pointer task into the weights and keeps it there; returns
+    {parameter: mask} for the gradients (0 = frozen). The last `head_dim` dims of the residual
+    stream are a label channel: only label-range ids write there (fixed random vectors with a
+    constant flag dim), every other head's and every MLP's output into it is zero and stays
+    zero, and the last attention head of two layers uses it:
+    - layer 0: a positional head (q and k from their biases alone, RoPE phases set so the
+      score peaks `item_tokens` tokens back) copies the label token into the last token of
+      the item it introduces: in every layout, pooled segments included, an item's last token
+      is exactly `item_tokens` after its label;
+    - the last layer: the final token's query meets the flag (it looks at item ends) plus what
+      it learns (which item the user prefers) and copies the channel to the output, where the
+      tied unembedding reads it as that item's label.
+    Measured without it (the earlier copy-initialised heads): the main cross-entropy stays at
+    log(100) and dev Recall@10 at chance; gradient descent does not find a copy of arbitrary
+    label ids in this CPU budget. Label ids that are also text tokens (LABEL_BASE=256 overlaps
+    the tokenizer's merges) carry the channel as text too; the last layer's learnt key must
+    discount those positions."""
+    cfg = model.config
+    hidden, heads = cfg.hidden_size, cfg.num_attention_heads
+    assert cfg.num_key_value_heads == heads, "label channel: one KV head per head"
+    d = hidden // heads
+    ch = slice(hidden - d, hidden)  # the channel's residual dims
+    hs = slice((heads - 1) * d, heads * d)  # the last head's rows in q/k/v, columns in o
+    flag = hidden - d
+    half = d // 2
+    gen = torch.Generator().manual_seed(hp["seed"] + 7)
+    masks = {}
+
+    def mask(p):
+        if p not in masks:
+            masks[p] = torch.ones_like(p)
+        return masks[p]
+
     with torch.no_grad():
-        for layer in model.model.layers:
-            a = layer.self_attn
-            d = a.head_dim
-            a.v_proj.weight.zero_()
-            a.v_proj.weight[:, :d] += torch.eye(d).repeat(a.v_proj.weight.shape[0] // d, 1)
-            a.o_proj.weight[:d, :d] = torch.eye(d)
+        emb = model.model.embed_tokens.weight
+        # Label rows: channel vectors at the scale of the text dims (init std 0.02). Ids that
+        # are also text tokens bring their channel vector wherever they occur as text, e.g. as
+        # an item's last token; the copy (normalized by RMSNorm, then `copy_scale`) outweighs
+        # that 5-7x. Label ids no text uses get no text dims: copied at full strength.
+        text = torch.zeros(emb.shape[0], dtype=torch.bool)
+        text[hp["text_ids"]] = True
+        emb[:, ch] = 0
+        lab = hp["label_sigma"] * torch.randn(used - layout.LABEL_BASE, d, generator=gen)
+        lab[:, 0] = hp["label_flag"] * hp["label_sigma"]
+        emb[layout.LABEL_BASE:used, ch] = lab
+        pure = torch.zeros(emb.shape[0], dtype=torch.bool)
+        pure[layout.LABEL_BASE:used] = True
+        pure &= ~text
+        emb[pure, :hidden - d] = 0
+        mask(emb)[:, ch] = 0
+        mask(emb)[pure] = 0
+        # The unembedding reads the channel through the final norm: start it loud enough for
+        # label logits to spread (trainable).
+        model.model.norm.weight[ch] = hp["out_gain"]
+        # RoPE frequencies of one head (config: rope_theta 10000; HF pairs dim i with i + d/2).
+        theta = 10000.0 ** (-torch.arange(half, dtype=torch.float32) * 2 / d)
+        back = hp["item_tokens"]
+        for n, layer in enumerate(model.model.layers):
+            a, mlp = layer.self_attn, layer.mlp
+            a.o_proj.weight[ch] = 0
+            mask(a.o_proj.weight)[ch] = 0
+            mlp.down_proj.weight[ch] = 0
+            mask(mlp.down_proj.weight)[ch] = 0
+            if n == 0:  # the positional copy head: frozen whole
+                for lin in (a.q_proj, a.k_proj, a.v_proj):
+                    lin.weight[hs] = 0
+                    lin.bias[hs] = 0
+                    mask(lin.weight)[hs] = 0
+                    mask(lin.bias)[hs] = 0
+                amp = torch.zeros(half)
+                amp[:hp["copy_freqs"]] = (hp["copy_gain"] / hp["copy_freqs"]) ** 0.5
+                kb, qb = torch.zeros(d), torch.zeros(d)
+                kb[:half] = amp
+                # q = R(-back) k: (R_m q).(R_n k) = sum amp^2 cos(theta (n - m + back))
+                qb[:half] = amp * torch.cos(-back * theta)
+                qb[half:] = amp * torch.sin(-back * theta)
+                a.k_proj.bias[hs] = kb
+                a.q_proj.bias[hs] = qb
+                a.v_proj.weight[hs, ch] = torch.eye(d)
+                a.o_proj.weight[:, hs] = 0
+                a.o_proj.weight[ch, hs] = hp["copy_scale"] * torch.eye(d)
+                mask(a.o_proj.weight)[:, hs] = 0
+            elif n == len(model.model.layers) - 1:  # the readout head: learns, starts as copy
+                a.v_proj.weight[hs] = 0
+                a.v_proj.bias[hs] = 0
+                a.v_proj.weight[hs, ch] = torch.eye(d)
+                a.o_proj.weight[ch, hs] = hp["read_scale"] * torch.eye(d)
+                mask(a.o_proj.weight)[ch, hs] = 1
+                rows = [hs.start + half - 1, hs.start + d - 1]  # the slowest RoPE pair
+                a.k_proj.weight[rows] = 0
+                a.k_proj.bias[rows] = 0
+                a.k_proj.weight[rows[0], flag] = 1.0
+                a.q_proj.weight[rows] = 0
+                a.q_proj.bias[rows] = 0
+                a.q_proj.bias[rows[0]] = hp["read_gain"]
+    return masks
 
 
 class Trainer:
@@ -60,12 +147,15 @@ class Trainer:
         from transformers import Qwen2ForCausalLM
         self.hp, self.log, self.data = hp, log, data
         self.model = Qwen2ForCausalLM(config(hp, tok))
-        copy_init(self.model)
+        used = layout.LABEL_BASE + layout.MAX_ITEMS + hp["pool_slots"]
         titles = [tok(t, add_special_tokens=False)["input_ids"] for t in data.titles]
+        instruction = tok(layout.DEFAULT_INSTRUCTION, add_special_tokens=False)["input_ids"]
+        text_ids = sorted({i for t in titles for i in layout.fit(t, hp["item_tokens"])} |
+                          set(instruction))
+        masks = label_channel(self.model, {**hp, "text_ids": text_ids}, used)
         self.s = batches.Sampler(data, hp["item_tokens"], titles, hp["history_items"],
                                  hp["pool_slots"], hp["seed"])
-        self.s.instruction = tok(layout.DEFAULT_INSTRUCTION,
-                                 add_special_tokens=False)["input_ids"]
+        self.s.instruction = instruction
         t0 = time.time()
         self.teacher = teach.Teacher(data, hp["rank"], hp["history_items"])
         self.vecs = self.teacher.item_vectors(hp["probe_dims"])
@@ -84,9 +174,10 @@ class Trainer:
         # Training touches token ids below `used` only (text tokens, both label ranges): train
         # those rows as their own table, so the optimizer does not sweep all 65,536 each step.
         self.full = self.model.model.embed_tokens
-        used = layout.LABEL_BASE + layout.MAX_ITEMS + hp["pool_slots"]
         self.model.model.embed_tokens = torch.nn.Embedding.from_pretrained(
             self.full.weight.detach()[:used].clone(), freeze=False)
+        masks[self.model.model.embed_tokens.weight] = masks.pop(self.full.weight)[:used]
+        self.masks = masks
         params = [p for p in self.model.parameters() if p is not self.full.weight]
         self.opt = torch.optim.AdamW(params + list(self.probe.parameters()) +
                                      list(self.user_probe.parameters()),
@@ -183,6 +274,9 @@ class Trainer:
             g["lr"] = lr
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
+        for p, m in self.masks.items():
+            if p.grad is not None:
+                p.grad.mul_(m)
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.opt.step()
 

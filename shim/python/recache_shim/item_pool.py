@@ -233,7 +233,6 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         self.io: SlotIO | None = None
         self.paged: PagedBackend | None = None
         self.cpu_attn = False
-        self.paged_at: dict[str, tuple[int, int]] = {}  # req_id -> arena range of a fill
         self.disabled: str | None = None
         self.captured: dict[str, Entry] = {}
         self.stored_out: list[tuple[str, str, int]] = []
@@ -426,7 +425,7 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
 
         if self.paged is not None:
             t0 = time.perf_counter()
-            self._paged_capture(layer_name, meta.stores)
+            self.paged.capture(layer_name, meta.stores)
             self.fill_s += time.perf_counter() - t0
             return
         layer = get_forward_context().no_compile_layers.get(layer_name)
@@ -442,47 +441,15 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
             e.v[layer_name] = v
         self.fill_s += time.perf_counter() - t0
 
-    def _paged_capture(self, layer_name: str, stores) -> None:
-        arena = self.paged.arena
-        for op in stores:
-            if op.req_id not in self.paged_at and layer_name == self.paged.names[0]:
-                start = arena.alloc(len(op.slots))
-                if start is None:
-                    logger.warning("recache item pool: no room for %s (%d tokens) in the "
-                                   "arena; not stored", op.key, len(op.slots))
-                    continue
-                self.paged_at[op.req_id] = (start, len(op.slots))
-        self.paged.capture(layer_name, stores, self.paged_at)
-
-    def _paged_commit(self, meta: PoolMeta) -> None:
-        arena = self.paged.arena
-        self.paged.wait_all()
-        if meta.clear:
-            arena.clear()
-        for key in meta.evict:
-            arena.drop(key)
-        t0 = time.perf_counter()
-        if meta.stores:
-            self.paged.settle()  # only steps with fills wait for their copies
-        for op in meta.stores:
-            hit = self.paged_at.pop(op.req_id, None)
-            if hit is None:
-                continue
-            arena.drop(op.key)  # a newer copy replaces the old one
-            arena.entries[op.key] = hit
-            self.stored_out.append((op.req_id, op.key, arena.entry_bytes(hit[1])))
-        for rid, hit in self.paged_at.items():  # captured but not committed: give back
-            arena.release(*hit)
-        self.paged_at.clear()
-        if meta.stores:
-            self.fill_s += time.perf_counter() - t0
-
     def wait_for_save(self) -> None:
         meta = self._get_connector_metadata()
         if not isinstance(meta, PoolMeta):
             return
         if self.paged is not None:
-            self._paged_commit(meta)
+            t0 = time.perf_counter()
+            self.stored_out.extend(self.paged.commit(meta.stores, meta.evict, meta.clear))
+            if meta.stores:
+                self.fill_s += time.perf_counter() - t0
             return
         if meta.clear:
             self.store.entries.clear()

@@ -33,6 +33,15 @@ import torch
 
 from . import kernels
 
+try:  # the engine's logger when vLLM is there (the connector), else the stdlib's
+    from vllm.logger import init_logger
+
+    logger = init_logger(__name__)
+except ImportError:  # pragma: no cover
+    import logging
+
+    logger = logging.getLogger(__name__)
+
 
 class LayoutError(RuntimeError):
     """The engine's cache is not a layout the scatter kernel can write."""
@@ -157,6 +166,7 @@ class PagedBackend:
                                max(1, pool_bytes // row), pin=self.cuda)
         self.stream = torch.cuda.Stream(self.device) if self.cuda else None
         self.events: dict[str, object] = {}
+        self.pending: dict[str, tuple[int, int]] = {}  # req_id -> arena range of a fill
 
     def _segments(self, loads):
         """Kernel arguments of one step's loads: per part a segment, slots concatenated."""
@@ -218,12 +228,19 @@ class PagedBackend:
         for name in list(self.events):
             self.wait_layer(name)
 
-    def capture(self, name: str, stores, starts: dict[str, tuple[int, int]]) -> None:
-        """Copies each store's rows of layer ``name`` into its arena range (allocated on the
-        first layer; ``starts`` maps req_id -> (start, n), absent when the arena is full)."""
+    def capture(self, name: str, stores) -> None:
+        """Copies each finished fill's rows of layer ``name`` into its arena range (allocated
+        at the first layer; a fill that finds no room is logged and not stored)."""
         k, v = self.views[name]
         for op in stores:
-            hit = starts.get(op.req_id)
+            if op.req_id not in self.pending and name == self.names[0]:
+                start = self.arena.alloc(len(op.slots))
+                if start is None:
+                    logger.warning("recache item pool: no room for %s (%d tokens) in the "
+                                   "arena; not stored", op.key, len(op.slots))
+                    continue
+                self.pending[op.req_id] = (start, len(op.slots))
+            hit = self.pending.get(op.req_id)
             if hit is None:
                 continue
             start, n = hit
@@ -231,6 +248,30 @@ class PagedBackend:
             b, o = sl // self.block_size, sl % self.block_size
             self.arena.k[name][start:start + n].copy_(k[b, o], non_blocking=self.cuda)
             self.arena.v[name][start:start + n].copy_(v[b, o], non_blocking=self.cuda)
+
+    def commit(self, stores, evict, clear: bool) -> list[tuple[str, str, int]]:
+        """End of a step: loads waited for, the scheduler's evictions applied, this step's
+        fills committed once their copies are complete. Returns ``(req_id, key, bytes)`` of
+        each stored entry (the worker metadata the scheduler commits from)."""
+        self.wait_all()
+        if clear:
+            self.arena.clear()
+        for key in evict:
+            self.arena.drop(key)
+        if stores:
+            self.settle()  # only steps with fills wait for their copies
+        out = []
+        for op in stores:
+            hit = self.pending.pop(op.req_id, None)
+            if hit is None:
+                continue
+            self.arena.drop(op.key)  # a newer copy replaces the old one
+            self.arena.entries[op.key] = hit
+            out.append((op.req_id, op.key, self.arena.entry_bytes(hit[1])))
+        for hit in self.pending.values():  # captured but not in this step's stores
+            self.arena.release(*hit)
+        self.pending.clear()
+        return out
 
     def settle(self) -> None:
         """Fills' device-to-host copies are complete (before their commits are reported)."""

@@ -151,14 +151,15 @@ def _req(rid, prompt, params):
 
 
 def _step(conn, fc, new):
-    """One engine step for new requests [(req, block id, external tokens)]: the scheduler's
-    matching and metadata, the worker's load / capture / commit, the output back."""
+    """One engine step for new requests [(req, block id or [block ids], external tokens)]: the
+    scheduler's matching and metadata, the worker's load / capture / commit, the output back."""
     for req, _, _ in new:
         conn.on_new_request(req)
         conn.get_num_new_matched_tokens(req, 0)
     for req, _, ext in new:
         conn.update_state_after_alloc(req, None, ext)
-    so = NS(scheduled_new_reqs=[NS(req_id=r.request_id, block_ids=([b],), num_computed_tokens=e)
+    so = NS(scheduled_new_reqs=[NS(req_id=r.request_id, block_ids=(list(b) if isinstance(b, list) else [b],),
+                                   num_computed_tokens=e)
                                 for r, b, e in new],
             scheduled_cached_reqs=NS(req_ids=[], new_block_ids=[], resumed_req_ids=set(),
                                      num_computed_tokens=[]),
@@ -167,8 +168,9 @@ def _step(conn, fc, new):
     assert isinstance(meta, PoolMeta)
     conn.bind_connector_metadata(meta)
     conn.start_load_kv(fc)
-    for name in LAYERS:
-        conn.save_kv_layer(name, fc.no_compile_layers[name].kv_cache, None)
+    for name, layer in fc.no_compile_layers.items():
+        conn.wait_for_layer_load(name)
+        conn.save_kv_layer(name, layer.kv_cache, None)
     conn.wait_for_save()
     conn.clear_connector_metadata()
     wm = conn.build_connector_worker_meta()

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from recache_shim.item_pool import RecacheItemPoolConnector, slots_of  # noqa: E402
 from recache_shim.paged_kv import ItemArena, LayoutError, RopeSpec, kv_views, rope_shift  # noqa: E402
-from test_item_pool import _finish, _req  # noqa: E402
+from test_item_pool import _finish, _req, _step  # noqa: E402
 
 BS, HEADS, DIM, BLOCKS, THETA = 16, 2, 64, 8, 1e6
 LAYERS = ("model.layers.0.attn", "model.layers.1.attn", "model.layers.2.attn")
@@ -88,7 +88,7 @@ def test_every_vllm_layout_fill_load_and_rerotation():
                 v[sl // BS, sl % BS] = rv
                 ref[name] = (rk, rv)
             fill = _req("f", item, {"fill": "m/a"})
-            meta, wm = _step_blocks(conn, fc, [(fill, [1, 4], 0)])
+            meta, wm = _step(conn, fc, [(fill, [1, 4], 0)])
             assert wm.stored and wm.stored[0][1] == "m/a", (layout, wm)
             assert conn.paged is not None, conn.disabled
             assert _finish(conn, _req("l", [0], {"list": True}))["list"] == [["m/a", 1001, n]]
@@ -96,7 +96,7 @@ def test_every_vllm_layout_fill_load_and_rerotation():
             # Load at the shared start (pos 0): rows copied exactly, into blocks 2 and 5.
             rank = _req("r", item + [7, 8], {"segments": [["m/a", 0, n]]})
             assert conn.get_num_new_matched_tokens(rank, 0) == (n, False)
-            meta, wm = _step_blocks(conn, fc, [(rank, [2, 5], n)])
+            meta, wm = _step(conn, fc, [(rank, [2, 5], n)])
             for name, kv in caches.items():
                 k, v = _fa(kv)
                 sl = torch.tensor(slots_of([2, 5], BS, 0, n))
@@ -106,7 +106,7 @@ def test_every_vllm_layout_fill_load_and_rerotation():
             # The same entry after a 37-token prefix (pos 37): K re-rotated by 37, V exact.
             rot = _req("p", item + [9], {"segments": [["m/a", 0, n, 37]]})
             assert conn.get_num_new_matched_tokens(rot, 0) == (n, False)
-            _step_blocks(conn, fc, [(rot, [3, 6], n)])
+            _step(conn, fc, [(rot, [3, 6], n)])
             rope = RopeSpec(DIM, THETA)
             for name, kv in caches.items():
                 k, v = _fa(kv)
@@ -122,32 +122,6 @@ def test_every_vllm_layout_fill_load_and_rerotation():
         print(f"ok {len(list(KVCacheLayout))} layouts")
     finally:
         vfc.get_forward_context = saved
-
-
-def _step_blocks(conn, fc, new):
-    """One engine step for new requests [(req, [block ids], external tokens)] (as
-    ``test_item_pool._step``, with several blocks per request)."""
-    for req, _, _ in new:
-        conn.on_new_request(req)
-        conn.get_num_new_matched_tokens(req, 0)
-    for req, _, ext in new:
-        conn.update_state_after_alloc(req, None, ext)
-    so = NS(scheduled_new_reqs=[NS(req_id=r.request_id, block_ids=(list(b),),
-                                   num_computed_tokens=e) for r, b, e in new],
-            scheduled_cached_reqs=NS(req_ids=[], new_block_ids=[], resumed_req_ids=set(),
-                                     num_computed_tokens=[]),
-            num_scheduled_tokens={r.request_id: len(r.prompt_token_ids) - e for r, _, e in new})
-    meta = conn.build_connector_meta(so)
-    conn.bind_connector_metadata(meta)
-    conn.start_load_kv(fc)
-    for name in LAYERS:
-        conn.wait_for_layer_load(name)
-        conn.save_kv_layer(name, fc.no_compile_layers[name].kv_cache, None)
-    conn.wait_for_save()
-    conn.clear_connector_metadata()
-    wm = conn.build_connector_worker_meta()
-    conn.update_connector_output(NS(kv_connector_worker_meta=wm))
-    return meta, wm
 
 
 def test_layout_errors_name_the_reason():

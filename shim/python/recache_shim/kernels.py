@@ -52,62 +52,89 @@ def _ready(device: int):
 _DTYPES = {"float16": 0, "bfloat16": 1}
 
 
-def item_kv_scatter(
-    src_k: Sequence, src_v: Sequence, dst_k: Sequence, dst_v: Sequence,
-    seg_src_slot, seg_len, seg_tok_offset, seg_dst_pos, slot_mapping,
-    *, stored_pos: int, rotary_dim: int, rope_theta: float, neox: bool = True,
-) -> None:
-    """Copy item K/V segments into the paged cache with RoPE re-rotation.
+class ScatterPlan:
+    """One set of pool tensors and cache views, validated once, launched many times.
 
     ``src_k[l]``/``src_v[l]``: ``[num_src_slots, H, D]`` contiguous item pool of
     layer ``l``. ``dst_k[l]``/``dst_v[l]``: views ``[num_blocks, block_size, H, D]``
     of the engine's cache with the head vector contiguous and any other strides
     (the kernel takes the view's block, token and head strides), e.g. the
     ``kv.transpose(1, 2).split(D, -1)`` views vLLM 0.32's FlashAttention reads;
-    every layer's views share one shape and stride set. Segment tensors are
-    int64 (``seg_src_slot``) / int32, ``slot_mapping`` int64 (-1 skips a token).
+    every layer's views share one shape and stride set.
+
+    Why a plan: checking 4 tensors per layer and building the pointer tables costs
+    ~100 us of Python for a 28-layer model, more than the kernel takes for a
+    100-item request; a connector's pools and views are fixed, so it pays that once.
+    The tensors must stay alive (and unmoved) as long as the plan is used.
+    """
+
+    def __init__(self, src_k: Sequence, src_v: Sequence, dst_k: Sequence, dst_v: Sequence):
+        k0 = dst_k[0]
+        n = len(src_k)
+        if not (len(src_v) == len(dst_k) == len(dst_v) == n):
+            raise ValueError("src_k, src_v, dst_k, dst_v need one tensor per layer")
+        if k0.dim() != 4:
+            raise ValueError(f"dst views must be [blocks, block_size, H, D]; got {tuple(k0.shape)}")
+        num_blocks, block_size, heads, head_dim = k0.shape
+        strides = k0.stride()
+        if strides[3] != 1:
+            raise ValueError(f"dst head vectors must be contiguous; strides {strides}")
+        for t in (*dst_k, *dst_v):
+            if t.shape != k0.shape or t.stride() != strides or t.dtype != k0.dtype:
+                raise ValueError("every layer's K and V views need one shape, stride set and dtype")
+        for t in (*src_k, *src_v):
+            if t.dim() != 3 or t.shape[1:] != (heads, head_dim) or not t.is_contiguous():
+                raise ValueError(f"pool rows must be contiguous [slots, {heads}, {head_dim}]")
+        self.dtype = _DTYPES.get(str(k0.dtype).replace("torch.", ""))
+        if self.dtype is None:
+            raise ValueError(f"unsupported KV dtype {k0.dtype}; want float16 or bfloat16")
+        lib, err = _lib.load()
+        if lib is None:
+            raise RuntimeError(f"recache shim library unavailable: {err}")
+        self.lib, self.layers, self.device = lib, n, k0.device
+        self.cpu = k0.device.type == "cpu"
+        if not self.cpu:
+            self.lib = _ready(k0.device.index or 0)
+        arr = ctypes.c_uint64 * n
+        self.tables = [arr(*[t.data_ptr() for t in ts]) for ts in (src_k, src_v, dst_k, dst_v)]
+        self.shape = (heads, head_dim, src_k[0].shape[0], num_blocks * block_size, block_size,
+                      strides[0], strides[1], strides[2])
+
+    def launch(self, seg_src_slot, seg_len, seg_tok_offset, seg_dst_pos, slot_mapping, *,
+               stored_pos: int, rotary_dim: int, rope_theta: float, neox: bool = True,
+               stream: Optional[int] = None) -> None:
+        """Enqueue one scatter (CUDA: on ``stream``, default the current stream; CPU: run
+        the kernel's CPU reference now). Segment tensors are int64 (``seg_src_slot``) /
+        int32, ``slot_mapping`` int64 (-1 skips a token)."""
+        segs = (seg_len.numel(), seg_src_slot.data_ptr(), seg_len.data_ptr(),
+                seg_tok_offset.data_ptr(), seg_dst_pos.data_ptr(), slot_mapping.data_ptr(),
+                slot_mapping.numel(), stored_pos, rotary_dim, rope_theta, 0 if neox else 1)
+        if self.cpu:
+            status = self.lib.recache_item_kv_scatter_host(
+                self.dtype, self.layers, *self.tables, *self.shape, *segs)
+        else:
+            if stream is None:
+                stream = _torch().cuda.current_stream(self.device).cuda_stream
+            status = self.lib.recache_item_kv_scatter(
+                self.device.index or 0, stream, self.dtype, self.layers, *self.tables,
+                *self.shape, *segs)
+        _lib.check(self.lib, status, "item_kv_scatter")
+
+
+def item_kv_scatter(
+    src_k: Sequence, src_v: Sequence, dst_k: Sequence, dst_v: Sequence,
+    seg_src_slot, seg_len, seg_tok_offset, seg_dst_pos, slot_mapping,
+    *, stored_pos: int, rotary_dim: int, rope_theta: float, neox: bool = True,
+) -> None:
+    """Copy item K/V segments into the paged cache with RoPE re-rotation (a one-off
+    :class:`ScatterPlan`; see it for the tensor rules).
 
     CUDA tensors: enqueued on the current stream. CPU tensors: the kernel's CPU
     reference runs on them synchronously (tests and no-GPU fallback).
     """
-    torch = _torch()
-    k0 = dst_k[0]
-    n = len(src_k)
-    if not (len(src_v) == len(dst_k) == len(dst_v) == n):
-        raise ValueError("src_k, src_v, dst_k, dst_v need one tensor per layer")
-    if k0.dim() != 4:
-        raise ValueError(f"dst views must be [blocks, block_size, H, D]; got {tuple(k0.shape)}")
-    num_blocks, block_size, heads, head_dim = k0.shape
-    strides = k0.stride()
-    if strides[3] != 1:
-        raise ValueError(f"dst head vectors must be contiguous; strides {strides}")
-    for t in (*dst_k, *dst_v):
-        if t.shape != k0.shape or t.stride() != strides or t.dtype != k0.dtype:
-            raise ValueError("every layer's K and V views need one shape, stride set and dtype")
-    for t in (*src_k, *src_v):
-        if t.dim() != 3 or t.shape[1:] != (heads, head_dim) or not t.is_contiguous():
-            raise ValueError(f"pool rows must be contiguous [slots, {heads}, {head_dim}]")
-    dtype = _DTYPES.get(str(k0.dtype).replace("torch.", ""))
-    if dtype is None:
-        raise ValueError(f"unsupported KV dtype {k0.dtype}; want float16 or bfloat16")
-    lib, err = _lib.load()
-    if lib is None:
-        raise RuntimeError(f"recache shim library unavailable: {err}")
-    arr = ctypes.c_uint64 * n
-    tables = [arr(*[t.data_ptr() for t in ts]) for ts in (src_k, src_v, dst_k, dst_v)]
-    shape = (heads, head_dim, src_k[0].shape[0], num_blocks * block_size, block_size,
-             strides[0], strides[1], strides[2])
-    segs = (seg_len.numel(), seg_src_slot.data_ptr(), seg_len.data_ptr(),
-            seg_tok_offset.data_ptr(), seg_dst_pos.data_ptr(), slot_mapping.data_ptr(),
-            slot_mapping.numel(), stored_pos, rotary_dim, rope_theta, 0 if neox else 1)
-    if k0.device.type == "cpu":
-        status = lib.recache_item_kv_scatter_host(dtype, n, *tables, *shape, *segs)
-    else:
-        device = k0.device.index or 0
-        lib = _ready(device)
-        stream = torch.cuda.current_stream(k0.device).cuda_stream
-        status = lib.recache_item_kv_scatter(device, stream, dtype, n, *tables, *shape, *segs)
-    _lib.check(lib, status, "item_kv_scatter")
+    ScatterPlan(src_k, src_v, dst_k, dst_v).launch(
+        seg_src_slot, seg_len, seg_tok_offset, seg_dst_pos, slot_mapping,
+        stored_pos=stored_pos, rotary_dim=rotary_dim, rope_theta=rope_theta, neox=neox)
 
 
 def beam_topk(

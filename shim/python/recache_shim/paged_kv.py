@@ -15,7 +15,9 @@ Owns everything the connector (``item_pool``) needs beyond the CPU attention bac
   kernel reads pooled rows over PCIe itself: no staging copy, the H2D transfer *is* the kernel.
 - **Loads** (:class:`PagedBackend`): one scatter launch per layer on a side stream, an event
   per layer; the connector's ``wait_for_layer_load`` makes the forward wait only for its own
-  layer, so later layers' loads overlap earlier layers' compute. K is re-rotated by RoPE when a
+  layer, so later layers' loads overlap earlier layers' compute. Each layer's launch goes
+  through a :class:`~recache_shim.kernels.ScatterPlan` made once per layer (validating the
+  views and building the pointer tables per launch cost more than the kernel). K is re-rotated by RoPE when a
   segment's target position differs from the position it was computed at (``pos`` in the
   request's segments; 0, the shared start, by default).
 - **Fills**: the finished fill's rows are gathered from the engine's blocks into its arena range
@@ -166,6 +168,9 @@ class PagedBackend:
                                max(1, pool_bytes // row), pin=self.cuda)
         self.stream = torch.cuda.Stream(self.device) if self.cuda else None
         self.events: dict[str, object] = {}
+        self.plans = {n: kernels.ScatterPlan([self.arena.k[n]], [self.arena.v[n]],
+                                             [self.views[n][0]], [self.views[n][1]])
+                      for n in self.names}
         self.pending: dict[str, tuple[int, int]] = {}  # req_id -> arena range of a fill
 
     def _segments(self, loads):
@@ -198,26 +203,25 @@ class PagedBackend:
         return [t.pin_memory().to(self.device, non_blocking=True) for t in host]
 
     def load(self, loads) -> None:
+        """Launch this step's loads, one launch and one event per layer (CPU: done now)."""
         if not loads:
             return
         rope = self.rope or RopeSpec(self.dim, 10000.0)
+        stream = None
         if self.cuda:
             self.stream.wait_stream(torch.cuda.current_stream(self.device))
-            ctx = torch.cuda.stream(self.stream)
+            stream = self.stream.cuda_stream
+            with torch.cuda.stream(self.stream):  # the side stream owns the argument tensors
+                segs = self._segments(loads)
         else:
-            ctx = _Null()
-        with ctx:
             segs = self._segments(loads)
-            for name in self.names:
-                k, v = self.views[name]
-                kernels.item_kv_scatter(
-                    [self.arena.k[name]], [self.arena.v[name]], [k], [v], *segs,
-                    stored_pos=0, rotary_dim=rope.rotary_dim, rope_theta=rope.theta,
-                    neox=rope.neox)
-                if self.cuda:
-                    ev = torch.cuda.Event()
-                    ev.record(self.stream)
-                    self.events[name] = ev
+        for name in self.names:
+            self.plans[name].launch(*segs, stored_pos=0, rotary_dim=rope.rotary_dim,
+                                    rope_theta=rope.theta, neox=rope.neox, stream=stream)
+            if self.cuda:
+                ev = torch.cuda.Event()
+                ev.record(self.stream)
+                self.events[name] = ev
 
     def wait_layer(self, name: str) -> None:
         ev = self.events.pop(name, None)
@@ -277,12 +281,4 @@ class PagedBackend:
         """Fills' device-to-host copies are complete (before their commits are reported)."""
         if self.cuda:
             torch.cuda.current_stream(self.device).synchronize()
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 

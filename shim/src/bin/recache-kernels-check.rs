@@ -4,10 +4,13 @@
 //! for `ptxas` to assemble (see `kernels/check`). Exits non-zero on failure.
 //!
 //! Usage: `recache-kernels-check <out-dir>`; libnvrtc from `LD_LIBRARY_PATH`
-//! or `RECACHE_NVRTC_PATH`.
+//! or `RECACHE_NVRTC_PATH`. With `RECACHE_KERNEL_CACHE_DIR` set it also fills
+//! that PTX cache through the loader's [`recache_shim::compile::ptx_for`], so a
+//! GPU host without NVRTC (or with an NVRTC the shim's bindings do not match)
+//! can load the kernels from a cache prepared elsewhere.
 
 use recache_kernels::sources;
-use recache_shim::compile::nvrtc_compile;
+use recache_shim::compile::{CACHE_DIR_ENV, nvrtc_compile, ptx_for};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -23,6 +26,12 @@ fn main() -> ExitCode {
     let mut failed = false;
     for src in sources::ALL {
         for (arch, sm) in sources::CI_ARCHS {
+            if std::env::var_os(CACHE_DIR_ENV).is_some() {
+                if let Err(e) = ptx_for(src, arch) {
+                    eprintln!("FAIL caching {} {arch}: {}", src.name, e.full_message());
+                    failed = true;
+                }
+            }
             match nvrtc_compile(src, arch) {
                 Ok(ptx) => {
                     let path = out.join(format!("{}.{sm}.ptx", src.name));

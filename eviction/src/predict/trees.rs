@@ -35,27 +35,39 @@ struct Tree {
 }
 
 impl Tree {
+    /// The walk's start: node 0, or leaf 0 (`!0`) for a single-leaf tree.
+    fn root(&self) -> i32 {
+        if self.nodes.is_empty() { -1 } else { 0 }
+    }
+
+    /// One step from internal node `i` (>= 0) on row `x`: the child, negative for leaf `!i`.
+    #[inline(always)]
+    fn step(&self, i: i32, x: &[f32]) -> i32 {
+        let n = &self.nodes[i as usize];
+        let mut v = f64::from(x.get(n.feature as usize).copied().unwrap_or(f32::NAN));
+        let missing = (n.decision >> 2) & 3;
+        if v.is_nan() && missing != 2 {
+            v = 0.0;
+        }
+        let is_missing = (missing == 1 && v.abs() <= 1e-35) || (missing == 2 && v.is_nan());
+        let go_left = if is_missing {
+            n.decision & 2 != 0
+        } else {
+            v <= n.threshold
+        };
+        if go_left { n.left } else { n.right }
+    }
+
+    fn leaf_at(&self, i: i32) -> f64 {
+        self.leaf.get((!i) as usize).copied().unwrap_or(0.0)
+    }
+
     fn eval(&self, x: &[f32]) -> f64 {
-        if self.nodes.is_empty() {
-            return self.leaf.first().copied().unwrap_or(0.0);
-        }
-        let mut i = 0i32;
+        let mut i = self.root();
         while i >= 0 {
-            let n = &self.nodes[i as usize];
-            let mut v = f64::from(x.get(n.feature as usize).copied().unwrap_or(f32::NAN));
-            let missing = (n.decision >> 2) & 3;
-            if v.is_nan() && missing != 2 {
-                v = 0.0;
-            }
-            let is_missing = (missing == 1 && v.abs() <= 1e-35) || (missing == 2 && v.is_nan());
-            let go_left = if is_missing {
-                n.decision & 2 != 0
-            } else {
-                v <= n.threshold
-            };
-            i = if go_left { n.left } else { n.right };
+            i = self.step(i, x);
         }
-        self.leaf[(!i) as usize]
+        self.leaf_at(i)
     }
 }
 
@@ -190,7 +202,122 @@ impl Ensemble {
         self.trees.len()
     }
 
+    /// Sum of the trees' outputs on row `x`. Four trees are walked in lockstep: one walk is a
+    /// chain of dependent loads and compares, so interleaving four keeps the core busy
+    /// instead of waiting on each level. Leaves are added in tree order, so the sum is the
+    /// same as tree by tree (`predict_sequential`).
     pub fn predict(&self, x: &[f32]) -> f64 {
+        let mut sum = -0.0; // the start `Iterator::sum` uses for floats
+        let mut chunks = self.trees.chunks_exact(4);
+        for c in &mut chunks {
+            let mut i = [c[0].root(), c[1].root(), c[2].root(), c[3].root()];
+            // Leaves are negative: some walk is still inside its tree while the AND is >= 0.
+            while (i[0] & i[1] & i[2] & i[3]) >= 0 {
+                for (t, at) in c.iter().zip(i.iter_mut()) {
+                    if *at >= 0 {
+                        *at = t.step(*at, x);
+                    }
+                }
+            }
+            for (t, &at) in c.iter().zip(&i) {
+                sum += t.leaf_at(at);
+            }
+        }
+        for t in chunks.remainder() {
+            sum += t.eval(x);
+        }
+        sum
+    }
+
+    /// Tree by tree (the reference `predict` is checked against).
+    pub fn predict_sequential(&self, x: &[f32]) -> f64 {
         self.trees.iter().map(|t| t.eval(x)).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ensemble;
+
+    /// A random tree in LightGBM's text format with `n` internal nodes: node `k` hangs from a
+    /// free child slot of an earlier node, the free slots left are leaves; every missing type
+    /// and default direction occurs.
+    fn tree_text(id: usize, n: usize, rng: &mut impl FnMut() -> u64) -> String {
+        let leaf_value = |rng: &mut dyn FnMut() -> u64| (rng() % 1000) as f64 / 7.0 - 70.0;
+        if n == 0 {
+            return format!(
+                "Tree={id}\nnum_leaves=1\nleaf_value={}\n\n",
+                leaf_value(rng)
+            );
+        }
+        let mut child: Vec<[Option<i32>; 2]> = vec![[None, None]; n];
+        for k in 1..n {
+            let free: Vec<(usize, usize)> = (0..k)
+                .flat_map(|p| [(p, 0), (p, 1)])
+                .filter(|&(p, side)| child[p][side].is_none())
+                .collect();
+            let (p, side) = free[(rng() % free.len() as u64) as usize];
+            child[p][side] = Some(k as i32);
+        }
+        let mut leaves = 0i32;
+        let mut side_list = |side: usize, child: &mut Vec<[Option<i32>; 2]>| -> Vec<String> {
+            (0..n)
+                .map(|k| {
+                    *child[k][side].get_or_insert_with(|| {
+                        leaves += 1;
+                        !(leaves - 1)
+                    })
+                })
+                .map(|c| c.to_string())
+                .collect()
+        };
+        let left = side_list(0, &mut child);
+        let right = side_list(1, &mut child);
+        let col = |f: &mut dyn FnMut() -> String| (0..n).map(|_| f()).collect::<Vec<_>>().join(" ");
+        let feat = col(&mut || (rng() % 6).to_string());
+        let thr = col(&mut || format!("{}", (rng() % 200) as f64 / 10.0 - 5.0));
+        let dec = col(&mut || ((rng() % 3) << 2 | (rng() % 2) << 1).to_string());
+        let leaf = (0..n + 1)
+            .map(|_| leaf_value(rng).to_string())
+            .collect::<Vec<_>>()
+            .join(" ");
+        format!(
+            "Tree={id}\nnum_leaves={}\nsplit_feature={feat}\nthreshold={thr}\n\
+             decision_type={dec}\nleft_child={}\nright_child={}\nleaf_value={leaf}\n\n",
+            n + 1,
+            left.join(" "),
+            right.join(" "),
+        )
+    }
+
+    #[test]
+    fn lockstep_walk_equals_tree_by_tree() {
+        let mut s = 0x9e3779b97f4a7c15u64;
+        let mut rng = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for trees in [1usize, 4, 6, 9, 32] {
+            let mut text = String::new();
+            for id in 0..trees {
+                let n = if id == 2 { 0 } else { (rng() % 12) as usize };
+                text += &tree_text(id, n, &mut rng);
+            }
+            text += "end of trees\n";
+            let model = Ensemble::parse(&text).expect("parse");
+            for _ in 0..500 {
+                let row: Vec<f32> = (0..6)
+                    .map(|_| match rng() % 8 {
+                        0 => f32::NAN,
+                        1 => 0.0,
+                        _ => (rng() % 200) as f32 / 10.0 - 5.0,
+                    })
+                    .collect();
+                let (a, b) = (model.predict(&row), model.predict_sequential(&row));
+                assert_eq!(a.to_bits(), b.to_bits(), "{trees} trees, row {row:?}");
+            }
+        }
     }
 }

@@ -147,6 +147,48 @@ def test_arena_first_fit_and_merge():
     assert a.alloc(6) == 0 and a.entry_bytes(2) == 2 * 2 * 8 * 2
 
 
+def test_scatter_plan_checks_once_and_launches_many():
+    """A ScatterPlan refuses what the kernel cannot address, naming why, and a plan launched
+    twice writes what two one-off item_kv_scatter calls write."""
+    from recache_shim.kernels import ScatterPlan, item_kv_scatter
+
+    H, D, BS, B, rows = 2, 64, 16, 8, 40
+    gen = torch.Generator().manual_seed(3)
+    pool = [torch.randn(rows, H, D, generator=gen).to(torch.bfloat16) for _ in range(2)]
+    kv = torch.zeros(B, BS, H, 2 * D, dtype=torch.bfloat16)
+    k, v = kv_views(kv.permute(0, 2, 1, 3), D)
+    bad = {
+        "one tensor per layer": ([pool[0]], pool, [k], [v]),
+        "pool rows must be contiguous": ([pool[0].transpose(0, 1).contiguous().transpose(0, 1)],
+                                         [pool[1]], [k], [v]),
+        "unsupported KV dtype": ([p.float() for p in pool[:1]], [pool[1].float()],
+                                 [k.float()], [v.float()]),
+        "head vectors must be contiguous": ([pool[0]], [pool[1]], [k.transpose(2, 3)[..., :H]],
+                                            [v]),
+    }
+    for why, args in bad.items():
+        try:
+            ScatterPlan(*args)
+        except ValueError as e:
+            assert why in str(e), (why, e)
+        else:
+            raise AssertionError(f"ScatterPlan accepted a case that should fail: {why}")
+    i32 = dict(dtype=torch.int32)
+    segs = [torch.tensor([0, 20], dtype=torch.int64), torch.tensor([10, 10], **i32),
+            torch.tensor([0, 10], **i32), torch.tensor([0, 37], **i32),
+            torch.randperm(B * BS, generator=gen)[:20]]
+    rope = dict(stored_pos=0, rotary_dim=D, rope_theta=1e6, neox=True)
+    plan = ScatterPlan([pool[0]], [pool[1]], [k], [v])
+    plan.launch(*segs, **rope)
+    plan.launch(*segs, **rope)  # idempotent: the same rows again
+    once = kv.clone()
+    kv.zero_()
+    item_kv_scatter([pool[0]], [pool[1]], [k], [v], *segs, **rope)
+    assert torch.equal(once, kv)
+    sl = segs[4][:10]
+    assert torch.equal(v[sl // BS, sl % BS], pool[1][:10])
+
+
 if __name__ == "__main__":
     for name, fn in list(globals().items()):
         if name.startswith("test_"):

@@ -221,7 +221,8 @@ def overlap_probes(torch, dev, paged, forward, compute_ms, slots, pos, heads, T,
     """Diagnostics of where the exposed part of a load goes (not the shipped path): the
     forward beside (a) per-layer events alone, (b) the per-layer scatter from a device pool
     (SM work, no PCIe), (c) the copy engine moving each layer's rows as one contiguous pinned
-    chunk into a device staging pool, then (b). Each: both_ms and exposed_ms = both - compute."""
+    chunk into a device staging pool, then (b); (d) all layers from a device pool in one launch
+    on the forward's stream before it. Each: both_ms and exposed_ms = both - compute."""
     from recache_shim.kernels import ScatterPlan
 
     L, n = len(paged.names), 100 * T
@@ -256,7 +257,22 @@ def overlap_probes(torch, dev, paged, forward, compute_ms, slots, pos, heads, T,
             forward(lambda name: torch.cuda.current_stream(dev).wait_event(events[name]))
         torch.cuda.current_stream(dev).wait_stream(side)
 
-    out = {}
+    whole = ScatterPlan([k for k, _ in stage], [v for _, v in stage],
+                        [paged.views[n][0] for n in paged.names],
+                        [paged.views[n][1] for n in paged.names])
+
+    def upfront(fwd=True):
+        # (d) every layer in one launch on the forward's own stream before it starts, from a
+        # device pool: no side stream at all (what a device-resident copy of hot items allows).
+        whole.launch(*segs, **rope)
+        if fwd:
+            forward()
+
+    out = {"upfront_device_pool": {}}
+    alone = timed(torch, lambda: upfront(False), iters=20)
+    both = timed(torch, upfront, iters=20)
+    out["upfront_device_pool"] = {"load_ms": alone, "both_ms": both,
+                                  "exposed_ms": both - compute_ms}
     for mode in ("events", "device_pool", "dma"):
         alone = timed(torch, lambda: run(mode, fwd=False), iters=20)
         both = timed(torch, lambda: run(mode), iters=20)

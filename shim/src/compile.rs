@@ -107,13 +107,21 @@ pub fn ptx_for(src: &KernelSource, arch: &str) -> Result<String, ShimError> {
         }
     }
     let ptx = nvrtc_compile(src, arch)?;
-    if let Some(p) = &path {
-        // The cache is an optimisation: a read-only or full disk must not fail
-        // the load. Write-then-rename so concurrent processes never see a torn file.
-        let tmp = p.with_extension(format!("tmp{}", std::process::id()));
-        let _ = std::fs::create_dir_all(p.parent().unwrap_or(p))
-            .and_then(|_| std::fs::write(&tmp, &ptx))
-            .and_then(|_| std::fs::rename(&tmp, p));
-    }
+    // The cache is an optimisation: a read-only or full disk must not fail the load.
+    let _ = cache_store(src, arch, &ptx);
     Ok(ptx)
+}
+
+/// Writes `ptx` (compiled from `src` for `arch`) where [`ptx_for`] looks for it under
+/// `RECACHE_KERNEL_CACHE_DIR`; returns the file, or None when that variable is unset.
+/// Write-then-rename, so concurrent processes never see a torn file.
+pub fn cache_store(src: &KernelSource, arch: &str, ptx: &str) -> std::io::Result<Option<PathBuf>> {
+    let Some(p) = cache_path(src, arch) else {
+        return Ok(None);
+    };
+    let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::create_dir_all(p.parent().unwrap_or(&p))?;
+    std::fs::write(&tmp, ptx)?;
+    std::fs::rename(&tmp, &p)?;
+    Ok(Some(p))
 }

@@ -205,7 +205,7 @@ impl Ensemble {
     /// Sum of the trees' outputs on row `x`. Four trees are walked in lockstep: one walk is a
     /// chain of dependent loads and compares, so interleaving four keeps the core busy
     /// instead of waiting on each level. Leaves are added in tree order, so the sum is the
-    /// same as tree by tree (`predict_sequential`).
+    /// same as tree by tree (tested against that).
     pub fn predict(&self, x: &[f32]) -> f64 {
         let mut sum = -0.0; // the start `Iterator::sum` uses for floats
         let mut chunks = self.trees.chunks_exact(4);
@@ -227,11 +227,6 @@ impl Ensemble {
             sum += t.eval(x);
         }
         sum
-    }
-
-    /// Tree by tree (the reference `predict` is checked against).
-    pub fn predict_sequential(&self, x: &[f32]) -> f64 {
-        self.trees.iter().map(|t| t.eval(x)).sum()
     }
 }
 
@@ -315,7 +310,8 @@ mod tests {
                         _ => (rng() % 200) as f32 / 10.0 - 5.0,
                     })
                     .collect();
-                let (a, b) = (model.predict(&row), model.predict_sequential(&row));
+                let tree_by_tree: f64 = model.trees.iter().map(|t| t.eval(&row)).sum();
+                let (a, b) = (model.predict(&row), tree_by_tree);
                 assert_eq!(a.to_bits(), b.to_bits(), "{trees} trees, row {row:?}");
             }
         }

@@ -268,14 +268,12 @@ def overlap_probes(torch, dev, paged, forward, compute_ms, slots, pos, heads, T,
         if fwd:
             forward()
 
-    out = {"upfront_device_pool": {}}
-    alone = timed(torch, lambda: upfront(False), iters=20)
-    both = timed(torch, upfront, iters=20)
-    out["upfront_device_pool"] = {"load_ms": alone, "both_ms": both,
-                                  "exposed_ms": both - compute_ms}
-    for mode in ("events", "device_pool", "dma"):
-        alone = timed(torch, lambda: run(mode, fwd=False), iters=20)
-        both = timed(torch, lambda: run(mode), iters=20)
+    out = {}
+    for mode, fn in (("upfront_device_pool", upfront), ("events", lambda f: run("events", f)),
+                     ("device_pool", lambda f: run("device_pool", f)),
+                     ("dma", lambda f: run("dma", f))):
+        alone = timed(torch, lambda: fn(False), iters=20)
+        both = timed(torch, lambda: fn(True), iters=20)
         out[mode] = {"load_ms": alone, "both_ms": both, "exposed_ms": both - compute_ms}
     return out
 

@@ -17,9 +17,9 @@ Owns everything the connector (``item_pool``) needs beyond the CPU attention bac
   per layer; the connector's ``wait_for_layer_load`` makes the forward wait only for its own
   layer, so later layers' loads overlap earlier layers' compute. Each layer's launch goes
   through a :class:`~recache_shim.kernels.ScatterPlan` made once per layer (validating the
-  views and building the pointer tables per launch cost more than the kernel). K is re-rotated by RoPE when a
-  segment's target position differs from the position it was computed at (``pos`` in the
-  request's segments; 0, the shared start, by default).
+  views and building the pointer tables per launch cost more than the kernel). K is
+  re-rotated by RoPE when a segment's target position differs from the position it was
+  computed at (``pos`` in the request's segments; 0, the shared start, by default).
 - **Fills**: the finished fill's rows are gathered from the engine's blocks into its arena range
   (device-to-host copies on the current stream, synchronised before the commit is reported).
 

@@ -4,13 +4,13 @@
 //! for `ptxas` to assemble (see `kernels/check`). Exits non-zero on failure.
 //!
 //! Usage: `recache-kernels-check <out-dir>`; libnvrtc from `LD_LIBRARY_PATH`
-//! or `RECACHE_NVRTC_PATH`. With `RECACHE_KERNEL_CACHE_DIR` set it also fills
-//! that PTX cache through the loader's [`recache_shim::compile::ptx_for`], so a
-//! GPU host without NVRTC (or with an NVRTC the shim's bindings do not match)
-//! can load the kernels from a cache prepared elsewhere.
+//! or `RECACHE_NVRTC_PATH`. With `RECACHE_KERNEL_CACHE_DIR` set it also writes
+//! each PTX into that cache ([`recache_shim::compile::cache_store`]), where the
+//! loader looks first, so a GPU host without NVRTC (or with an NVRTC the shim's
+//! bindings do not match) can load the kernels from a cache prepared elsewhere.
 
 use recache_kernels::sources;
-use recache_shim::compile::{CACHE_DIR_ENV, nvrtc_compile, ptx_for};
+use recache_shim::compile::{cache_store, nvrtc_compile};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -26,12 +26,6 @@ fn main() -> ExitCode {
     let mut failed = false;
     for src in sources::ALL {
         for (arch, sm) in sources::CI_ARCHS {
-            if std::env::var_os(CACHE_DIR_ENV).is_some() {
-                if let Err(e) = ptx_for(src, arch) {
-                    eprintln!("FAIL caching {} {arch}: {}", src.name, e.full_message());
-                    failed = true;
-                }
-            }
             match nvrtc_compile(src, arch) {
                 Ok(ptx) => {
                     let path = out.join(format!("{}.{sm}.ptx", src.name));
@@ -46,11 +40,19 @@ fn main() -> ExitCode {
                             src.name
                         );
                         failed = true;
-                    } else if let Err(e) = std::fs::write(&path, ptx) {
+                    } else if let Err(e) = std::fs::write(&path, &ptx) {
                         eprintln!("FAIL writing {}: {e}", path.display());
                         failed = true;
                     } else {
                         println!("nvrtc ok  {} {arch} -> {}", src.name, path.display());
+                        match cache_store(src, arch, &ptx) {
+                            Ok(Some(c)) => println!("cached    {}", c.display()),
+                            Ok(None) => {}
+                            Err(e) => {
+                                eprintln!("FAIL caching {} {arch}: {e}", src.name);
+                                failed = true;
+                            }
+                        }
                     }
                 }
                 Err(e) => {

@@ -17,6 +17,11 @@ Run with the testbed venv's Python: train_ranker.py --out DIR --tokenizer TINY_Q
 - Model: Qwen2ForCausalLM, 4 layers, hidden 128, 2 heads (2 KV heads, head dim 64), FFN 512,
   tied embeddings, the testbed tokenizer's 65,536 ids, 16,384 positions; ranker/train.py says
   how it is trained. Deterministic for a seed: one torch thread, seeded everything.
+- On a GPU (`--device cuda --export FILE`, what `train_ranker_device` runs where a device is
+  lent): the same recipe with larger batches and a wall-clock budget (`budget_s` in --hp);
+  the trained weights come back as FILE and `--import FILE` here checks them against the HF
+  forward and writes the checkpoint, stamped as device-trained. `up --model ranker` keeps a
+  device-trained checkpoint of the current recipe version and data: it cannot be remade here.
 Written to a temp dir and renamed into place with a stamp of the recipe and the data files'
 digests, so a changed recipe or data retrains and a crash never leaves a checkpoint that
 later runs would trust.
@@ -65,19 +70,70 @@ def check_served_layouts(trainer, model):
     return worst
 
 
-def make(out, tokenizer_dir, data_dir, hp, stamp):
-    import torch
+def log(s):
+    print(s, file=sys.stderr, flush=True)
+
+
+def trainer_for(tokenizer_dir, data_dir, hp, device="cpu"):
     from transformers import AutoTokenizer
     from ranker import data as rdata, train
-    tmp = out + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     data = rdata.Data(os.path.join(data_dir, DATA), os.path.join(data_dir, ITEMS))
-    log = lambda s: print(s, file=sys.stderr, flush=True)
-    t0, c0 = time.time(), time.process_time()
-    trainer = train.Trainer(data, tok, {**train.HP, **hp}, log)
+    return tok, data, train.Trainer(data, tok, {**train.HP, **hp}, log, device)
+
+
+def export(path, tokenizer_dir, data_dir, hp, device):
+    """Trains on `device` and writes the trained tensors (the embedding rows training touches,
+    every other weight once) and the run's report to `path` (a torch.save file)."""
+    import torch
+    t0 = time.time()
+    _, _, trainer = trainer_for(tokenizer_dir, data_dir, hp, device)
     model = trainer.run()
     dev = trainer.dev_metrics()
+    log(f"[ranker] dev recall@10/ndcg@10 per layout: {dev}")
+    used = trainer.used
+    state = {k: v.detach().float().cpu() for k, v in model.state_dict().items()
+             if k not in ("model.embed_tokens.weight", "lm_head.weight")
+             and "rotary_emb" not in k}
+    state["embed_rows"] = model.model.embed_tokens.weight.detach()[:used].float().cpu().clone()
+    report = {"train_wall_s": round(time.time() - t0), "dev": dev, "device": str(device),
+              "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+              "steps": trainer.steps_run, "hp": {**trainer.hp}, "torch": str(torch.__version__)}
+    torch.save({"state": state, "report": report}, path)
+    log(f"[ranker] exported {path}: {json.dumps(report)}")
+
+
+def load(trainer, path):
+    """The weights of an export into the trainer's (CPU) model: the full tied embedding keeps
+    its initial rows beyond the trained ones (ids no prompt holds; they only shift every
+    label's log-probability alike)."""
+    import torch
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    model = trainer.finish()
+    # Buffers (RoPE's inverse frequencies) are rebuilt from the config: not taken from the run.
+    state = {k: v for k, v in blob["state"].items() if "rotary_emb" not in k}
+    rows = state.pop("embed_rows")
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or set(missing) - {"model.embed_tokens.weight", "lm_head.weight"}:
+        raise SystemExit(f"[ranker] {path} does not fit this recipe: missing {missing}, "
+                         f"unexpected {unexpected}")
+    with torch.no_grad():
+        model.model.embed_tokens.weight[:rows.shape[0]] = rows
+    return model, blob["report"]
+
+
+def make(out, tokenizer_dir, data_dir, hp, stamp, imported=None):
+    import torch
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    t0, c0 = time.time(), time.process_time()
+    tok, data, trainer = trainer_for(tokenizer_dir, data_dir, hp)
+    if imported:
+        model, device_report = load(trainer, imported)
+        dev = device_report["dev"]
+    else:
+        model, device_report = trainer.run(), None
+        dev = trainer.dev_metrics()
     log(f"[ranker] dev recall@10/ndcg@10 per layout: {dev}")
     worst = check_served_layouts(trainer, model)
     model.save_pretrained(tmp)
@@ -90,6 +146,8 @@ def make(out, tokenizer_dir, data_dir, hp, stamp):
         time.process_time() - c0), "dev": dev, "hf_check_max_abs": worst,
               "users": {s: data.split.count(s) for s in ("train", "dev", "test")},
               "torch": torch.__version__}
+    if device_report:
+        report["trained_on"] = device_report
     with open(os.path.join(tmp, "ranker-report.json"), "w") as f:
         json.dump(report, f, indent=2)
     with open(os.path.join(tmp, "recache-testbed-stamp"), "w") as f:
@@ -99,6 +157,21 @@ def make(out, tokenizer_dir, data_dir, hp, stamp):
     log(f"[ranker] wrote {out}: {json.dumps(report)}")
 
 
+def device_trained(path, stamp):
+    """A checkpoint imported from a device run of this recipe version on these data files:
+    kept by the default recipe (it is the same code with larger batches and more steps, and
+    cannot be remade on this machine)."""
+    if not os.path.exists(path):
+        return False
+    try:
+        have = json.loads(open(path).read())
+    except ValueError:
+        return False
+    want = json.loads(stamp)
+    return "trained_on" in have and all(have.get(k) == want[k] for k in ("ranker", "data",
+                                                                        "items"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="checkpoint directory")
@@ -106,16 +179,38 @@ def main():
     ap.add_argument("--data-dir", required=True, help="folder with amazon/ and items/")
     ap.add_argument("--hp", default="{}", help="JSON overrides of ranker/train.py's HP "
                     "(experiments; part of the stamp)")
+    ap.add_argument("--device", default="cpu", help="torch device to train on (with --export)")
+    ap.add_argument("--export", metavar="FILE", help="train on --device and write the weights "
+                    "to FILE instead of a checkpoint (device runs; --out is not touched)")
+    ap.add_argument("--import", dest="imported", metavar="FILE", help="make the checkpoint "
+                    "from an --export FILE (its recipe overrides come with it) instead of "
+                    "training")
     a = ap.parse_args()
     for rel in (DATA, ITEMS):
         if not os.path.exists(os.path.join(a.data_dir, rel)):
             raise SystemExit(f"[ranker] {os.path.join(a.data_dir, rel)} not found "
                              "(set RECACHE_TESTBED_RANKER_DATA to the folder holding it)")
     hp = json.loads(a.hp)
+    if a.export:
+        export(a.export, a.tokenizer, a.data_dir, hp, a.device)
+        return
+    if a.imported:
+        import torch
+        report = torch.load(a.imported, map_location="cpu", weights_only=True)["report"]
+        from ranker import train
+        hp = {k: v for k, v in report["hp"].items() if train.HP.get(k) != v}
+        stamp = json.dumps({**json.loads(recipe(hp, a.data_dir)),
+                            "trained_on": report.get("gpu") or report["device"]},
+                           sort_keys=True)
+        make(a.out, a.tokenizer, a.data_dir, hp, stamp, a.imported)
+        print(a.out)
+        return
     stamp = recipe(hp, a.data_dir)
     path = os.path.join(a.out, "recache-testbed-stamp")
     if os.path.exists(path) and open(path).read().strip() == stamp:
         print(f"[testbed] ranker ready (cached): {a.out}", file=sys.stderr)
+    elif not hp and device_trained(path, stamp):
+        print(f"[testbed] ranker ready (cached, trained on a device): {a.out}", file=sys.stderr)
     else:
         print(f"[testbed] training the GR ranker into {a.out} (CPU, one thread: ~30 min)",
               file=sys.stderr)

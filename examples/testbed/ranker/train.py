@@ -141,13 +141,13 @@ def label_channel(model, hp, used):
 
 
 class Trainer:
-    def __init__(self, data, tok, hp, log=print):
+    def __init__(self, data, tok, hp, log=print, device="cpu"):
         torch.set_num_threads(1)
         torch.manual_seed(hp["seed"])
         from transformers import Qwen2ForCausalLM
         self.hp, self.log, self.data = hp, log, data
         self.model = Qwen2ForCausalLM(config(hp, tok))
-        used = layout.LABEL_BASE + layout.MAX_ITEMS + hp["pool_slots"]
+        used = self.used = layout.LABEL_BASE + layout.MAX_ITEMS + hp["pool_slots"]
         titles = [tok(t, add_special_tokens=False)["input_ids"] for t in data.titles]
         instruction = tok(layout.DEFAULT_INSTRUCTION, add_special_tokens=False)["input_ids"]
         text_ids = sorted({i for t in titles for i in layout.fit(t, hp["item_tokens"])} |
@@ -184,6 +184,29 @@ class Trainer:
                                      lr=hp["lr"], betas=(0.9, 0.98), weight_decay=0.0)
         self.dev = [self.s.user(h[:-1], h[-1]) for (_, h), sp in zip(data.users, data.split)
                     if sp == "dev"][:hp.get("dev_users", 200)]
+        self.steps_run = {}
+        self.to(device)
+
+    def to(self, device):
+        """Moves what training computes with to `device` and makes it torch's default there
+        (the batches and the forward build their index tensors on the default device). Built on
+        the CPU first either way, so the initial weights are the CPU recipe's for a seed."""
+        device = torch.device(device)
+        torch.set_default_device(device)
+        self.device = device
+        self.model.to(device)  # in place: the optimizer's and the masks' keys stay valid
+        self.full.to(device)
+        self.probe.to(device)
+        self.user_probe.to(device)
+        self.masks = {p: m.to(device) for p, m in self.masks.items()}
+        t = self.teacher
+        t.e, t.prior = t.e.to(device), t.prior.to(device)
+        self.vecs = self.vecs.to(device)
+        self.user_mean, self.user_std = self.user_mean.to(device), self.user_std.to(device)
+        for state in self.opt.state.values():
+            for k, v in state.items():
+                if torch.is_tensor(v):
+                    state[k] = v.to(device)
 
     def taps(self):
         """Where the probes read: titles after `title_tap` layers, labels and the user's query
@@ -304,37 +327,60 @@ class Trainer:
         self.s.np.bit_generator.state = state[1]
         return out
 
+    def planned(self, stage, step, total, t_stage):
+        """Steps of a stage: `total`, or with `budget_s` set (device runs) as many as fit in
+        the stage's share of it at the rate of its first 20 steps, never more than `total`.
+        Fixed once, at step 20, so the learning-rate schedule still runs its whole course."""
+        budget = self.hp.get("budget_s", 0)
+        if not budget or step != 20 or stage in self.steps_run:
+            return self.steps_run.get(stage, total)
+        share = self.hp.get("enc_share", 0.3) if stage == "encoder" else 1.0 - self.hp.get(
+            "enc_share", 0.3)
+        rate = (time.time() - t_stage) / 20
+        fit = max(21, int(budget * share / rate))
+        self.steps_run[stage] = min(total, fit)
+        self.log(f"[ranker] {stage}: {rate * 1000:.0f} ms/step, budget {budget * share:.0f}s: "
+                 f"{self.steps_run[stage]} steps")
+        return self.steps_run[stage]
+
     def run(self):
         hp, log = self.hp, self.log
         t0, avg = time.time(), None
-        for step in range(hp["enc_steps"]):
+        total, step = hp["enc_steps"], 0
+        while step < total:
             loss = self.encoder_loss()
-            self.step(loss, self.lr(step, hp["enc_steps"], hp["enc_lr"]))
+            self.step(loss, self.lr(step, total, hp["enc_lr"]))
             avg = loss.item() if avg is None else 0.98 * avg + 0.02 * loss.item()
             if (step + 1) % 100 == 0:
-                log(f"[ranker] encoder step {step + 1}/{hp['enc_steps']} loss {avg:.3f} "
+                log(f"[ranker] encoder step {step + 1}/{total} loss {avg:.3f} "
                     f"{time.time() - t0:.0f}s")
+            step += 1
+            total = self.planned("encoder", step, total, t0)
+        self.steps_run.setdefault("encoder", total)
         kinds = []
         for part in hp["mix"].split(","):
             name, weight = part.split(":")
             kinds += [name] * int(weight)
         order = random.Random(hp["seed"] + 1)
-        avg = None
-        for step in range(hp["steps"]):
+        avg, total, step, t1 = None, hp["steps"], 0, time.time()
+        while step < total:
             kind = order.choice(kinds)
             if kind == "up":
                 b = self.s.up(self.s.users(hp["up_users"]), hp["candidates"])
             else:
                 b = self.s.group(kind, self.s.users(hp["group_users"]), hp["candidates"])
             loss, _, main = self.rank_loss(b)
-            self.step(loss, self.lr(step, hp["steps"], hp["lr"]))
+            self.step(loss, self.lr(step, total, hp["lr"]))
             avg = main if avg is None else 0.98 * avg + 0.02 * main
             if (step + 1) % 50 == 0:
                 parts = " ".join(f"{k} {v:.3f}" for k, v in self.parts.items())
-                log(f"[ranker] rank step {step + 1}/{hp['steps']} ce {avg:.3f} ({parts}) "
+                log(f"[ranker] rank step {step + 1}/{total} ce {avg:.3f} ({parts}) "
                     f"{time.time() - t0:.0f}s")
             if hp.get("dev_every") and (step + 1) % hp["dev_every"] == 0:
                 log(f"[ranker] dev recall@10/ndcg@10 {self.dev_metrics()}")
+            step += 1
+            total = self.planned("rank", step, total, t1)
+        self.steps_run.setdefault("rank", total)
         log(f"[ranker] trained in {time.time() - t0:.0f}s")
         return self.finish()
 

@@ -11,9 +11,16 @@ pub struct PredictorBench {
     pub train_rows: usize,
     pub features: usize,
     pub iterations: u32,
-    /// Median of `repeats` training runs, milliseconds.
+    /// Median of `repeats` training runs as the trainer thread runs most of them: bin
+    /// boundaries taken from an earlier window's sample (`predict::bins`), milliseconds.
     pub train_ms: f64,
     pub train_ms_all: Vec<f64>,
+    /// Median of `repeats` runs that find the boundaries first (one retrain in
+    /// `bins_refresh`), milliseconds.
+    pub train_ms_fresh_bins: f64,
+    /// What a retrain costs on average: one fresh-bins run per `bins_refresh`.
+    pub train_ms_mean: f64,
+    pub bins_refresh: u32,
     pub predict_rows: usize,
     /// Median batch prediction of `predict_rows` rows (Rust evaluator), ms.
     pub predict_ms: f64,
@@ -75,8 +82,9 @@ pub fn bench_predictor(
     predict_rows: usize,
     repeats: usize,
 ) -> Result<PredictorBench, BenchError> {
+    use crate::predict::bins::{BinCache, REFRESH};
     use crate::predict::features::NF;
-    use crate::predict::lgbm::{LgbmConfig, params, train};
+    use crate::predict::lgbm::{LgbmConfig, params, train_with};
     use std::time::Instant;
     if y.len() < train_rows {
         return Err(BenchError::TooFewRows {
@@ -91,13 +99,36 @@ pub fn bench_predictor(
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
+    let cols: Vec<usize> = (0..NF).collect();
+    let (wx, wy) = (&x[..train_rows * NF], &y[..train_rows]);
+    // Fresh boundaries: a new cache each run.
+    let mut fresh_ms = Vec::new();
+    for _ in 0..repeats.max(1) {
+        let start = Instant::now();
+        train_with(&mut BinCache::default(), wx, wy, &cols, &p).map_err(BenchError::Train)?;
+        fresh_ms.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    // Reused boundaries, found on the window after this one where the trace has it (as the
+    // trainer thread's are found on an earlier window), else on this one.
+    let mut bins = BinCache::default();
+    let other = if y.len() >= 2 * train_rows {
+        train_rows
+    } else {
+        0
+    };
+    train_with(
+        &mut bins,
+        &x[other * NF..(other + train_rows) * NF],
+        &y[other..other + train_rows],
+        &cols,
+        &p,
+    )
+    .map_err(BenchError::Train)?;
     let mut train_ms_all = Vec::new();
     let mut model = None;
     for _ in 0..repeats.max(1) {
         let start = Instant::now();
-        let cols: Vec<usize> = (0..NF).collect();
-        let m =
-            train(&x[..train_rows * NF], &y[..train_rows], &cols, &p).map_err(BenchError::Train)?;
+        let (m, _) = train_with(&mut bins, wx, wy, &cols, &p).map_err(BenchError::Train)?;
         train_ms_all.push(start.elapsed().as_secs_f64() * 1e3);
         model = Some(m);
     }
@@ -112,12 +143,17 @@ pub fn bench_predictor(
     }
     std::hint::black_box(sink);
     let predict_ms = median(pred_ms);
+    let train_ms = median(train_ms_all.clone());
+    let train_ms_fresh_bins = median(fresh_ms);
     Ok(PredictorBench {
         train_rows,
         features: NF,
         iterations: cfg.iterations,
-        train_ms: median(train_ms_all.clone()),
+        train_ms,
         train_ms_all,
+        train_ms_fresh_bins,
+        train_ms_mean: (train_ms_fresh_bins + (REFRESH - 1) as f64 * train_ms) / REFRESH as f64,
+        bins_refresh: REFRESH,
         predict_rows,
         predict_ms,
         predict_ns_per_row: predict_ms * 1e6 / predict_rows as f64,

@@ -27,6 +27,7 @@ use lightgbm3::{Booster, Dataset};
 
 use std::sync::Arc;
 
+use super::bins::BinCache;
 use super::features::{FeatureConfig, Features};
 use super::foresight::Foresight;
 use super::refresher::Refresher;
@@ -107,11 +108,29 @@ pub fn train(
     params: &serde_json::Value,
 ) -> Result<Ensemble, String> {
     let ds = Dataset::from_slice(x, y, cols.len() as i32, true).map_err(|e| e.to_string())?;
+    fit(ds, cols, params)
+}
+
+/// Boosts on `ds` and brings the model over as an [`Ensemble`] reading full rows.
+fn fit(ds: Dataset, cols: &[usize], params: &serde_json::Value) -> Result<Ensemble, String> {
     let booster = Booster::train(ds, params).map_err(|e| e.to_string())?;
     let text = booster.save_string().map_err(|e| e.to_string())?;
     Ensemble::parse(&text)
         .and_then(|m| m.remap_features(cols))
         .map_err(|e| e.to_string())
+}
+
+/// [`train`] with the bin boundaries of `bins` (rebuilt there when due; see [`BinCache`]):
+/// what the trainer thread runs. Also says whether the boundaries were fresh.
+pub fn train_with(
+    bins: &mut BinCache,
+    x: &[f32],
+    y: &[f32],
+    cols: &[usize],
+    params: &serde_json::Value,
+) -> Result<(Ensemble, bool), String> {
+    let (ds, fresh) = bins.dataset(x, y, cols)?;
+    Ok((fit(ds, cols, params)?, fresh))
 }
 
 /// Caps LightGBM's OpenMP threads at one for this process. lightgbm3 passes
@@ -127,9 +146,10 @@ pub fn limit_threads() {
 
 fn trainer(jobs: Receiver<Job>, done: Sender<Trained>, params: serde_json::Value) {
     limit_threads();
+    let mut bins = BinCache::default();
     while let Ok(job) = jobs.recv() {
         let start = Instant::now();
-        let model = train(&job.x, &job.y, &job.cols, &params);
+        let model = train_with(&mut bins, &job.x, &job.y, &job.cols, &params).map(|(m, _)| m);
         let us = start.elapsed().as_micros() as u64;
         if done
             .send(Trained {

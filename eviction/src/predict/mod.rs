@@ -4,8 +4,11 @@
 //! online-trained LightGBM predictor ([`lgbm`]) with its feature rows
 //! ([`features`]: `base` block columns, `gr` entity columns from
 //! [`entity`], upper-bound `future` columns from [`foresight`]; the
-//! [`FeatureSet`] chosen by config picks which a model uses).
+//! [`FeatureSet`] chosen by config picks which a model uses; [`bins`] keeps LightGBM's bin
+//! boundaries across retrains).
 
+#[cfg(feature = "lightgbm")]
+pub mod bins;
 pub mod entity;
 pub mod feature_set;
 pub mod features;

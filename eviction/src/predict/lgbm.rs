@@ -244,7 +244,10 @@ impl LightGbm {
                     Err(TryRecvError::Disconnected) => self.trainer_died(),
                 },
                 Install::AfterRequests(n) if now >= sent + n => {
-                    self.done.recv().ok().or_else(|| self.trainer_died())
+                    let start = Instant::now();
+                    let got = self.done.recv().ok();
+                    self.stats.install_wait_us += start.elapsed().as_micros() as u64;
+                    got.or_else(|| self.trainer_died())
                 }
                 Install::AfterRequests(_) => None,
             };

@@ -50,6 +50,9 @@ pub struct PredictorStats {
     pub train_us_total: u64,
     /// Models installed.
     pub model_swaps: u64,
+    /// Time the caller spent blocked waiting for a model to install (`Install::AfterRequests`,
+    /// simulations only: a server installs in the background and never waits), microseconds.
+    pub install_wait_us: u64,
     /// Predict requests answered "no usable model" (policy ran as LRU).
     pub fallbacks: u64,
 }

@@ -26,6 +26,11 @@ pub struct SimRow {
     pub predictor_calls: u64,
     pub wall_s: f64,
     pub refs_per_s: f64,
+    /// Seconds the run waited for LightGBM models to install (the simulator installs each at
+    /// a fixed request count for determinism; a server never waits).
+    pub train_wait_s: f64,
+    /// refs / (wall_s - train_wait_s): the cost of the cache and policy path alone.
+    pub refs_per_s_serving: f64,
 }
 
 impl SimRow {
@@ -38,6 +43,7 @@ impl SimRow {
         run: &Run,
     ) -> Self {
         let ratio = |a: u64, b: f64| if b > 0.0 { a as f64 / b } else { 0.0 };
+        let wait = (run.stats.predictor.as_ref()).map_or(0.0, |p| p.install_wait_us as f64 / 1e6);
         Self {
             policy: policy.to_string(),
             capacity,
@@ -51,6 +57,8 @@ impl SimRow {
             predictor_calls: run.predictor_calls,
             wall_s: run.wall_s,
             refs_per_s: ratio(run.refs, run.wall_s),
+            train_wait_s: wait,
+            refs_per_s_serving: ratio(run.refs, run.wall_s - wait),
         }
     }
 }

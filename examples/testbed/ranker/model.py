@@ -112,16 +112,48 @@ def forward_group(model, b, tap=()):
         ids = b["pooled"]
         pos = torch.arange(ids.shape[1]).expand_as(ids)
         out["pooled"], kvs, out["pooled_tap"] = run_part(model, ids, pos, tap=tap)
+        out["pooled_kv"] = kvs
         ctx = flat(kvs)
     if b["tail"] is not None:
         start = b["tail_start"]
         pos = torch.arange(start, start + b["tail"].shape[1])[None]
         out["tail"], kvs, out["tail_tap"] = run_part(model, b["tail"], pos, ctx, tap=tap)
+        out["tail_kv"] = kvs
         ctx = join(ctx, kvs)
     users, start = b["users"], b["user_start"]
     pos = torch.arange(start, start + users.shape[1]).expand_as(users)
-    out["users"], _, out["users_tap"] = run_part(model, users, pos, ctx, b["last"], tap=tap)
+    out["users"], out["users_kv"], out["users_tap"] = run_part(model, users, pos, ctx,
+                                                               b["last"], tap=tap)
     return out
+
+
+def readout_logits(model, b, out, tap):
+    """The last layer's last head (the readout) at each user's final token: its attention
+    logits over the prompt's item ends, in label order, [B, K]. `tap`: the residual stream at
+    the last layer's input (`users_tap[layers - 1]`). A direct handle on which item the
+    readout picks, for a loss of its own."""
+    layer = model.model.layers[-1]
+    a = layer.self_attn
+    d = a.head_dim
+    h = a.q_proj.weight.shape[0] // d - 1
+    rows = torch.arange(b["users"].shape[0])
+    final = b["last"][:, -1]
+    q = a.q_proj(layer.input_layernorm(tap[rows, final])).view(len(rows), -1, d)[:, h]
+    pos = (b["user_start"] + final)[:, None]
+    cos, sin = model.model.rotary_emb(q[:, None], pos)
+    q, _ = apply_rotary_pos_emb(q[:, None, None], q[:, None, None], cos, sin)
+    q = q[:, 0, 0]  # [B, d]
+    if b["pooled"] is None and b["tail"] is None:  # user-first: item ends are in the rows
+        k = out["users_kv"][-1][0][:, h]  # [B, U, d]
+        keys = k[rows[:, None], b["last"][:, :-1]]  # [B, K, d]
+        return torch.einsum("bd,bkd->bk", q, keys) * a.scaling
+    parts = []
+    if b["pooled"] is not None:
+        parts.append(out["pooled_kv"][-1][0][:, h, -1])
+    if b["tail"] is not None:
+        parts.append(out["tail_kv"][-1][0][0, h][b["tail_ends"]])
+    keys = torch.cat(parts)  # [K, d], the labels' order (pooled items first, then the tail)
+    return q @ keys.T * a.scaling
 
 
 def hf_reference(model, tokens, segments, labels):

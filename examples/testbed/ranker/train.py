@@ -286,6 +286,16 @@ class Trainer:
             aux = aux + self.label_loss(torch.cat([p[1] for p in parts]), b["labels"][0])
         loss = main + hp["kd"] * kd + aux
         self.parts = dict(kd=kd.item(), aux=aux.item())
+        if hp.get("att", 0):
+            # The readout's own choice among the item ends: the held-out item (CE) and the
+            # teacher's ranking (KD), so its query/key learn the comparison directly rather
+            # than only through the label copy (off in the CPU recipe: not in HP, not stamped).
+            logits = fwd.readout_logits(self.model, b, out, ut[t2])
+            att = F.cross_entropy(logits, b["target"]) + F.kl_div(
+                F.log_softmax(logits, 1), F.log_softmax(t, 1), log_target=True,
+                reduction="batchmean")
+            loss = loss + hp["att"] * att
+            self.parts["att"] = att.item()
         return loss, final, main.item()
 
     def lr(self, step, total, peak):

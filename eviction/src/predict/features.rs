@@ -126,19 +126,44 @@ impl Hist {
     }
 }
 
+/// A block's state: its access history (dropped once idle for the horizon), the row of its
+/// latest access (for prediction while the block is cached, and as the row waiting for its
+/// label), and whether each use of that row is live.
+#[derive(Debug, Clone)]
+struct Slot {
+    hist: Option<Hist>,
+    row: Row,
+    /// Access time of `row` while it waits for its label.
+    pending_since: Option<u64>,
+    /// The block is cached: `row` is its prediction row.
+    resident: bool,
+}
+
+impl Slot {
+    fn empty() -> Self {
+        Self {
+            hist: None,
+            row: [0.0; ALL],
+            pending_since: None,
+            resident: false,
+        }
+    }
+
+    fn unused(&self) -> bool {
+        self.hist.is_none() && self.pending_since.is_none() && !self.resident
+    }
+}
+
 /// Per-block history, the latest row of each block, and the labelled window.
 #[derive(Debug, Default)]
 pub struct Features {
     cfg: FeatureConfig,
     /// `cfg.set`'s columns, in row order.
     cols: Vec<usize>,
-    hist: FastMap<BlockId, Hist>,
+    /// What is kept per block, in one map: one lookup per access instead of one per kind.
+    blocks: FastMap<BlockId, Slot>,
     entities: Entities,
     foresight: Option<Arc<Foresight>>,
-    /// Row of each block's latest access, used for prediction.
-    latest: FastMap<BlockId, Row>,
-    /// Rows still waiting for their label: block -> (access time, row).
-    pending: FastMap<BlockId, (u64, Row)>,
     /// Access order, to censor rows older than the horizon.
     order: VecDeque<(u64, BlockId)>,
     /// Labelled rows, oldest first.
@@ -190,7 +215,7 @@ impl Features {
     /// Conversation recency for a request at `now`, from the history of its
     /// deepest hit block as it was before this request.
     fn conv(&self, block: Option<BlockId>, now: u64) -> [f32; 3] {
-        let Some(h) = block.and_then(|b| self.hist.get(&b)) else {
+        let Some(h) = block.and_then(|b| self.blocks.get(&b)?.hist.as_ref()) else {
             return [-1.0, -1.0, 0.0];
         };
         if h.last == now {
@@ -208,12 +233,15 @@ impl Features {
     /// Records an access: labels the block's previous row, builds its new one.
     pub fn observe(&mut self, ev: &AccessEvent) {
         let t = ev.time;
-        if let Some((t0, row)) = self.pending.remove(&ev.block) {
+        let waiting = (self.blocks.get_mut(&ev.block))
+            .and_then(|s| s.pending_since.take().map(|t0| (t0, s.row)));
+        if let Some((t0, row)) = waiting {
             self.push_label(row, t - t0);
         }
         self.censor(t);
         let conv = self.conv(ev.ctx.anchor, t);
-        let h = self.hist.entry(ev.block).or_default();
+        let slot = self.blocks.entry(ev.block).or_insert_with(Slot::empty);
+        let h = slot.hist.get_or_insert_with(Hist::default);
         h.access(t);
         let mut row = [0f32; ALL];
         for (i, (r, d)) in row.iter_mut().zip(&h.deltas).enumerate() {
@@ -244,8 +272,9 @@ impl Features {
             Some(fs) => fs.columns(ev, self.cfg.horizon, future),
             None => future.fill(-1.0),
         }
-        self.latest.insert(ev.block, row);
-        self.pending.insert(ev.block, (t, row));
+        slot.row = row;
+        slot.pending_since = Some(t);
+        slot.resident = true;
         self.order.push_back((t, ev.block));
     }
 
@@ -257,22 +286,36 @@ impl Features {
                 break;
             }
             self.order.pop_front();
-            if self.pending.get(&b).is_some_and(|p| p.0 == t) {
-                if let Some((_, row)) = self.pending.remove(&b) {
-                    self.push_label(row, self.cfg.horizon);
+            let Some(slot) = self.blocks.get_mut(&b) else {
+                continue;
+            };
+            if slot.pending_since == Some(t) {
+                slot.pending_since = None;
+                slot.hist = None;
+                let row = slot.row;
+                if slot.unused() {
+                    self.blocks.remove(&b);
                 }
-                self.hist.remove(&b);
+                self.push_label(row, self.cfg.horizon);
             }
         }
     }
 
     /// The block left the cache: its prediction row is no longer needed.
     pub fn forget(&mut self, block: BlockId) {
-        self.latest.remove(&block);
+        if let Some(slot) = self.blocks.get_mut(&block) {
+            slot.resident = false;
+            if slot.unused() {
+                self.blocks.remove(&block);
+            }
+        }
     }
 
     pub fn row(&self, block: BlockId) -> Option<&Row> {
-        self.latest.get(&block)
+        self.blocks
+            .get(&block)
+            .filter(|s| s.resident)
+            .map(|s| &s.row)
     }
 
     /// The window as a row-major matrix of the configured columns, and labels.

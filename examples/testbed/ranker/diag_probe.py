@@ -39,8 +39,7 @@ def main():
             print(f"encoder step {step + 1} loss {loss.item():.3f} {time.time() - t0:.0f}s",
                   flush=True)
     te, dims = tr.teacher, hp["probe_dims"]
-    v = torch.cat([te.prior[:, None], te.e[:, :dims]], 1)
-    vm, vs = v.mean(0), v.std(0) + 1e-6
+    vm, vs = te.item_scale(dims)
     t1, t2 = tr.taps()
     hits = {"probes": 0, f"teacher_{dims}_dims": 0, "teacher": 0}
     mse = 0.0

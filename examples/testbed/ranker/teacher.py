@@ -66,7 +66,14 @@ class Teacher:
         components: a title is learnt from its tokens, and the fewer numbers to learn per
         title, the sooner), each column standardized."""
         v = torch.cat([self.prior[:, None], self.e[:, :dims]], 1)
-        return (v - v.mean(0)) / (v.std(0) + 1e-6)
+        mean, std = self.item_scale(dims)
+        return (v - mean) / std
+
+    def item_scale(self, dims):
+        """Mean and std of `item_vectors`' columns before standardizing (to read a probe's
+        output back in the teacher's units)."""
+        v = torch.cat([self.prior[:, None], self.e[:, :dims]], 1)
+        return v.mean(0), v.std(0) + 1e-6
 
     def user_scale(self, histories, dims):
         """Mean and std of user vectors' first `dims` components over some training

@@ -140,6 +140,12 @@ def label_channel(model, hp, used):
     return masks
 
 
+def to_teacher(scores, teacher):
+    """KL(teacher || model) over a prompt's candidates, both as softmaxes of their scores."""
+    return F.kl_div(F.log_softmax(scores, 1), F.log_softmax(teacher, 1), log_target=True,
+                    reduction="batchmean")
+
+
 class Trainer:
     def __init__(self, data, tok, hp, log=print, device="cpu"):
         torch.set_num_threads(1)
@@ -194,8 +200,9 @@ class Trainer:
         device = torch.device(device)
         torch.set_default_device(device)
         self.device = device
-        self.model.to(device)  # in place: the optimizer's and the masks' keys stay valid
-        self.full.to(device)
+        # In place: the optimizer's and the masks' keys stay valid; `self.full` is tied to the
+        # LM head, so it moves with the model. Called once, before the optimizer has state.
+        self.model.to(device)
         self.probe.to(device)
         self.user_probe.to(device)
         self.masks = {p: m.to(device) for p, m in self.masks.items()}
@@ -203,10 +210,6 @@ class Trainer:
         t.e, t.prior = t.e.to(device), t.prior.to(device)
         self.vecs = self.vecs.to(device)
         self.user_mean, self.user_std = self.user_mean.to(device), self.user_std.to(device)
-        for state in self.opt.state.values():
-            for k, v in state.items():
-                if torch.is_tensor(v):
-                    state[k] = v.to(device)
 
     def taps(self):
         """Where the probes read: titles after `title_tap` layers, labels and the user's query
@@ -264,8 +267,7 @@ class Trainer:
         main = F.cross_entropy(final, b["target"])
         t = torch.stack([self.teacher.scores(h, c) for h, c in zip(b["hists"], b["candidates"])])
         t = t / (t.std(1, keepdim=True) + 1e-6) / hp["kd_temp"]
-        kd = F.kl_div(F.log_softmax(final, 1), F.log_softmax(t, 1), log_target=True,
-                      reduction="batchmean")
+        kd = to_teacher(final, t)
         rows = torch.arange(b["users"].shape[0])
         ut = out["users_tap"]
         aux = self.user_loss(ut[t2][rows, b["last"][:, -1]], b["hists"])
@@ -291,9 +293,7 @@ class Trainer:
             # teacher's ranking (KD), so its query/key learn the comparison directly rather
             # than only through the label copy (off in the CPU recipe: not in HP, not stamped).
             logits = fwd.readout_logits(self.model, b, out, ut[t2])
-            att = F.cross_entropy(logits, b["target"]) + F.kl_div(
-                F.log_softmax(logits, 1), F.log_softmax(t, 1), log_target=True,
-                reduction="batchmean")
+            att = F.cross_entropy(logits, b["target"]) + to_teacher(logits, t)
             loss = loss + hp["att"] * att
             self.parts["att"] = att.item()
         return loss, final, main.item()
@@ -344,8 +344,8 @@ class Trainer:
         budget = self.hp.get("budget_s", 0)
         if not budget or step != 20 or stage in self.steps_run:
             return self.steps_run.get(stage, total)
-        share = self.hp.get("enc_share", 0.3) if stage == "encoder" else 1.0 - self.hp.get(
-            "enc_share", 0.3)
+        enc = self.hp.get("enc_share", 0.3)
+        share = enc if stage == "encoder" else 1.0 - enc
         rate = (time.time() - t_stage) / 20
         fit = max(21, int(budget * share / rate))
         self.steps_run[stage] = min(total, fit)

@@ -124,6 +124,12 @@ impl RadixIndex {
         self.lru.iter().map(|k| k.2)
     }
 
+    /// Evictable leaves with their last access time, least recently used first: the time
+    /// comes from the LRU key, so scoring a candidate needs no second lookup of its node.
+    pub fn lru_entries(&self) -> impl Iterator<Item = (BlockId, u64)> + '_ {
+        self.lru.iter().map(|k| (k.2, k.0))
+    }
+
     /// The LRU victim, if any leaf is evictable.
     pub fn lru_first(&self) -> Option<BlockId> {
         self.lru.first().map(|k| k.2)

@@ -41,7 +41,7 @@ impl EvictionPolicy for Hf {
     fn select_victim(&mut self, idx: &RadixIndex, ctx: &EvictCtx) -> Option<BlockId> {
         if self.scored.refresh(idx, ctx.now) {
             self.scored
-                .furthest_of(idx, ctx.now, idx.lru_iter().take(self.candidates))
+                .furthest_of(idx, ctx.now, self.candidates)
                 .or_else(|| idx.lru_first())
         } else {
             self.lru_fallbacks += 1;

@@ -148,8 +148,7 @@ impl EvictionPolicy for Laru {
         let victim = if l >= idx.evictable_len() {
             self.scored.furthest(idx, ctx.now)
         } else {
-            self.scored
-                .furthest_of(idx, ctx.now, idx.lru_iter().take(l))
+            self.scored.furthest_of(idx, ctx.now, l)
         }
         .unwrap_or(lru);
         if victim != lru {

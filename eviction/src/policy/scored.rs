@@ -144,10 +144,13 @@ impl Scored {
         true
     }
 
-    /// The ranking score of a leaf with prediction `pred` (see module doc).
-    fn score(&self, pred: f64, idx: &RadixIndex, b: BlockId, now: u64) -> f64 {
+    /// The ranking score of a leaf with prediction `pred` and last access `last` (see module
+    /// doc). `last` comes with the candidate from the LRU order ([`RadixIndex::lru_entries`]),
+    /// not from a lookup: on the request path this runs for each of up to `l` candidates.
+    #[inline]
+    fn score(&self, pred: f64, last: u64, now: u64) -> f64 {
         if self.expires && pred < now as f64 {
-            let last = idx.last_access(b).unwrap_or(now) as f64;
+            let last = last as f64;
             let age = now as f64 - last;
             // Lateness: idle `age` when `pred - last` was expected; a block
             // late by a factor r is scored as if needed r·age from now.
@@ -166,10 +169,10 @@ impl Scored {
         let now_f = now as f64;
         // Overdue leaves score by age: the oldest ones are at the LRU head.
         let overdue = idx
-            .lru_iter()
+            .lru_entries()
             .take(OVERDUE_SCAN)
-            .filter_map(|b| self.keys.get(&b).filter(|k| k.0.0 < now_f))
-            .map(|k| (Ord64(self.score(k.0.0, idx, k.2, now)), k.2))
+            .filter_map(|(b, last)| Some((self.keys.get(&b).filter(|k| k.0.0 < now_f)?, last)))
+            .map(|(k, last)| (Ord64(self.score(k.0.0, last, now)), k.2))
             .max();
         match overdue {
             Some((s, b)) if top.0.0 < now_f || s.0 > top.0.0 => Some(b),
@@ -178,18 +181,22 @@ impl Scored {
         }
     }
 
-    /// Furthest predicted among `blocks` (after `refresh`).
-    pub fn furthest_of(
-        &self,
-        idx: &RadixIndex,
-        now: u64,
-        blocks: impl Iterator<Item = BlockId>,
-    ) -> Option<BlockId> {
-        blocks
-            .filter_map(|b| self.keys.get(&b))
-            .map(|k| (Ord64(self.score(k.0.0, idx, k.2, now)), k.1, k.2))
-            .max()
-            .map(|k| k.2)
+    /// Furthest predicted among the `l` least recently used evictable leaves (after
+    /// `refresh`). Ties go to the deeper, then the larger id, as before.
+    pub fn furthest_of(&self, idx: &RadixIndex, now: u64, l: usize) -> Option<BlockId> {
+        let mut best: Option<(Ord64, u32, BlockId)> = None;
+        for (b, last) in idx.lru_entries().take(l) {
+            let Some(k) = self.keys.get(&b) else {
+                continue;
+            };
+            let cand = (Ord64(self.score(k.0.0, last, now)), k.1, k.2);
+            // `Iterator::max` keeps the last of equal maxima; keys are unique (the id is in
+            // them), so `>=` and `>` agree.
+            if best.is_none_or(|x| cand >= x) {
+                best = Some(cand);
+            }
+        }
+        best.map(|k| k.2)
     }
 }
 

@@ -108,14 +108,49 @@ struct Hist {
     decay: [f32; COUNTERS],
 }
 
+/// Counter `i` halves every 2^(i+1) time units: its factor over a gap `d`.
+fn decay_factor(d: f32, i: usize) -> f32 {
+    (-d * std::f32::consts::LN_2 / (1u32 << (i + 1)) as f32).exp()
+}
+
+/// Gaps below this have their decay factors tabulated ([`DecayTable`]).
+const TABLE_GAPS: usize = 4096;
+
+/// The counters' decay factors for every gap below `TABLE_GAPS`, computed once with the
+/// same expression as for larger gaps, so a looked-up factor is bit-identical to a computed
+/// one. Why: ten `exp` calls per access were the largest item of a feature row; gaps are
+/// integers, and below the censoring horizon (2,000 by default; a block idle that long
+/// starts a new history) nearly every gap is small.
+#[derive(Debug)]
+struct DecayTable(Vec<[f32; COUNTERS]>);
+
+impl Default for DecayTable {
+    fn default() -> Self {
+        Self(
+            (0..TABLE_GAPS)
+                .map(|d| std::array::from_fn(|i| decay_factor(d as f32, i)))
+                .collect(),
+        )
+    }
+}
+
+impl DecayTable {
+    fn factors(&self, gap: u64) -> [f32; COUNTERS] {
+        match usize::try_from(gap).ok().and_then(|g| self.0.get(g)) {
+            Some(f) => *f,
+            None => std::array::from_fn(|i| decay_factor(gap as f32, i)),
+        }
+    }
+}
+
 impl Hist {
-    fn access(&mut self, t: u64) {
+    fn access(&mut self, t: u64, table: &DecayTable) {
         if self.count > 0 {
-            let d = (t - self.last) as f32;
+            let gap = t - self.last;
             self.deltas.copy_within(0..DELTAS - 1, 1);
-            self.deltas[0] = d;
-            for (i, c) in self.decay.iter_mut().enumerate() {
-                *c *= (-d * std::f32::consts::LN_2 / (1u32 << (i + 1)) as f32).exp();
+            self.deltas[0] = gap as f32;
+            for (c, f) in self.decay.iter_mut().zip(table.factors(gap)) {
+                *c *= f;
             }
         }
         for c in &mut self.decay {
@@ -163,6 +198,7 @@ pub struct Features {
     /// What is kept per block, in one map: one lookup per access instead of one per kind.
     blocks: FastMap<BlockId, Slot>,
     entities: Entities,
+    decay: DecayTable,
     foresight: Option<Arc<Foresight>>,
     /// Access order, to censor rows older than the horizon.
     order: VecDeque<(u64, BlockId)>,
@@ -242,7 +278,7 @@ impl Features {
         let conv = self.conv(ev.ctx.anchor, t);
         let slot = self.blocks.entry(ev.block).or_insert_with(Slot::empty);
         let h = slot.hist.get_or_insert_with(Hist::default);
-        h.access(t);
+        h.access(t, &self.decay);
         let mut row = [0f32; ALL];
         for (i, (r, d)) in row.iter_mut().zip(&h.deltas).enumerate() {
             *r = if i + 1 < h.count as usize { *d } else { -1.0 };
@@ -327,5 +363,23 @@ impl Features {
             y.push(*label);
         }
         (x, y)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tabulated_decay_is_bit_identical_to_computed() {
+        let table = DecayTable::default();
+        for gap in (0..TABLE_GAPS as u64 + 10).chain([100_000, u64::from(u32::MAX)]) {
+            let computed: [f32; COUNTERS] = std::array::from_fn(|i| decay_factor(gap as f32, i));
+            assert_eq!(
+                table.factors(gap).map(f32::to_bits),
+                computed.map(f32::to_bits),
+                "gap {gap}"
+            );
+        }
     }
 }

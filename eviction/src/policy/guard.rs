@@ -25,9 +25,12 @@
 //!
 //! The shadow is a flat LRU over blocks (a prefix cache evicts leaves only; for requests that
 //! touch a prefix root to leaf, the oldest block is a leaf or on a leaf's path, so the two
-//! nearly agree) and costs one hash-map and one ordered-map operation per access.
+//! nearly agree) and costs about two hash-map operations and a queue push per access: the
+//! shadow's recency order is a queue of (stamp, block) in which a re-access leaves the old
+//! entry behind as stale (its stamp is no longer the block's), skipped when it reaches the
+//! front, instead of an ordered map updated on every access.
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 use crate::BlockId;
 use crate::hash::FastMap;
@@ -45,7 +48,8 @@ pub struct Guard {
     window: u64,
     stamp: u64,
     last: FastMap<BlockId, u64>,
-    order: BTreeMap<u64, BlockId>,
+    /// (stamp, block), oldest first; an entry is live while `last[block]` is its stamp.
+    order: VecDeque<(u64, BlockId)>,
     seen: u64,
     real_misses: u64,
     shadow_misses: u64,
@@ -68,7 +72,7 @@ impl Guard {
             window: window.max(1),
             stamp: 0,
             last: FastMap::default(),
-            order: BTreeMap::new(),
+            order: VecDeque::new(),
             seen: 0,
             real_misses: 0,
             shadow_misses: 0,
@@ -104,24 +108,35 @@ impl Guard {
     /// One access: `missed` says whether the real cache had to insert the block.
     pub fn access(&mut self, block: BlockId, missed: bool) {
         self.stamp += 1;
-        match self.last.insert(block, self.stamp) {
-            Some(old) => {
-                self.order.remove(&old);
-            }
-            None => {
-                self.shadow_misses += 1;
-                if self.order.len() >= self.capacity {
-                    if let Some((_, victim)) = self.order.pop_first() {
-                        self.last.remove(&victim);
-                    }
-                }
+        if self.last.insert(block, self.stamp).is_none() {
+            self.shadow_misses += 1;
+            // Live entries: every block in `last` but the one just inserted.
+            if self.last.len() > self.capacity {
+                self.evict_oldest();
             }
         }
-        self.order.insert(self.stamp, block);
+        self.order.push_back((self.stamp, block));
+        // Stale entries are dropped at the front; a block re-accessed while others age keeps
+        // them in the middle, so compact when they outnumber the live ones (amortised O(1)).
+        if self.order.len() > 2 * self.last.len() + 64 {
+            let last = &self.last;
+            self.order.retain(|(s, b)| last.get(b) == Some(s));
+        }
         self.real_misses += missed as u64;
         self.seen += 1;
         if self.seen >= self.window {
             self.judge();
+        }
+    }
+
+    /// Drops the least recently used live block of the shadow (the block just inserted has
+    /// no entry yet, so it is never the victim).
+    fn evict_oldest(&mut self) {
+        while let Some((s, b)) = self.order.pop_front() {
+            if self.last.get(&b) == Some(&s) {
+                self.last.remove(&b);
+                return;
+            }
         }
     }
 
@@ -187,6 +202,40 @@ mod tests {
             1.0,
             "LCR's lambda until a loss"
         );
+    }
+
+    #[test]
+    fn shadow_misses_like_a_reference_lru() {
+        // The queue with stale entries against an ordered map updated on every access.
+        for capacity in [1, 3, 17] {
+            let mut g = Guard::new(capacity, u64::MAX);
+            let mut last = std::collections::HashMap::new();
+            let mut order = std::collections::BTreeMap::new();
+            let mut misses = 0;
+            let mut x = 7u64;
+            for stamp in 0..20_000u64 {
+                x = crate::hash::mix64(x);
+                // Skewed ids so blocks are often re-accessed while others age.
+                let block = (x % 64) * (x >> 60) % 50;
+                match last.insert(block, stamp) {
+                    Some(old) => {
+                        order.remove(&old);
+                    }
+                    None => {
+                        misses += 1;
+                        if order.len() >= capacity {
+                            if let Some((_, v)) = order.pop_first() {
+                                last.remove(&v);
+                            }
+                        }
+                    }
+                }
+                order.insert(stamp, block);
+                g.access(block, false);
+                assert_eq!(g.shadow_misses, misses, "capacity {capacity}, access {stamp}");
+            }
+            assert!(g.order.len() <= 2 * g.last.len() + 65, "stale entries compacted");
+        }
     }
 
     #[test]

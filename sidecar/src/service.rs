@@ -169,27 +169,11 @@ pub async fn handle(
         record.set_status(resp.status().as_u16());
         return Ok(resp);
     }
-    // Probes and scrapes are never refused: a busy client must not look like a dead recache.
-    let permit = match (&origin.client, &state.client_limits, route) {
-        (None, _, _) | (_, None, _) | (_, _, "/health" | "/ready" | "/metrics") => None,
-        (Some(client), Some(limits), _) => match client.acquire() {
-            Some(permit) => Some(permit),
-            None => {
-                let resp = ApiError::TooManyRequests {
-                    limit: limits.max(),
-                }
-                .into_response();
-                record.set_status(resp.status().as_u16());
-                return Ok(resp);
-            }
-        },
-    };
-    let deadline = match deadline(&state.config.slo, route, req.headers()) {
-        Ok(d) => d,
-        Err(e) => {
-            let resp = e.into_response();
+    let (permit, deadline) = match admit(&state, &origin, route, req.headers()) {
+        Ok(admitted) => admitted,
+        Err(resp) => {
             record.set_status(resp.status().as_u16());
-            return Ok(hold(resp, permit));
+            return Ok(resp);
         }
     };
     let resp = match (req.method(), route) {
@@ -227,6 +211,67 @@ pub async fn handle(
     };
     record.set_status(resp.status().as_u16());
     Ok(hold(resp, permit))
+}
+
+/// Whether recache answers `method path` itself on its main port ([`handle`]'s own arms);
+/// everything else is forwarded.
+pub fn answers_itself(method: &Method, path: &str) -> bool {
+    matches!(
+        (method, route_label(path)),
+        (&Method::GET, "/health" | "/ready" | "/metrics")
+            | (&Method::POST, "/v1/rank" | "/v1/retrieve")
+            | (_, crate::admin::EVICTION_POLICY | crate::admin::ROUTING)
+    )
+}
+
+/// A request to forward whose body has been read (the lean HTTP/1 path, `crate::server::h1`):
+/// admitted and forwarded as [`handle`] does.
+pub async fn proxied(
+    state: &AppState,
+    origin: &Origin,
+    parts: http::request::Parts,
+    body: Bytes,
+) -> Response<Body> {
+    let route = route_label(parts.uri.path());
+    let mut record = RequestRecord::start(state.metrics.clone(), route);
+    let (permit, deadline) = match admit(state, origin, route, &parts.headers) {
+        Ok(admitted) => admitted,
+        Err(resp) => {
+            record.set_status(resp.status().as_u16());
+            return resp;
+        }
+    };
+    let resp = slo::scope(deadline, state.proxy.forward_read(parts, body, record)).await;
+    hold(resp, permit)
+}
+
+/// The request's place under `--max-in-flight-per-client` and its deadline, or the answer
+/// that refuses it (429, or 400 for a deadline header that cannot be read).
+// A refusal is the rare case; the size of `Err` costs nothing on the path that matters.
+#[allow(clippy::result_large_err)]
+fn admit(
+    state: &AppState,
+    origin: &Origin,
+    route: &str,
+    headers: &http::HeaderMap,
+) -> Result<(Option<per_client::Permit>, Option<slo::Deadline>), Response<Body>> {
+    // Probes and scrapes are never refused: a busy client must not look like a dead recache.
+    let permit = match (&origin.client, &state.client_limits, route) {
+        (None, _, _) | (_, None, _) | (_, _, "/health" | "/ready" | "/metrics") => None,
+        (Some(client), Some(limits), _) => match client.acquire() {
+            Some(permit) => Some(permit),
+            None => {
+                return Err(ApiError::TooManyRequests {
+                    limit: limits.max(),
+                }
+                .into_response());
+            }
+        },
+    };
+    match deadline(&state.config.slo, route, headers) {
+        Ok(d) => Ok((permit, d)),
+        Err(e) => Err(hold(e.into_response(), permit)),
+    }
 }
 
 /// The request's deadline: its header's, else its route's default (`--slo-*-deadline`);

@@ -22,13 +22,13 @@ pub enum ClientError {
     Failed {
         upstream: String,
         #[source]
-        source: hyper::Error,
+        source: super::h1::H1Error,
     },
     #[error("reading the answer of upstream {upstream}: {source}")]
     ReadAnswer {
         upstream: String,
         #[source]
-        source: hyper::Error,
+        source: super::h1::H1Error,
     },
     #[error("cannot build the request to upstream {upstream}: {why}")]
     Build { upstream: String, why: String },

@@ -16,6 +16,7 @@
 
 mod deadline;
 pub mod error;
+pub mod h1;
 mod headers;
 pub mod health;
 pub mod mirror;
@@ -30,15 +31,14 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::uri::PathAndQuery;
-use http::{Method, Request, Response, StatusCode, Uri};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use http::{Method, Response, StatusCode, Uri};
+use http_body_util::BodyExt;
 use serde_json::Value;
 
 pub use self::error::ClientError;
 use self::headers::pass_on;
 pub use self::headers::{is_hop_by_hop, strip_hop_by_hop};
-use self::pool::SendError;
+use self::pool::{Call, SendError};
 use self::replica::{FailureKind, InFlight, Replica};
 use self::route::{RouteHint, RouteKeys, RouteSlot, Routing};
 use crate::metrics::Metrics;
@@ -84,7 +84,7 @@ pub struct Outgoing<'a> {
 /// has been passed on.
 #[derive(Debug)]
 pub struct Answer {
-    pub response: Response<Incoming>,
+    pub response: Response<h1::AnswerBody>,
     pub in_flight: InFlight,
 }
 
@@ -221,7 +221,7 @@ impl EngineClient {
     /// (within [`RETRY_BUDGET`]).
     pub async fn send(&self, out: Outgoing<'_>) -> Result<Answer, ClientError> {
         let started = Instant::now();
-        let mut headers = Some(pass_on(out.headers));
+        let headers = pass_on(out.headers);
         let mut tried = Vec::new();
         let mut last_error = ClientError::NoHealthyUpstream;
         let slot = self.route.load_full();
@@ -257,21 +257,16 @@ impl EngineClient {
             replica.count_routed();
             let mut in_flight = InFlight::new(replica.clone());
             in_flight.hold(permit);
-            // The last replica left takes the headers; earlier tries copy them (a retry needs
-            // them again).
-            let h = if tried.len() == self.replicas.len() {
-                headers.take().unwrap_or_default()
-            } else {
-                headers.clone().unwrap_or_default()
+            let target = replica.origin_for(out.path);
+            let call = Call {
+                method: &out.method,
+                target: &target,
+                headers: &headers,
+                body: &out.body,
             };
-            let req = build(replica, &out.method, out.path, h, out.body.clone())?;
-            let sent = match replica.pool.checkout().await {
-                Ok(conn) => {
-                    let conn = in_flight.attach(conn);
-                    conn.send(req, self.settings.upstream_timeout).await
-                }
-                Err(e) => Err(SendError::Dial(e)),
-            };
+            let sent = (replica.pool)
+                .send(&call, &replica.host, self.settings.upstream_timeout)
+                .await;
             let label = replica.label.as_str();
             match sent {
                 Ok(response) => {
@@ -384,7 +379,7 @@ impl EngineClient {
             .await?;
         let Answer {
             response,
-            mut in_flight,
+            in_flight,
         } = answer;
         let upstream = in_flight.replica().label.clone();
         let status = response.status();
@@ -394,7 +389,6 @@ impl EngineClient {
             .await
             .map_err(|source| ClientError::ReadAnswer { upstream, source })?
             .to_bytes();
-        in_flight.finished();
         let value = json_or_error(&bytes);
         let chosen = self
             .replicas
@@ -423,20 +417,18 @@ impl EngineClient {
         let pq: Option<PathAndQuery> = self.settings.health_path.parse().ok();
         let limit = self.settings.health_interval.max(Duration::from_secs(1));
         let probe = async {
-            let req = build(
-                replica,
-                &Method::GET,
-                pq.as_ref(),
-                HeaderMap::new(),
-                Bytes::new(),
-            )
-            .ok()?;
-            let mut conn = replica.pool.checkout().await.ok()?;
-            let resp = conn.send(req, limit).await.ok()?;
+            let target = replica.origin_for(pq.as_ref());
+            let headers = HeaderMap::new();
+            let call = Call {
+                method: &Method::GET,
+                target: &target,
+                headers: &headers,
+                body: &[],
+            };
+            let resp = replica.pool.send(&call, &replica.host, limit).await.ok()?;
             let ok = resp.status().is_success();
-            if resp.into_body().collect().await.is_ok() {
-                conn.finished();
-            }
+            // Read to its end, so the connection goes back to the pool.
+            let _ = resp.into_body().collect().await;
             Some(ok)
         };
         matches!(tokio::time::timeout(limit, probe).await, Ok(Some(true)))
@@ -461,24 +453,4 @@ fn json_or_error(bytes: &[u8]) -> Value {
     serde_json::from_slice(bytes).unwrap_or_else(|_| {
         serde_json::json!({"error": {"message": String::from_utf8_lossy(bytes), "type": "upstream_error"}})
     })
-}
-
-fn build(
-    replica: &Replica,
-    method: &Method,
-    path: Option<&PathAndQuery>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Request<Full<Bytes>>, ClientError> {
-    let uri = replica.origin_for(path).map_err(|e| ClientError::Build {
-        upstream: replica.label.clone(),
-        why: e.to_string(),
-    })?;
-    let mut req = Request::new(Full::new(body));
-    *req.method_mut() = method.clone();
-    *req.uri_mut() = uri;
-    *req.headers_mut() = headers;
-    // HTTP/1.1 needs a Host; the replica's own, as nginx's proxy_pass sends by default.
-    req.headers_mut().insert(header::HOST, replica.host.clone());
-    Ok(req)
 }

@@ -6,9 +6,9 @@ use http::{Method, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
 
-use super::pool::SendError;
+use super::pool::{Call, SendError};
 use super::replica::{FailureKind, InFlight};
-use super::{ClientError, EngineClient, JsonAnswer, build};
+use super::{ClientError, EngineClient, JsonAnswer};
 
 impl EngineClient {
     /// POSTs (or GETs, without a body) JSON to replica `index` and reads the whole answer.
@@ -25,19 +25,19 @@ impl EngineClient {
             .ok_or(ClientError::NoHealthyUpstream)?;
         let pq: Option<PathAndQuery> = path.parse().ok();
         let (headers, bytes) = super::json_request(body);
-        let req = build(replica, &method, pq.as_ref(), headers, bytes)?;
-        let mut in_flight = InFlight::new(replica.clone());
+        let target = replica.origin_for(pq.as_ref());
+        let call = Call {
+            method: &method,
+            target: &target,
+            headers: &headers,
+            body: &bytes,
+        };
+        let _in_flight = InFlight::new(replica.clone());
         let upstream = replica.label.clone();
-        let conn = replica
-            .pool
-            .checkout()
-            .await
-            .map_err(|source| ClientError::Connect {
-                upstream: upstream.clone(),
-                source,
-            })?;
-        let conn = in_flight.attach(conn);
-        let response = match conn.send(req, self.settings.upstream_timeout).await {
+        let sent = (replica.pool)
+            .send(&call, &replica.host, self.settings.upstream_timeout)
+            .await;
+        let response = match sent {
             Ok(r) => r,
             Err(SendError::Dial(source)) => {
                 replica.count_failure(FailureKind::Connect);
@@ -65,7 +65,6 @@ impl EngineClient {
                 source,
             })?
             .to_bytes();
-        in_flight.finished();
         Ok(JsonAnswer {
             status,
             value: super::json_or_error(&bytes),

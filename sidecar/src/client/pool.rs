@@ -1,37 +1,21 @@
 //! Keep-alive HTTP/1 connections to one replica. Idle connections wait in a stack; a call
 //! takes one that is still open (or dials a new one, TCP_NODELAY, under `--connect-timeout`)
-//! and gives it back only once the answer's body has been read to its end — a connection
-//! whose answer was abandoned half-way is dropped, never reused. No general-purpose pool
-//! (keys, lazy connect futures, absolute-form rewriting): one replica, one authority, one
+//! and the answer's body gives it back once read to its end ([`h1::AnswerBody`]) — a
+//! connection whose answer was abandoned half-way is dropped, never reused. No general-purpose
+//! pool (keys, lazy connect futures, absolute-form rewriting): one replica, one authority, one
 //! stack, which keeps the per-request cost of the engine client small.
 //!
 //! Each connection carries its own `--upstream-timeout` timer, pushed forward for every call
 //! it serves: a later deadline on a registered tokio timer is one atomic update, where a fresh
 //! timer per call would register in and leave the timer wheel each time.
 
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Request, Response};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
-use tokio::time::{Instant, Sleep};
+use http::{HeaderMap, HeaderValue, Method, Response};
+use tokio::time::Instant;
 
-type Sender = SendRequest<Full<Bytes>>;
-
-/// A connection's deadline timer (see the module doc).
-type Timer = Pin<Box<Sleep>>;
-
-/// A connection waiting in the pool, with its timer.
-#[derive(Debug)]
-struct Idle {
-    sender: Sender,
-    timer: Timer,
-}
+use super::h1::{self, AnswerBody, H1Conn, H1Error, Outbound};
 
 /// Idle connections kept per replica; more are closed when they come back.
 const MAX_IDLE: usize = 256;
@@ -43,8 +27,6 @@ pub enum DialError {
     Timeout(Duration),
     #[error("{0}")]
     Io(#[from] std::io::Error),
-    #[error("HTTP/1 handshake: {0}")]
-    Handshake(#[source] hyper::Error),
 }
 
 /// One replica's connections.
@@ -53,7 +35,26 @@ pub struct ConnPool {
     /// `host:port` to dial.
     authority: String,
     connect_timeout: Duration,
-    idle: Mutex<Vec<Idle>>,
+    idle: Mutex<Vec<H1Conn>>,
+}
+
+/// A failed send: the request never reached the replica (safe to try elsewhere) or it did.
+#[derive(Debug)]
+pub enum SendError {
+    /// Not sent: dialing a fresh connection failed.
+    Dial(DialError),
+    Failed(H1Error),
+    /// No response headers within the call's timeout.
+    Timeout,
+}
+
+/// A request to one replica: the origin-form target (its path prefix applied) and the
+/// headers to pass on (`host` and the body's length are added here).
+pub struct Call<'a> {
+    pub method: &'a Method,
+    pub target: &'a str,
+    pub headers: &'a HeaderMap,
+    pub body: &'a [u8],
 }
 
 impl ConnPool {
@@ -65,145 +66,87 @@ impl ConnPool {
         })
     }
 
-    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<H1Conn>> {
         self.idle.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// An open connection: the most recently returned idle one, else a new one.
-    pub async fn checkout(self: &Arc<Self>) -> Result<Conn, DialError> {
+    /// An open connection: the most recently returned idle one, else a new one. The bool says
+    /// whether it was reused.
+    pub async fn checkout(&self) -> Result<(H1Conn, bool), DialError> {
         loop {
-            let Some(Idle { mut sender, timer }) = self.idle().pop() else {
-                break;
-            };
-            if sender.is_closed() {
-                continue;
-            }
-            // Returned only after its answer was read, so it is ready or about to be.
-            if sender.is_ready() || sender.ready().await.is_ok() {
-                return Ok(self.conn(sender, Some(timer), true));
+            let Some(conn) = self.idle().pop() else { break };
+            if conn.still_open() {
+                return Ok((conn, true));
             }
         }
-        Ok(self.conn(self.dial().await?, None, false))
+        Ok((self.dial().await?, false))
     }
 
-    async fn dial(&self) -> Result<Sender, DialError> {
+    async fn dial(&self) -> Result<H1Conn, DialError> {
         let connect = tokio::net::TcpStream::connect(self.authority.as_str());
         let stream = tokio::time::timeout(self.connect_timeout, connect)
             .await
             .map_err(|_| DialError::Timeout(self.connect_timeout))??;
         let _ = stream.set_nodelay(true);
-        let (sender, conn) = http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(DialError::Handshake)?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "upstream connection ended with an error");
-            }
-        });
-        Ok(sender)
+        Ok(H1Conn::new(stream))
     }
 
-    fn conn(self: &Arc<Self>, sender: Sender, timer: Option<Timer>, reused: bool) -> Conn {
-        Conn {
-            sender: Some(sender),
-            timer,
-            pool: self.clone(),
-            reused,
-            finished: false,
+    /// A connection whose last answer was read to its end.
+    pub(crate) fn give_back(&self, conn: H1Conn) {
+        let mut idle = self.idle();
+        if idle.len() < MAX_IDLE {
+            idle.push(conn);
         }
     }
-}
 
-/// A connection lent to one call. Back to the pool on drop if [`Conn::finished`] was called.
-#[derive(Debug)]
-pub struct Conn {
-    sender: Option<Sender>,
-    timer: Option<Timer>,
-    pool: Arc<ConnPool>,
-    reused: bool,
-    finished: bool,
-}
-
-/// A failed send: the request never reached the replica (safe to try elsewhere) or it did.
-#[derive(Debug)]
-pub enum SendError {
-    /// Not sent: dialing a fresh connection failed.
-    Dial(DialError),
-    Failed(hyper::Error),
-    /// No response headers within the call's timeout.
-    Timeout,
-}
-
-impl Conn {
-    /// Sends `req` and waits up to `timeout` for the response headers.
+    /// Sends `call` on a connection from the pool and waits up to `timeout` for the answer's
+    /// head. A reused connection that fails while the request is written gets one fresh
+    /// connection: the engine cannot have acted on a request it did not receive whole.
     pub async fn send(
-        &mut self,
-        req: Request<Full<Bytes>>,
+        self: &Arc<Self>,
+        call: &Call<'_>,
+        host: &HeaderValue,
         timeout: Duration,
-    ) -> Result<Response<Incoming>, SendError> {
+    ) -> Result<Response<AnswerBody>, SendError> {
+        let (mut conn, mut reused) = self.checkout().await.map_err(SendError::Dial)?;
         let deadline = Instant::now() + timeout;
-        let Conn {
-            sender,
-            timer,
-            pool,
-            reused,
-            ..
-        } = self;
-        let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        let mut timer = conn
+            .timer
+            .take()
+            .unwrap_or_else(|| Box::pin(tokio::time::sleep_until(deadline)));
         timer.as_mut().reset(deadline);
-        let sent = Self::send_on(sender, pool, reused, req);
-        tokio::pin!(sent);
-        tokio::select! {
-            biased;
-            answer = &mut sent => answer,
-            () = timer.as_mut() => Err(SendError::Timeout),
-        }
-    }
-
-    /// Sends `req`. A reused connection that turns out closed before the request left gets
-    /// one fresh connection (the request is handed back unsent, so nothing runs twice).
-    async fn send_on(
-        sender: &mut Option<Sender>,
-        pool: &ConnPool,
-        reused: &mut bool,
-        req: Request<Full<Bytes>>,
-    ) -> Result<Response<Incoming>, SendError> {
-        let Some(conn) = sender.as_mut() else {
-            return Err(SendError::Dial(DialError::Io(
-                std::io::ErrorKind::NotConnected.into(),
-            )));
+        let req = Outbound {
+            method: call.method,
+            target: call.target,
+            host,
+            headers: call.headers,
+            body: call.body,
         };
-        match conn.try_send_request(req).await {
-            Ok(resp) => Ok(resp),
-            Err(mut e) => match e.take_message() {
-                Some(req) if *reused => {
-                    *reused = false;
-                    let fresh = pool.dial().await.map_err(SendError::Dial)?;
-                    let conn = sender.insert(fresh);
-                    conn.send_request(req).await.map_err(SendError::Failed)
+        let exchange = async move {
+            loop {
+                match conn.write(&req).await {
+                    Ok(()) => break,
+                    Err(_) if reused => {
+                        reused = false;
+                        conn = self.dial().await.map_err(SendError::Dial)?;
+                    }
+                    Err(e) => return Err(SendError::Failed(e)),
                 }
-                _ => Err(SendError::Failed(e.into_error())),
-            },
-        }
-    }
-
-    /// The answer's body has been read to its end: the connection may serve the next call.
-    pub fn finished(&mut self) {
-        self.finished = true;
-    }
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        if let Some(sender) = self.sender.take()
-            && let Some(timer) = self.timer.take()
-            && self.finished
-            && !sender.is_closed()
-        {
-            let mut idle = self.pool.idle();
-            if idle.len() < MAX_IDLE {
-                idle.push(Idle { sender, timer });
             }
-        }
+            let (head, framing) = conn
+                .read_head(call.method)
+                .await
+                .map_err(SendError::Failed)?;
+            Ok((conn, head, framing))
+        };
+        let (mut conn, head, framing) = tokio::select! {
+            biased;
+            done = exchange => done?,
+            () = timer.as_mut() => return Err(SendError::Timeout),
+        };
+        conn.timer = Some(timer);
+        let keep = h1::keeps_alive(&head);
+        let body = AnswerBody::new(conn, self.clone(), framing, keep);
+        Ok(head.map(|()| body))
     }
 }

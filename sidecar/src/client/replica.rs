@@ -14,7 +14,7 @@ use http::{HeaderValue, Uri};
 use prometheus::{IntCounter, IntGauge};
 
 use super::mirror::{MirrorMetricVecs, ReplicaMirror};
-use super::pool::{Conn, ConnPool};
+use super::pool::ConnPool;
 use crate::metrics::Metrics;
 
 /// Consecutive failed health probes that take a replica out of rotation. (A refused
@@ -134,14 +134,12 @@ impl Replica {
 
     /// The origin-form target (`/prefix/path?query`) for a client's path and query, as an
     /// HTTP/1 request line to this replica carries it.
-    pub fn origin_for(&self, pq: Option<&PathAndQuery>) -> Result<Uri, http::Error> {
+    pub fn origin_for<'a>(&self, pq: Option<&'a PathAndQuery>) -> std::borrow::Cow<'a, str> {
         let pq = pq.map(|p| p.as_str()).unwrap_or("/");
         if self.prefix.is_empty() {
-            return Ok(Uri::from_maybe_shared(bytes::Bytes::copy_from_slice(
-                pq.as_bytes(),
-            ))?);
+            return pq.into();
         }
-        Ok(Uri::try_from(format!("{}{pq}", self.prefix))?)
+        format!("{}{pq}", self.prefix).into()
     }
 
     pub fn is_healthy(&self) -> bool {
@@ -210,8 +208,6 @@ impl Replica {
 #[derive(Debug)]
 pub struct InFlight {
     replica: Arc<Replica>,
-    /// The connection the answer arrives on; back to the pool once [`Self::finished`].
-    conn: Option<Conn>,
     /// A deadline call's place in the replica's window, freed with this guard.
     permit: Option<crate::slo::Permit>,
 }
@@ -224,7 +220,6 @@ impl InFlight {
         }
         Self {
             replica,
-            conn: None,
             permit: None,
         }
     }
@@ -243,18 +238,6 @@ impl InFlight {
 
     pub fn replica(&self) -> &Arc<Replica> {
         &self.replica
-    }
-
-    /// The connection this call uses (set by the client).
-    pub(crate) fn attach(&mut self, conn: Conn) -> &mut Conn {
-        self.conn.insert(conn)
-    }
-
-    /// The answer's body was read to its end: its connection may be reused.
-    pub fn finished(&mut self) {
-        if let Some(c) = self.conn.as_mut() {
-            c.finished();
-        }
     }
 }
 
@@ -294,10 +277,7 @@ mod tests {
             "http://b:2/engine/v1/models?x=1"
         );
         assert_eq!(b.label, "b:2/engine");
-        assert_eq!(
-            b.origin_for(Some(&pq)).expect("origin").to_string(),
-            "/engine/v1/models?x=1"
-        );
+        assert_eq!(b.origin_for(Some(&pq)), "/engine/v1/models?x=1");
         assert_eq!(b.host, "b:2");
         let guard = InFlight::new(b.clone());
         b.set_healthy(false);

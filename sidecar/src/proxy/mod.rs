@@ -45,11 +45,24 @@ impl Proxy {
         mut record: RequestRecord,
     ) -> Response<Body> {
         let (parts, body) = req.into_parts();
-        let prepared = match crate::body::read(body, &parts.headers, self.max_body_bytes).await {
-            Ok(bytes) => pipeline::run(self, parts.uri.path(), bytes).await,
-            Err(e) => Err(e.into()),
-        };
-        let prepared = match prepared {
+        match crate::body::read(body, &parts.headers, self.max_body_bytes).await {
+            Ok(bytes) => self.forward_read(parts, bytes, record).await,
+            Err(e) => {
+                let resp = e.into_response();
+                record.set_status(resp.status().as_u16());
+                resp
+            }
+        }
+    }
+
+    /// [`Self::forward`] for a request whose body has been read (under `--max-body-bytes`).
+    pub async fn forward_read(
+        &self,
+        parts: http::request::Parts,
+        bytes: bytes::Bytes,
+        mut record: RequestRecord,
+    ) -> Response<Body> {
+        let prepared = match pipeline::run(self, parts.uri.path(), bytes).await {
             // A step answered the request itself (the retrieval extension).
             Ok(p) if p.answered.is_some() => {
                 let value = p.answered.unwrap_or_default();
@@ -82,7 +95,7 @@ impl Proxy {
             Ok(answer) => {
                 let Answer {
                     response,
-                    mut in_flight,
+                    in_flight,
                 } = answer;
                 let (mut head, incoming) = response.into_parts();
                 strip_hop_by_hop(&mut head.headers);
@@ -95,7 +108,6 @@ impl Proxy {
                     return match incoming.collect().await {
                         Ok(body) => {
                             record.set_status(head.status.as_u16());
-                            in_flight.finished();
                             drop(in_flight);
                             Response::from_parts(head, crate::error::full(body.to_bytes()))
                         }

@@ -9,9 +9,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
+use crate::client::h1::AnswerBody;
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use hyper::body::Incoming;
 
 use crate::BoxError;
 use crate::client::replica::{FailureKind, InFlight};
@@ -25,7 +25,7 @@ pin_project_lite::pin_project! {
     /// A streaming upstream body with its bookkeeping attached.
     pub struct UpstreamBody {
         #[pin]
-        inner: Incoming,
+        inner: AnswerBody,
         sse: bool,
         failure: Option<(BoxError, Pin<Box<tokio::time::Sleep>>)>,
         in_flight: Option<InFlight>,
@@ -34,7 +34,7 @@ pin_project_lite::pin_project! {
 }
 
 impl UpstreamBody {
-    pub fn new(inner: Incoming, sse: bool, in_flight: InFlight, record: RequestRecord) -> Self {
+    pub fn new(inner: AnswerBody, sse: bool, in_flight: InFlight, record: RequestRecord) -> Self {
         Self {
             inner,
             sse,
@@ -67,9 +67,7 @@ impl HttpBody for UpstreamBody {
             None => {
                 // Finished: the upstream no longer serves this request, and its connection
                 // can serve the next one.
-                if let Some(mut f) = this.in_flight.take() {
-                    f.finished();
-                }
+                drop(this.in_flight.take());
                 Poll::Ready(None)
             }
             Some(Err(err)) => {

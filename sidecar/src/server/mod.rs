@@ -1,9 +1,17 @@
 //! The accept loop. [`run`] serves HTTP/1 and HTTP/2 (cleartext) on an already-bound listener
 //! (and [`run_with_admin`] on the `--admin-listen` one beside it) until `shutdown` resolves,
 //! then stops accepting, lets in-flight requests finish for up to `--drain-timeout`, and
-//! returns. The HTTP server enforces the request-head limits of [`crate::limits`]: a head
+//! returns. Both HTTP servers enforce the request-head limits of [`crate::limits`]: a head
 //! over `--max-header-bytes` gets 431, one not complete within `--header-read-timeout` has
 //! its connection closed.
+//!
+//! A connection to the main port starts on the lean HTTP/1 path ([`h1`]), which forwards
+//! plain proxied requests itself and hands the connection to hyper (HTTP/1 and HTTP/2) at the
+//! first request it does not take; the admin port is hyper's throughout.
+
+mod encode;
+mod h1;
+mod prefixed;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,8 +19,9 @@ use std::sync::Arc;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 use crate::limits::Limits;
 use crate::service::{AppState, Origin, Port, handle};
@@ -43,8 +52,10 @@ pub async fn run_with_admin(
         &state.config.route_events,
         state.config.route_canary,
     );
-    let graceful = GracefulShutdown::new();
-    let builder = http_builder(state.config.limits);
+    // Every connection's task holds a receiver: `true` asks it to finish its request and
+    // close, and the drain is over when the last one has gone.
+    let (stop, stopping) = watch::channel(false);
+    let builder = Arc::new(http_builder(state.config.limits));
     tokio::pin!(shutdown);
     loop {
         let admin_accept = async {
@@ -69,27 +80,31 @@ pub async fn run_with_admin(
         };
         let _ = stream.set_nodelay(true);
         let origin = Origin::new(&state, port, peer.ip());
-        let state = state.clone();
-        let service = service_fn(move |req| handle(state.clone(), origin.clone(), req));
-        let conn = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "connection ended with an error");
+        let hyper = Handoff {
+            builder: builder.clone(),
+            state: state.clone(),
+            origin: origin.clone(),
+        };
+        let stopping = stopping.clone();
+        match port {
+            Port::Main => {
+                let state = state.clone();
+                tokio::spawn(h1::serve(stream, state, origin, stopping, hyper))
             }
-        });
+            Port::Admin => tokio::spawn(hyper.serve(stream, stopping)),
+        };
     }
     drop(listener);
     drop(admin);
-    let open = graceful.count();
+    drop(stopping);
+    stop.send_replace(true);
+    let open = stop.receiver_count();
     tracing::info!(
         open_connections = open,
         "shutting down: draining in-flight requests"
     );
     let drained = tokio::select! {
-        () = graceful.shutdown() => true,
+        () = stop.closed() => true,
         () = tokio::time::sleep(state.config.drain_timeout) => {
             tracing::warn!("drain deadline passed with requests still in flight");
             false
@@ -97,6 +112,49 @@ pub async fn run_with_admin(
     };
     health.shutdown().await;
     drained
+}
+
+/// What serving a connection with hyper takes (the admin port, and main-port connections the
+/// lean path hands over).
+pub(crate) struct Handoff {
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    state: Arc<AppState>,
+    origin: Origin,
+}
+
+impl Handoff {
+    /// Serves `io` with hyper until it closes; once `stopping` turns true, hyper finishes the
+    /// request in flight and closes.
+    async fn serve<I>(self, io: I, mut stopping: watch::Receiver<bool>)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Self {
+            builder,
+            state,
+            origin,
+        } = self;
+        let service = service_fn(move |req| handle(state.clone(), origin.clone(), req));
+        let conn = builder.serve_connection(TokioIo::new(io), service);
+        tokio::pin!(conn);
+        let stop = async {
+            while !*stopping.borrow_and_update() {
+                if stopping.changed().await.is_err() {
+                    break;
+                }
+            }
+        };
+        let ended = tokio::select! {
+            ended = conn.as_mut() => ended,
+            () = stop => {
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+        };
+        if let Err(e) = ended {
+            tracing::debug!(error = %e, "connection ended with an error");
+        }
+    }
 }
 
 /// The HTTP/1 + HTTP/2 server with the request-head limits applied.

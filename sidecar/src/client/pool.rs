@@ -15,7 +15,7 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderValue, Method, Response};
 use tokio::time::Instant;
 
-use super::h1::{self, AnswerBody, H1Conn, H1Error, Outbound};
+use super::h1::{AnswerBody, H1Conn, H1Error, Outbound};
 
 /// Idle connections kept per replica; more are closed when they come back.
 const MAX_IDLE: usize = 256;
@@ -133,19 +133,18 @@ impl ConnPool {
                     Err(e) => return Err(SendError::Failed(e)),
                 }
             }
-            let (head, framing) = conn
+            let (head, framing, keep) = conn
                 .read_head(call.method)
                 .await
                 .map_err(SendError::Failed)?;
-            Ok((conn, head, framing))
+            Ok((conn, head, framing, keep))
         };
-        let (mut conn, head, framing) = tokio::select! {
+        let (mut conn, head, framing, keep) = tokio::select! {
             biased;
             done = exchange => done?,
             () = timer.as_mut() => return Err(SendError::Timeout),
         };
         conn.timer = Some(timer);
-        let keep = h1::keeps_alive(&head);
         let body = AnswerBody::new(conn, self.clone(), framing, keep);
         Ok(head.map(|()| body))
     }

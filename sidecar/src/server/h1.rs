@@ -209,6 +209,14 @@ fn parse(buf: &mut BytesMut, state: &AppState) -> Parsed {
         {
             return Parsed::Hyper;
         }
+        // The host, the length and this hop's connection headers go no further: the engine
+        // client writes its own (`client::headers::pass_on` would drop them).
+        if name == http::header::HOST
+            || name == http::header::CONTENT_LENGTH
+            || crate::client::is_hop_by_hop(&name)
+        {
+            continue;
+        }
         let at = h.value.as_ptr() as usize - base;
         names.push((name, at, at + h.value.len()));
     }

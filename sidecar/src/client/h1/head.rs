@@ -4,7 +4,7 @@
 use std::mem::MaybeUninit;
 
 use bytes::BytesMut;
-use http::header::{CONTENT_LENGTH, HeaderName, HeaderValue, TRANSFER_ENCODING};
+use http::header::{CONNECTION, CONTENT_LENGTH, HeaderName, HeaderValue, TRANSFER_ENCODING};
 use http::{HeaderMap, Method, Response, StatusCode, Version};
 
 use super::{H1Error, Outbound};
@@ -55,13 +55,14 @@ pub fn encode(req: &Outbound<'_>, out: &mut Vec<u8>) {
 }
 
 /// Parses an answer head at the start of `buf`: None while incomplete, else the answer
-/// without its body and the body's framing (`method` is the request's: an answer to HEAD has
+/// without its body, the body's framing and whether the connection may carry another call
+/// (HTTP/1.1 without `connection: close`; HTTP/1.0 only with `keep-alive`) (`method` is the request's: an answer to HEAD has
 /// no body whatever its headers say). A complete head is split off `buf`; its header values
 /// are slices of it, not copies.
 pub fn parse(
     buf: &mut BytesMut,
     method: &Method,
-) -> Result<Option<(Response<()>, Framing)>, H1Error> {
+) -> Result<Option<(Response<()>, Framing, bool)>, H1Error> {
     // Uninitialised slots: zeroing 128 of them per answer would cost more than parsing.
     let mut lines = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
     let mut parsed = httparse::Response::new(&mut []);
@@ -94,74 +95,81 @@ pub fn parse(
     }
     let head = buf.split_to(used).freeze();
     let mut headers = HeaderMap::with_capacity(names.len());
+    // What framing and keep-alive need, noted on the way (no lookups afterwards).
+    let mut seen = Seen::default();
     for (name, from, to) in names {
         let value = HeaderValue::from_maybe_shared(head.slice(from..to))
             .map_err(|_| H1Error::Parse("bad header value"))?;
+        seen.note(&name, &value)?;
         headers.append(name, value);
     }
-    let framing = framing(status, method, &headers)?;
+    let framing = seen.framing(status, method);
     let mut resp = Response::new(());
     *resp.status_mut() = status;
     *resp.version_mut() = version;
     *resp.headers_mut() = headers;
-    Ok(Some((resp, framing)))
-}
-
-fn framing(status: StatusCode, method: &Method, headers: &HeaderMap) -> Result<Framing, H1Error> {
-    if status == StatusCode::SWITCHING_PROTOCOLS {
-        // Never asked for: `upgrade` is not passed on.
-        return Err(H1Error::Parse("unrequested protocol switch"));
-    }
-    if status.is_informational() {
-        return Ok(Framing::Interim);
-    }
-    if *method == Method::HEAD
-        || status == StatusCode::NO_CONTENT
-        || status == StatusCode::NOT_MODIFIED
-    {
-        return Ok(Framing::Empty);
-    }
-    if let Some(te) = headers.get(TRANSFER_ENCODING) {
-        // Chunked must be the final coding; anything else is read until close (§6.3 rule 4).
-        let chunked = te
-            .to_str()
-            .ok()
-            .and_then(|v| v.rsplit(',').next())
-            .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"));
-        return Ok(if chunked {
-            Framing::Chunked
-        } else {
-            Framing::UntilClose
-        });
-    }
-    let mut length = None;
-    for v in headers.get_all(CONTENT_LENGTH) {
-        let n = v
-            .to_str()
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .ok_or(H1Error::Parse("bad content-length"))?;
-        if length.is_some_and(|l| l != n) {
-            return Err(H1Error::Parse("conflicting content-length"));
-        }
-        length = Some(n);
-    }
-    Ok(length.map_or(Framing::UntilClose, Framing::Length))
-}
-
-/// Whether the connection may carry another call after this answer (HTTP/1.1 without
-/// `connection: close`; HTTP/1.0 only with `keep-alive`).
-pub fn keeps_alive(resp: &Response<()>) -> bool {
-    let says = |token: &str| {
-        resp.headers()
-            .get_all(http::header::CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .any(|t| t.trim().eq_ignore_ascii_case(token))
+    let keep = match version {
+        Version::HTTP_10 => seen.keep_alive,
+        _ => !seen.close,
     };
-    match resp.version() {
-        Version::HTTP_10 => says("keep-alive"),
-        _ => !says("close"),
+    Ok(Some((resp, framing?, keep)))
+}
+
+/// The headers that decide an answer's framing and whether its connection may be reused.
+#[derive(Default)]
+struct Seen {
+    /// `transfer-encoding`: whether its last coding is chunked.
+    chunked: Option<bool>,
+    length: Option<u64>,
+    close: bool,
+    keep_alive: bool,
+}
+
+impl Seen {
+    fn note(&mut self, name: &HeaderName, value: &HeaderValue) -> Result<(), H1Error> {
+        if name == TRANSFER_ENCODING {
+            // Chunked must be the final coding; anything else is read until close (§6.3).
+            let last = value.to_str().ok().and_then(|v| v.rsplit(',').next());
+            self.chunked = Some(last.is_some_and(|l| l.trim().eq_ignore_ascii_case("chunked")));
+        } else if name == CONTENT_LENGTH {
+            let n = value
+                .to_str()
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .ok_or(H1Error::Parse("bad content-length"))?;
+            if self.length.is_some_and(|l| l != n) {
+                return Err(H1Error::Parse("conflicting content-length"));
+            }
+            self.length = Some(n);
+        } else if name == CONNECTION {
+            for token in value.as_bytes().split(|&b| b == b',') {
+                let token = token.trim_ascii();
+                self.close |= token.eq_ignore_ascii_case(b"close");
+                self.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+            }
+        }
+        Ok(())
+    }
+
+    fn framing(&self, status: StatusCode, method: &Method) -> Result<Framing, H1Error> {
+        if status == StatusCode::SWITCHING_PROTOCOLS {
+            // Never asked for: `upgrade` is not passed on.
+            return Err(H1Error::Parse("unrequested protocol switch"));
+        }
+        if status.is_informational() {
+            return Ok(Framing::Interim);
+        }
+        if *method == Method::HEAD
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED
+        {
+            return Ok(Framing::Empty);
+        }
+        Ok(match (self.chunked, self.length) {
+            (Some(true), _) => Framing::Chunked,
+            (Some(false), _) => Framing::UntilClose,
+            (None, Some(n)) => Framing::Length(n),
+            (None, None) => Framing::UntilClose,
+        })
     }
 }

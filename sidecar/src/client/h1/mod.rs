@@ -12,8 +12,6 @@
 pub mod body;
 mod head;
 
-pub use self::head::keeps_alive;
-
 use std::pin::Pin;
 
 use bytes::BytesMut;
@@ -97,13 +95,17 @@ impl H1Conn {
     }
 
     /// Reads the answer's head (skipping 1xx interim answers); the body stays on the socket.
-    pub async fn read_head(&mut self, method: &Method) -> Result<(Response<()>, Framing), H1Error> {
+    /// The bool: whether the answer lets the connection serve another call.
+    pub async fn read_head(
+        &mut self,
+        method: &Method,
+    ) -> Result<(Response<()>, Framing, bool), H1Error> {
         self.buf.clear();
         loop {
             if !self.buf.is_empty() {
                 match head::parse(&mut self.buf, method)? {
-                    Some((_, Framing::Interim)) => continue,
-                    Some((resp, framing)) => return Ok((resp, framing)),
+                    Some((_, Framing::Interim, _)) => continue,
+                    Some(answer) => return Ok(answer),
                     None if self.buf.len() >= MAX_HEAD => return Err(H1Error::HeadTooLarge),
                     None => {}
                 }

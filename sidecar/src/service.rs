@@ -241,7 +241,13 @@ pub async fn proxied(
             return resp;
         }
     };
-    let resp = slo::scope(deadline, state.proxy.forward_read(parts, body, record)).await;
+    let forward = state.proxy.forward_read(parts, body, record);
+    // Outside a scope `slo::current()` is None, as inside one without a deadline: the common
+    // case skips the task-local wrapper (and moving the whole forwarding future into it).
+    let resp = match deadline {
+        Some(d) => slo::scope(Some(d), forward).await,
+        None => forward.await,
+    };
     hold(resp, permit)
 }
 

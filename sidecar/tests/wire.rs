@@ -223,3 +223,35 @@ fn futures_util_stream(rx: tokio::sync::mpsc::Receiver<Bytes>) -> UpBody {
     }
     Stream(rx).boxed()
 }
+
+#[tokio::test]
+async fn a_head_over_the_limit_gets_431_even_when_it_arrives_whole() {
+    let up = echo().await;
+    let proxy = TestProxy::start(&[up.url()], |a| {
+        a.limits.max_header_bytes = Some(16 * 1024);
+    })
+    .await;
+    let mut conn = TcpStream::connect(proxy.addr).await.expect("connect");
+    // A large body first grows the connection's buffer, so the next head (over the limit)
+    // can be read in one piece.
+    let mut bytes = b"POST /v1/big HTTP/1.1\r\nhost: x\r\ncontent-length: 65536\r\n\r\n".to_vec();
+    bytes.extend(std::iter::repeat_n(b'a', 65536));
+    bytes.extend_from_slice(b"GET /v1/next HTTP/1.1\r\nhost: x\r\nx-pad: ");
+    bytes.extend(std::iter::repeat_n(b'b', 20 * 1024));
+    bytes.extend_from_slice(b"\r\n\r\n");
+    conn.write_all(&bytes).await.expect("write");
+    let mut text = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut text)).await;
+    assert!(read.is_ok(), "connection left open");
+    let text = String::from_utf8_lossy(&text);
+    assert!(
+        text.starts_with("HTTP/1.1 200 OK"),
+        "{}",
+        &text[..text.len().min(200)]
+    );
+    assert!(
+        text.contains("HTTP/1.1 431 "),
+        "{}",
+        &text[text.len().saturating_sub(300)..]
+    );
+}

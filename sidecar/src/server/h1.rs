@@ -34,6 +34,8 @@ const MAX_HEADERS: usize = 100;
 /// A request this path takes, split off the buffer.
 struct Head {
     parts: http::request::Parts,
+    /// Bytes the head took.
+    size: usize,
     body_len: usize,
     close: bool,
 }
@@ -60,6 +62,10 @@ pub async fn serve(
         }
         let head = loop {
             match parse(&mut buf, &state) {
+                // A complete head can still be over the limit when it came in one large read.
+                Parsed::Take(head) if head.size > limits.max_header_bytes => {
+                    return too_large(&mut io).await;
+                }
                 Parsed::Take(head) => break head,
                 Parsed::Hyper => {
                     hyper.serve(Prefixed::new(buf.freeze(), io), shutdown).await;
@@ -242,6 +248,7 @@ fn parse(buf: &mut BytesMut, state: &AppState) -> Parsed {
     parts.headers = headers;
     Parsed::Take(Head {
         parts,
+        size: used,
         body_len,
         close,
     })

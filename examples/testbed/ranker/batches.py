@@ -46,6 +46,7 @@ class Sampler:
         for u, t in self.events:
             self.by_len.setdefault(min(t, history_items), []).append((u, t))
         self.instruction = None
+        self.label_base = layout.LABEL_BASE  # recache's `--rank-label-base`
 
     def item(self, i):
         return layout.fit(self.title_tokens[self.data.title_of(i)], self.n_tok)
@@ -109,7 +110,8 @@ class Sampler:
         items = [self.item(i) for i in ids]
         hot = self.hot_first(ids)
         resident, slots = self.residency(ids) if kind == "pool" else ([False] * k, [None] * k)
-        tokens, labels, _ = layout.pooled([], items, hot, resident, slots, [])
+        tokens, labels, _ = layout.pooled([], items, hot, resident, slots, [],
+                                          label_base=self.label_base)
         first = [j for j in hot if resident[j]]
         run = sum(len(items[j]) + 1 for j in first)
         order = [j for _, j in labels]
@@ -137,7 +139,7 @@ class Sampler:
             self.rng.shuffle(ids)
             items = [self.item(i) for i in ids]
             tokens, labels = layout.build(layout.USER, u["profile"], items, list(range(k)),
-                                          self.instruction)
+                                          self.instruction, label_base=self.label_base)
             rows.append(tokens)
             labs.append([label for label, _ in labels])
             targets.append(ids.index(u["target"]))

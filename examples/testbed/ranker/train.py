@@ -29,6 +29,11 @@ HP = dict(hidden=128, layers=4, heads=2, kv_heads=2, ffn=512, title_tap=2, item_
           mix="ip:3,pool:4,up:3", probe_dims=8, kd=1.0, kd_temp=1.0, aux=0.3, probe=1.0, rank=32, seed=0,
           label_sigma=0.02, label_flag=4.0, copy_freqs=6, copy_gain=480.0, copy_scale=0.1,
           read_scale=1.0, read_gain=12.0, out_gain=10.0)
+# Experiments (issue 21, 2026-11-26): off in the recipe and not stamped (an export that sets
+# them carries them as overrides). item_dims > 0 builds the item channel (`item_channel`);
+# label_base is recache's --rank-label-base (4096: labels no text uses).
+EXTRA = dict(item_dims=0, bag_decay=0.0, window_reach=4200, window_iters=3000, score_pairs=3,
+             score_gain=4.0, item_probe=1.0, seed_gain=1.5, label_base=layout.LABEL_BASE)
 
 
 def config(hp, tok):
@@ -84,11 +89,12 @@ def label_channel(model, hp, used):
         text = torch.zeros(emb.shape[0], dtype=torch.bool)
         text[hp["text_ids"]] = True
         emb[:, ch] = 0
-        lab = hp["label_sigma"] * torch.randn(used - layout.LABEL_BASE, d, generator=gen)
+        base = hp["label_base"]
+        lab = hp["label_sigma"] * torch.randn(used - base, d, generator=gen)
         lab[:, 0] = hp["label_flag"] * hp["label_sigma"]
-        emb[layout.LABEL_BASE:used, ch] = lab
+        emb[base:used, ch] = lab
         pure = torch.zeros(emb.shape[0], dtype=torch.bool)
-        pure[layout.LABEL_BASE:used] = True
+        pure[base:used] = True
         pure &= ~text
         emb[pure, :hidden - d] = 0
         mask(emb)[:, ch] = 0
@@ -140,6 +146,125 @@ def label_channel(model, hp, used):
     return masks
 
 
+def window_phases(hp, d, theta):
+    """Logit of a RoPE head whose q and k are biases alone, as a function of how many tokens
+    back the key is: sum_i a_i cos(theta_i t) + b_i sin(theta_i t). (a, b) fitted (a seeded,
+    deterministic Adam in float64) so that the `item_tokens` tokens ending at the query (t in
+    0..item_tokens-1: an item end's own title) take all the attention, weighted exp(-bag_decay
+    * t) among themselves, against every other key up to `window_reach` tokens back (the label
+    at t = item_tokens included)."""
+    half, w = d // 2, hp["item_tokens"]
+    t = torch.arange(hp["window_reach"], dtype=torch.float64)
+    th = theta.double()
+    cos, sin = torch.cos(t[:, None] * th), torch.sin(t[:, None] * th)
+    target = torch.log_softmax(-hp["bag_decay"] * torch.arange(w, dtype=torch.float64), 0)
+    a = torch.zeros(half, dtype=torch.float64)
+    a[:8] = 5.0
+    b = torch.zeros(half, dtype=torch.float64)
+    a.requires_grad_(True)
+    b.requires_grad_(True)
+    opt = torch.optim.Adam([a, b], lr=0.05)
+    for _ in range(hp["window_iters"]):
+        s = cos @ a + sin @ b
+        inside = torch.log_softmax(s[:w], 0)
+        loss = (F.softplus(torch.logsumexp(s[w:], 0) - torch.logsumexp(s[:w], 0) + 14) +
+                3 * (inside.exp() * (inside - target)).sum() + 1e-5 * (a * a + b * b).sum())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return a.detach().float(), b.detach().float()
+
+
+def item_channel(model, hp, masks):
+    """The comparison's item half, built like the label channel (issue 21: learnt title
+    vectors did not survive served layouts). Residual dims `it` (the `item_dims` just below
+    the label channel) are an item channel: only layer 0 writes there, so what an item end
+    holds in it is a function of its own title tokens alone, in every layout:
+    - layer 0's first head is a positional window: q and k from their biases alone, RoPE
+      phases fitted (`window_phases`) so that each token attends to itself and the 17 tokens
+      before it and to nothing else; its value is learnt (from the token embeddings), its
+      output goes to the item channel only. At an item end that window is exactly the item's
+      title, whatever comes before it (pooled segments, other items, the profile);
+    - layer 0's MLP (learnt, blind to the label channel) writes a nonlinear function of that
+      bag into the item channel too;
+    - no other head or MLP writes there (masked), and no embedding row has item dims.
+    The readout head (last layer, last head) then scores item ends by a learnt bilinear form
+    on a few of its slowest RoPE pairs (`score_pairs`, the nearest to position-free): k from
+    the item channel only, q from the final token (learnt), next to the label flag that makes
+    it look at item ends. Every other q/k row of the readout is zero and frozen."""
+    cfg = model.config
+    hidden, heads = cfg.hidden_size, cfg.num_attention_heads
+    d = hidden // heads
+    half = d // 2
+    it = slice(hidden - d - hp["item_dims"], hidden - d)
+    ch = slice(hidden - d, hidden)
+    h0 = slice(0, d)  # layer 0's first head: the window
+    hs = slice((heads - 1) * d, heads * d)  # the readout head
+    gen = torch.Generator().manual_seed(hp["seed"] + 11)
+
+    def mask(p):
+        if p not in masks:
+            masks[p] = torch.ones_like(p)
+        return masks[p]
+
+    theta = 10000.0 ** (-torch.arange(half, dtype=torch.float32) * 2 / d)
+    pa, pb = window_phases(hp, d, theta)
+    layers = model.model.layers
+    with torch.no_grad():
+        emb = model.model.embed_tokens.weight
+        emb[:, it] = 0
+        mask(emb)[:, it] = 0
+        for n, layer in enumerate(layers):
+            a, mlp = layer.self_attn, layer.mlp
+            a.o_proj.weight[it] = 0
+            mask(a.o_proj.weight)[it] = 0
+            mlp.down_proj.weight[it] = 0
+            mask(mlp.down_proj.weight)[it] = 0
+        a, mlp = layers[0].self_attn, layers[0].mlp
+        # The window head: logit(t) = scaling * q . R(t) k; with k = (kappa, 0) per RoPE pair,
+        # q . R(t) k = kappa (q1 cos(theta t) - q2 sin(theta t)).
+        r = (pa ** 2 + pb ** 2).sqrt() + 1e-12
+        kappa = (r / a.scaling).sqrt()
+        for lin in (a.q_proj, a.k_proj):
+            lin.weight[h0] = 0
+            lin.bias[h0] = 0
+            mask(lin.weight)[h0] = 0
+            mask(lin.bias)[h0] = 0
+        a.k_proj.bias[:half] = kappa
+        a.q_proj.bias[:half] = pa / (kappa * a.scaling)
+        a.q_proj.bias[half:d] = -pb / (kappa * a.scaling)
+        a.o_proj.weight[:, h0] = 0
+        mask(a.o_proj.weight)[:, h0] = 0
+        a.o_proj.weight[it, h0] = 0.1 * torch.randn(hp["item_dims"], d, generator=gen)
+        mask(a.o_proj.weight)[it, h0] = 1
+        mlp.down_proj.weight[it] = 0.02 * torch.randn(hp["item_dims"], mlp.down_proj.weight.shape[1],
+                                                      generator=gen)
+        mask(mlp.down_proj.weight)[it] = 1
+        for lin in (mlp.gate_proj, mlp.up_proj):
+            lin.weight[:, ch] = 0
+            mask(lin.weight)[:, ch] = 0
+        # The readout: flag on the slowest pair (label_channel), the score on the next ones.
+        a = layers[-1].self_attn
+        score = [hs.start + half - 2 - j for j in range(hp["score_pairs"])]
+        keep = {hs.start + half - 1} | set(score)
+        free = [r for r in range(hs.start, hs.stop) if r not in keep]
+        for lin in (a.q_proj, a.k_proj):
+            lin.weight[free] = 0
+            lin.bias[free] = 0
+            mask(lin.weight)[free] = 0
+            mask(lin.bias)[free] = 0
+        a.k_proj.weight[score] = 0
+        a.k_proj.bias[score] = 0
+        mask(a.k_proj.bias)[score] = 0
+        mask(a.k_proj.weight)[score] = 0
+        a.k_proj.weight[score, it] = 0.3 * torch.randn(len(score), hp["item_dims"],
+                                                       generator=gen)
+        mask(a.k_proj.weight)[score, it] = 1
+        a.q_proj.weight[score] = 0
+        a.q_proj.bias[score] = hp["score_gain"]
+    return it
+
+
 def to_teacher(scores, teacher):
     """KL(teacher || model) over a prompt's candidates, both as softmaxes of their scores."""
     return F.kl_div(F.log_softmax(scores, 1), F.log_softmax(teacher, 1), log_target=True,
@@ -151,17 +276,20 @@ class Trainer:
         torch.set_num_threads(1)
         torch.manual_seed(hp["seed"])
         from transformers import Qwen2ForCausalLM
+        hp = {**EXTRA, **hp}
         self.hp, self.log, self.data = hp, log, data
         self.model = Qwen2ForCausalLM(config(hp, tok))
-        used = self.used = layout.LABEL_BASE + layout.MAX_ITEMS + hp["pool_slots"]
+        used = self.used = hp["label_base"] + layout.MAX_ITEMS + hp["pool_slots"]
         titles = [tok(t, add_special_tokens=False)["input_ids"] for t in data.titles]
         instruction = tok(layout.DEFAULT_INSTRUCTION, add_special_tokens=False)["input_ids"]
         text_ids = sorted({i for t in titles for i in layout.fit(t, hp["item_tokens"])} |
                           set(instruction))
         masks = label_channel(self.model, {**hp, "text_ids": text_ids}, used)
+        self.it = item_channel(self.model, hp, masks) if hp["item_dims"] else None
         self.s = batches.Sampler(data, hp["item_tokens"], titles, hp["history_items"],
                                  hp["pool_slots"], hp["seed"])
         self.s.instruction = instruction
+        self.s.label_base = hp["label_base"]
         t0 = time.time()
         self.teacher = teach.Teacher(data, hp["rank"], hp["history_items"])
         self.vecs = self.teacher.item_vectors(hp["probe_dims"])
@@ -175,7 +303,7 @@ class Trainer:
             drawn[data.title_of(i)] += c
         self.title_weight = drawn.sqrt() + 1.0
         log(f"[ranker] teacher fitted in {time.time() - t0:.0f}s")
-        self.probe = torch.nn.Linear(hp["hidden"], self.vecs.shape[1])
+        self.probe = torch.nn.Linear(hp["item_dims"] or hp["hidden"], self.vecs.shape[1])
         self.user_probe = torch.nn.Linear(hp["hidden"], self.user_mean.shape[0])
         # Training touches token ids below `used` only (text tokens, both label ranges): train
         # those rows as their own table, so the optimizer does not sweep all 65,536 each step.
@@ -242,11 +370,16 @@ class Trainer:
         t1, t2 = self.taps()
         ts = s.np.choice(len(self.data.titles), hp["enc_titles"], replace=False,
                          p=(self.title_weight / self.title_weight.sum()).numpy()).tolist()
-        labels = rng.sample(range(layout.LABEL_BASE, layout.LABEL_BASE + layout.MAX_ITEMS +
+        labels = rng.sample(range(hp["label_base"], hp["label_base"] + layout.MAX_ITEMS +
                                   hp["pool_slots"]), len(ts))
         ids = torch.tensor([[l] + layout.fit(s.title_tokens[t], s.n_tok)
                             for l, t in zip(labels, ts)])
         pos = torch.arange(ids.shape[1]).expand_as(ids)
+        if self.it is not None:  # the item channel: learnt on items alone, the same anywhere;
+            # complete after layer 0 (no later layer writes there)
+            _, _, tap = fwd.run_part(self.model, ids, pos, tap=(1,),
+                                     depth=1)
+            return self.hp["item_probe"] * self.title_loss(tap[1][:, -1, self.it], ts)
         _, _, tap = fwd.run_part(self.model, ids, pos, tap=(t1, t2))
         loss = self.title_loss(tap[t1][:, -1], ts) + self.label_loss(tap[t2][:, -1],
                                                                     torch.tensor(labels))
@@ -270,6 +403,8 @@ class Trainer:
         kd = to_teacher(final, t)
         rows = torch.arange(b["users"].shape[0])
         ut = out["users_tap"]
+        if self.it is not None:
+            return self.channel_loss(b, out, final, main, kd, t)
         aux = self.user_loss(ut[t2][rows, b["last"][:, -1]], b["hists"])
         aux = aux + self.profile_loss(ut[t1], b)
         if b["pooled"] is None and b["tail"] is None:  # user-first: item ends are in the rows
@@ -296,6 +431,54 @@ class Trainer:
             att = F.cross_entropy(logits, b["target"]) + to_teacher(logits, t)
             loss = loss + hp["att"] * att
             self.parts["att"] = att.item()
+        return loss, final, main.item()
+
+    def seed_readout(self):
+        """Between the stages: the readout's first score row starts as what the item probe
+        learnt to read as the title's prior (the teacher's strongest single signal), at the
+        item ends' typical RMS, so stage 2 starts from a ranking rather than from noise."""
+        hp = self.hp
+        a = self.model.model.layers[-1].self_attn
+        d = a.head_dim
+        row = (hp["heads"] - 1) * d + d // 2 - 2
+        rng = self.s.rng.getstate(), self.s.np.bit_generator.state
+        with torch.no_grad():
+            b = self.s.group("ip", self.s.users(2), hp["candidates"])
+            out = fwd.forward_group(self.model, b, tap=(hp["layers"] - 1,))
+            x = out["tail_tap"][hp["layers"] - 1][0, b["tail_ends"]]
+            rms = x.pow(2).mean(-1).sqrt().mean()
+            g = self.model.model.layers[-1].input_layernorm.weight[self.it]
+            w = self.probe.weight[0] * rms / g
+            a.k_proj.weight[row] = 0
+            a.k_proj.weight[row, self.it] = hp["seed_gain"] * w / (hp["score_gain"] * a.scaling)
+            rows = [row - j for j in range(1, hp["score_pairs"])]
+            a.q_proj.bias[rows] = 0
+        self.s.rng.setstate(rng[0])
+        self.s.np.bit_generator.state = rng[1]
+
+    def channel_loss(self, b, out, final, main, kd, t):
+        """Stage 2 with the item channel: the main CE and distillation, the readout's own
+        choice among the item ends (CE towards the held-out item, KL towards the teacher), and
+        the item probe at every item end (the channel holds the same there as alone)."""
+        hp = self.hp
+        t1, t2 = self.taps()
+        ut = out["users_tap"]
+        if b["pooled"] is None and b["tail"] is None:
+            rows = torch.arange(b["users"].shape[0])
+            states = torch.stack([ut[t2][r, b["last"][r, :-1]] for r in rows])
+            probe = self.title_loss(states[..., self.it].flatten(0, 1),
+                                    [x for c in b["cand_titles"] for x in c])
+        else:
+            parts = []
+            if "pooled" in out:
+                parts.append(out["pooled_tap"][t2][:, -1])
+            if "tail" in out:
+                parts.append(out["tail_tap"][t2][0, b["tail_ends"]])
+            probe = self.title_loss(torch.cat(parts)[:, self.it], b["item_titles"])
+        logits = fwd.readout_logits(self.model, b, out, ut[t2])
+        att = F.cross_entropy(logits, b["target"]) + to_teacher(logits, t)
+        loss = main + hp["kd"] * kd + hp["item_probe"] * probe + hp.get("att", 1.0) * att
+        self.parts = dict(kd=kd.item(), probe=probe.item(), att=att.item())
         return loss, final, main.item()
 
     def lr(self, step, total, peak):
@@ -367,6 +550,8 @@ class Trainer:
             step += 1
             total = self.planned("encoder", step, total, t0)
         self.steps_run.setdefault("encoder", total)
+        if self.it is not None:
+            self.seed_readout()
         kinds = []
         for part in hp["mix"].split(","):
             name, weight = part.split(":")

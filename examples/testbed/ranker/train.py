@@ -33,7 +33,8 @@ HP = dict(hidden=128, layers=4, heads=2, kv_heads=2, ffn=512, title_tap=2, item_
 # them carries them as overrides). item_dims > 0 builds the item channel (`item_channel`);
 # label_base is recache's --rank-label-base (4096: labels no text uses).
 EXTRA = dict(item_dims=0, bag_decay=0.0, window_reach=4200, window_iters=3000, score_pairs=3,
-             score_gain=4.0, item_probe=1.0, seed_gain=1.5, label_base=layout.LABEL_BASE)
+             score_gain=4.0, item_probe=1.0, seed_gain=1.5, label_base=layout.LABEL_BASE,
+             mid_frozen=0)
 
 
 def config(hp, tok):
@@ -220,6 +221,13 @@ def item_channel(model, hp, masks):
             mask(a.o_proj.weight)[it] = 0
             mlp.down_proj.weight[it] = 0
             mask(mlp.down_proj.weight)[it] = 0
+        for layer in layers[1:-1] if hp["mid_frozen"] else ():
+            # No writes between layer 0 and the readout: the residual there keeps layer 0's
+            # scale, so the label flag is not normalized away (measured: the learnt middle
+            # layers grew the text dims at item ends to RMS 50 against a flag of 0.16).
+            for w in (layer.self_attn.o_proj.weight, layer.mlp.down_proj.weight):
+                w.zero_()
+                mask(w).zero_()
         a, mlp = layers[0].self_attn, layers[0].mlp
         # The window head: logit(t) = scaling * q . R(t) k; with k = (kappa, 0) per RoPE pair,
         # q . R(t) k = kappa (q1 cos(theta t) - q2 sin(theta t)).

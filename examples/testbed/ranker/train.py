@@ -34,7 +34,7 @@ HP = dict(hidden=128, layers=4, heads=2, kv_heads=2, ffn=512, title_tap=2, item_
 # label_base is recache's --rank-label-base (4096: labels no text uses).
 EXTRA = dict(item_dims=0, bag_decay=0.0, window_reach=4200, window_iters=3000, score_pairs=3,
              score_gain=4.0, item_probe=1.0, seed_gain=1.5, label_base=layout.LABEL_BASE,
-             mid_frozen=0)
+             mid_frozen=0, end_flag=0.0)
 
 
 def config(hp, tok):
@@ -93,6 +93,12 @@ def label_channel(model, hp, used):
         base = hp["label_base"]
         lab = hp["label_sigma"] * torch.randn(used - base, d, generator=gen)
         lab[:, 0] = hp["label_flag"] * hp["label_sigma"]
+        end = hidden - 1  # hp end_flag: the channel's last dim flags item ends alone
+        if hp["end_flag"]:
+            lab[:, -1] = 0
+            # What layer 0's copy head reads as a pure label's flag (its input RMS norm).
+            seen = (lab[:, 0] / (lab.pow(2).sum(1) / hidden).sqrt()).mean()
+            hp["end_seen"] = float(seen)
         emb[base:used, ch] = lab
         pure = torch.zeros(emb.shape[0], dtype=torch.bool)
         pure[base:used] = True
@@ -125,11 +131,28 @@ def label_channel(model, hp, used):
                 # q = R(-back) k: (R_m q).(R_n k) = sum amp^2 cos(theta (n - m + back))
                 qb[:half] = amp * torch.cos(-back * theta)
                 qb[half:] = amp * torch.sin(-back * theta)
+                if hp["end_flag"]:
+                    # Refitted so that a token with no token `item_tokens` back (the first
+                    # 18 of a pooled segment or of an item-first tail) attends to itself, not
+                    # to its label `p` back: only item ends get the end flag.
+                    pa, pb = copy_phases(hp, d, theta, a.scaling, amp)
+                    r = (pa ** 2 + pb ** 2).sqrt() + 1e-12
+                    kappa = (r / a.scaling).sqrt()
+                    kb = torch.zeros(d)
+                    kb[:half] = kappa
+                    qb = torch.cat([pa / (kappa * a.scaling), -pb / (kappa * a.scaling)])
                 a.k_proj.bias[hs] = kb
                 a.q_proj.bias[hs] = qb
                 a.v_proj.weight[hs, ch] = torch.eye(d)
                 a.o_proj.weight[:, hs] = 0
                 a.o_proj.weight[ch, hs] = hp["copy_scale"] * torch.eye(d)
+                if hp["end_flag"]:
+                    # The end flag: the copied label's flag, written to a dim no embedding
+                    # row has, so only a token `item_tokens` after a label (an item end, in
+                    # every layout) holds it, at `end_flag` whatever the layout.
+                    a.o_proj.weight[end, hs.start] = hp["end_flag"] / seen
+                    model.model.layers[0].input_layernorm.weight[flag] = 1.0
+                    mask(model.model.layers[0].input_layernorm.weight)[flag] = 0
                 mask(a.o_proj.weight)[:, hs] = 0
             elif n == len(model.model.layers) - 1:  # the readout head: learns, starts as copy
                 a.v_proj.weight[hs] = 0
@@ -140,7 +163,10 @@ def label_channel(model, hp, used):
                 rows = [hs.start + half - 1, hs.start + d - 1]  # the slowest RoPE pair
                 a.k_proj.weight[rows] = 0
                 a.k_proj.bias[rows] = 0
-                a.k_proj.weight[rows[0], flag] = 1.0
+                a.k_proj.weight[rows[0], end if hp["end_flag"] else flag] = 1.0
+                if hp["end_flag"]:  # the flag is not copied to the output (frozen)
+                    a.v_proj.weight[hs.start + d - 1] = 0
+                    mask(a.v_proj.weight)[hs.start + d - 1] = 0
                 a.q_proj.weight[rows] = 0
                 a.q_proj.bias[rows] = 0
                 a.q_proj.bias[rows[0]] = hp["read_gain"]
@@ -173,6 +199,34 @@ def window_phases(hp, d, theta):
         opt.zero_grad()
         loss.backward()
         opt.step()
+    return a.detach().float(), b.detach().float()
+
+
+def copy_phases(hp, d, theta, scaling, amp):
+    """The copy head's logit as a function of how far back the key is (as `window_phases`),
+    refitted from label_channel's (a peak `item_tokens` back) so that it keeps that peak
+    against every other key up to `window_reach` back and, in addition, the key at distance
+    0 (the token itself) beats distances 1..item_tokens-1 by 10 nats: with nothing
+    `item_tokens` back a token copies itself rather than the label of its own segment."""
+    half, back = d // 2, hp["item_tokens"]
+    t = torch.arange(hp["window_reach"], dtype=torch.float64)
+    th = theta.double()
+    cos, sin = torch.cos(t[:, None] * th), torch.sin(t[:, None] * th)
+    g = scaling * amp.double() ** 2
+    a = (g * torch.cos(back * th)).requires_grad_(True)
+    b = (g * torch.sin(back * th)).requires_grad_(True)
+    other = torch.ones(len(t), dtype=torch.bool)
+    other[back] = False
+    opt = torch.optim.Adam([a, b], lr=0.05)
+    with torch.enable_grad():  # label_channel builds under no_grad
+        for _ in range(hp["window_iters"]):
+            s = cos @ a + sin @ b
+            loss = (F.softplus(torch.logsumexp(s[other], 0) - s[back] + 14) +
+                    F.softplus(torch.logsumexp(s[1:back], 0) - s[0] + 10) +
+                    1e-5 * (a * a + b * b).sum())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
     return a.detach().float(), b.detach().float()
 
 
@@ -245,6 +299,24 @@ def item_channel(model, hp, masks):
         mask(a.o_proj.weight)[:, h0] = 0
         a.o_proj.weight[it, h0] = 0.1 * torch.randn(hp["item_dims"], d, generator=gen)
         mask(a.o_proj.weight)[it, h0] = 1
+        if hp["end_flag"]:
+            # A label inside a token's own window means it is not an item end (the label is 18
+            # back from an end, outside its window): the window's last value row reads the
+            # label flag and takes a multiple of it off the end flag. Without it the tokens
+            # of a pooled segment shorter than 18 (the label at position 0 included) copy
+            # their label's flag too (`copy_phases` keeps the others from copying it): the
+            # label at the start of a pooled segment or of an item-first tail, which copies
+            # itself. 3x: a window all label cancels the flag three times over.
+            e, f = hidden - 1, hidden - d
+            a.v_proj.weight[d - 1] = 0
+            a.v_proj.bias[d - 1] = 0
+            a.v_proj.weight[d - 1, f] = 1.0
+            mask(a.v_proj.weight)[d - 1] = 0
+            mask(a.v_proj.bias)[d - 1] = 0
+            a.o_proj.weight[:, d - 1] = 0
+            mask(a.o_proj.weight)[:, d - 1] = 0
+            seen = a.o_proj.weight.new_tensor(hp["end_seen"])
+            a.o_proj.weight[e, d - 1] = -3.0 * hp["end_flag"] / seen
         mlp.down_proj.weight[it] = 0.02 * torch.randn(hp["item_dims"], mlp.down_proj.weight.shape[1],
                                                       generator=gen)
         mask(mlp.down_proj.weight)[it] = 1
@@ -292,8 +364,10 @@ class Trainer:
         instruction = tok(layout.DEFAULT_INSTRUCTION, add_special_tokens=False)["input_ids"]
         text_ids = sorted({i for t in titles for i in layout.fit(t, hp["item_tokens"])} |
                           set(instruction))
-        masks = label_channel(self.model, {**hp, "text_ids": text_ids}, used)
-        self.it = item_channel(self.model, hp, masks) if hp["item_dims"] else None
+        lc = {**hp, "text_ids": text_ids}
+        masks = label_channel(self.model, lc, used)
+        self.it = (item_channel(self.model, {**hp, "end_seen": lc.get("end_seen")}, masks)
+                   if hp["item_dims"] else None)
         self.s = batches.Sampler(data, hp["item_tokens"], titles, hp["history_items"],
                                  hp["pool_slots"], hp["seed"])
         self.s.instruction = instruction

@@ -3,7 +3,8 @@
 head) looks at each dev user's final token, in UP, pooled and IP prompts: the share of its
 attention on the 100 item ends, on the 100 label tokens and on everything else, plus Recall@10
 of the readout's own logits over item ends ("readout") and of the served label logits
-("final"). Without an export it measures a fresh trainer at init (after `--enc-steps` encoder
+("final"), the rank correlation between the two ("rank_corr") and the label logits' spread
+("final_std": near 0, the label logits are flat whatever the readout picks). Without an export it measures a fresh trainer at init (after `--enc-steps` encoder
 steps and the readout seeding), i.e. what a built-in construction gives before any training.
 
 Run with the testbed venv's Python from examples/testbed:
@@ -88,7 +89,7 @@ def main():
         for kind in ("up", "pool", "ip"):
             tr.s.rng.seed(12345)
             hits = {"final": 0, "readout": 0}
-            ends = labels = 0.0
+            ends = labels = corr = spread = 0.0
             for u in tr.dev:
                 b = tr.s.up([u], 100) if kind == "up" else tr.s.group(kind, [u], 100)
                 out = fwd.forward_group(model, b, tap=(last,))
@@ -97,12 +98,16 @@ def main():
                 tg = int(b["target"][0])
                 hits["final"] += int((final > final[tg]).sum()) < 10
                 hits["readout"] += int((ro > ro[tg]).sum()) < 10
+                rf, rr = final.argsort().argsort().float(), ro.argsort().argsort().float()
+                corr += torch.corrcoef(torch.stack([rf, rr]))[0, 1].item()
+                spread += final.std().item()
                 e, l = attention_split(model, b, out, out["users_tap"][last], tr.hp["item_tokens"])
                 ends += e
                 labels += l
             n = len(tr.dev)
             res[kind] = {**{k: round(v / n, 3) for k, v in hits.items()},
-                         "on_ends": round(ends / n, 3), "on_labels": round(labels / n, 3)}
+                         "on_ends": round(ends / n, 3), "on_labels": round(labels / n, 3),
+                         "rank_corr": round(corr / n, 3), "final_std": round(spread / n, 3)}
     print(json.dumps({"hp": a.hp, "export": a.export, "users": len(tr.dev), **res}))
 
 

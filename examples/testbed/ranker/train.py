@@ -167,6 +167,12 @@ def label_channel(model, hp, used):
                 if hp["end_flag"]:  # the flag is not copied to the output (frozen)
                     a.v_proj.weight[hs.start + d - 1] = 0
                     mask(a.v_proj.weight)[hs.start + d - 1] = 0
+                    # Measured on the H200 (run 5): with these learnt, training moved the
+                    # readout's attention off the item ends (0% after 754 steps): frozen.
+                    for lin in (a.q_proj, a.k_proj):
+                        mask(lin.weight)[rows] = 0
+                        mask(lin.bias)[rows] = 0
+                    mask(layer.input_layernorm.weight)[end] = 0
                 a.q_proj.weight[rows] = 0
                 a.q_proj.bias[rows] = 0
                 a.q_proj.bias[rows[0]] = hp["read_gain"]

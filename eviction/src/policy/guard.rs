@@ -232,9 +232,15 @@ mod tests {
                 }
                 order.insert(stamp, block);
                 g.access(block, false);
-                assert_eq!(g.shadow_misses, misses, "capacity {capacity}, access {stamp}");
+                assert_eq!(
+                    g.shadow_misses, misses,
+                    "capacity {capacity}, access {stamp}"
+                );
             }
-            assert!(g.order.len() <= 2 * g.last.len() + 65, "stale entries compacted");
+            assert!(
+                g.order.len() <= 2 * g.last.len() + 65,
+                "stale entries compacted"
+            );
         }
     }
 

@@ -418,7 +418,12 @@ mod tests {
                 // The depth column carries the block id, to tell rows apart.
                 let ctx = crate::policy::RequestCtx::default();
                 let depth = block as u32;
-                f.observe(&AccessEvent { block, depth, time, ctx });
+                f.observe(&AccessEvent {
+                    block,
+                    depth,
+                    time,
+                    ctx,
+                });
             }
             let got: Vec<(BlockId, f32)> = f
                 .window

@@ -174,18 +174,9 @@ async fn a_streamed_answer_reaches_the_client_chunk_by_chunk() {
     tx.send(Bytes::from_static(b"data: one\n\n"))
         .await
         .expect("send");
-    let mut buf = vec![0u8; 4096];
     let mut text = String::new();
     // The first event arrives while the upstream still holds the stream open.
-    tokio::time::timeout(Duration::from_secs(5), async {
-        while !text.contains("data: one") {
-            let k = conn.read(&mut buf).await.expect("read");
-            assert!(k > 0, "closed early: {text}");
-            text.push_str(&String::from_utf8_lossy(&buf[..k]));
-        }
-    })
-    .await
-    .expect("first event in time");
+    read_until(&mut conn, &mut text, |t| t.contains("data: one")).await;
     assert!(
         text.to_lowercase().contains("transfer-encoding: chunked"),
         "{text}"
@@ -194,16 +185,22 @@ async fn a_streamed_answer_reaches_the_client_chunk_by_chunk() {
         .await
         .expect("send");
     drop(tx);
+    read_until(&mut conn, &mut text, |t| t.ends_with("0\r\n\r\n")).await;
+    assert!(text.contains("data: two"), "{text}");
+}
+
+/// Appends what `conn` sends to `text` until `done(text)`; fails after 5 s or at a close.
+async fn read_until(conn: &mut TcpStream, text: &mut String, done: impl Fn(&str) -> bool) {
+    let mut buf = [0u8; 4096];
     tokio::time::timeout(Duration::from_secs(5), async {
-        while !text.ends_with("0\r\n\r\n") {
+        while !done(text) {
             let k = conn.read(&mut buf).await.expect("read");
             assert!(k > 0, "closed early: {text}");
             text.push_str(&String::from_utf8_lossy(&buf[..k]));
         }
     })
     .await
-    .expect("end of stream in time");
-    assert!(text.contains("data: two"), "{text}");
+    .expect("answer in time");
 }
 
 /// A body that yields what `rx` receives, ending when it closes.

@@ -74,11 +74,13 @@ async fn read_request(s: &mut TcpStream) -> Option<Vec<u8>> {
     Some(buf)
 }
 
-async fn call(
+/// `method` `/v1/x` with `body` on `pool`, the answer's head within `timeout`.
+async fn send(
     pool: &Arc<ConnPool>,
     method: &Method,
     body: &[u8],
-) -> Result<(u16, Vec<u8>), String> {
+    timeout: Duration,
+) -> Result<http::Response<crate::client::h1::AnswerBody>, SendError> {
     let headers = HeaderMap::new();
     let c = Call {
         method,
@@ -86,9 +88,16 @@ async fn call(
         headers: &headers,
         body,
     };
-    let host = HeaderValue::from_static("up");
-    let resp = pool
-        .send(&c, &host, Duration::from_millis(500))
+    pool.send(&c, &HeaderValue::from_static("up"), timeout)
+        .await
+}
+
+async fn call(
+    pool: &Arc<ConnPool>,
+    method: &Method,
+    body: &[u8],
+) -> Result<(u16, Vec<u8>), String> {
+    let resp = send(pool, method, body, Duration::from_millis(500))
         .await
         .map_err(|e| format!("{e:?}"))?;
     let status = resp.status().as_u16();
@@ -98,6 +107,11 @@ async fn call(
         .await
         .map_err(|e| e.to_string())?;
     Ok((status, body.to_bytes().to_vec()))
+}
+
+/// The connection number of each request the upstream has read so far.
+fn conns(seen: &mut tokio::sync::mpsc::UnboundedReceiver<(usize, Vec<u8>)>) -> Vec<usize> {
+    std::iter::from_fn(|| seen.try_recv().ok().map(|(c, _)| c)).collect()
 }
 
 fn pool(addr: String) -> Arc<ConnPool> {
@@ -161,7 +175,7 @@ async fn answers_that_end_the_connection_are_not_reused() {
     );
     assert_eq!(call(&p, &Method::GET, b"").await, Ok((200, b"b".to_vec())));
     assert_eq!(call(&p, &Method::GET, b"").await, Ok((200, b"c".to_vec())));
-    let conns: Vec<usize> = std::iter::from_fn(|| seen.try_recv().ok().map(|(c, _)| c)).collect();
+    let conns = conns(&mut seen);
     assert_eq!(conns, vec![1, 2, 3, 4], "a fresh connection after each");
 }
 
@@ -173,16 +187,7 @@ async fn a_body_dropped_half_way_takes_its_connection_with_it() {
     ])
     .await;
     let p = pool(addr);
-    let headers = HeaderMap::new();
-    let c = Call {
-        method: &Method::GET,
-        target: "/",
-        headers: &headers,
-        body: b"",
-    };
-    let host = HeaderValue::from_static("up");
-    let resp = p
-        .send(&c, &host, Duration::from_millis(500))
+    let resp = send(&p, &Method::GET, b"", Duration::from_millis(500))
         .await
         .expect("head");
     let mut body = resp.into_body();
@@ -190,7 +195,7 @@ async fn a_body_dropped_half_way_takes_its_connection_with_it() {
     assert_eq!(first.into_data().expect("data"), "partial");
     drop(body);
     assert_eq!(call(&p, &Method::GET, b"").await, Ok((200, b"z".to_vec())));
-    let conns: Vec<usize> = std::iter::from_fn(|| seen.try_recv().ok().map(|(c, _)| c)).collect();
+    let conns = conns(&mut seen);
     assert_eq!(conns, vec![1, 2]);
 }
 
@@ -228,15 +233,7 @@ async fn no_head_within_the_timeout_is_a_timeout() {
         tokio::time::sleep(Duration::from_secs(5)).await;
         drop(s);
     });
-    let headers = HeaderMap::new();
-    let c = Call {
-        method: &Method::GET,
-        target: "/",
-        headers: &headers,
-        body: b"",
-    };
-    let host = HeaderValue::from_static("up");
-    let got = pool(addr).send(&c, &host, Duration::from_millis(100)).await;
+    let got = send(&pool(addr), &Method::GET, b"", Duration::from_millis(100)).await;
     assert!(matches!(got, Err(SendError::Timeout)), "{got:?}");
 }
 
@@ -255,6 +252,6 @@ async fn a_reused_connection_closed_while_idle_is_replaced() {
     let got = call(&p, &Method::GET, b"").await;
     assert!(got.is_err(), "closed without an answer: {got:?}");
     assert_eq!(call(&p, &Method::GET, b"").await, Ok((200, b"b".to_vec())));
-    let conns: Vec<usize> = std::iter::from_fn(|| seen.try_recv().ok().map(|(c, _)| c)).collect();
+    let conns = conns(&mut seen);
     assert_eq!(conns, vec![1, 1, 2]);
 }

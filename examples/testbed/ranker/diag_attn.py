@@ -59,6 +59,24 @@ def attention_split(model, b, out, tap, item_tokens):
     return att[kind == 1].sum().item(), att[kind == 2].sum().item()
 
 
+def dev_scores(tr, model, last):
+    """Per layout (UP, pooled, IP), the layout and a generator over dev users of (batch,
+    forward outputs, served label scores, the readout's logits over item ends, target index);
+    the same candidates for every call (a fixed sampler seed)."""
+    for kind in ("up", "pool", "ip"):
+        tr.s.rng.seed(12345)
+        yield kind, _users(tr, model, last, kind)
+
+
+def _users(tr, model, last, kind):
+    for u in tr.dev:
+        b = tr.s.up([u], 100) if kind == "up" else tr.s.group(kind, [u], 100)
+        out = fwd.forward_group(model, b, tap=(last,))
+        final = fwd.label_scores(model, out["users"][:, -1:], b["labels"])[0, 0]
+        ro = fwd.readout_logits(model, b, out, out["users_tap"][last])[0]
+        yield b, out, final, ro, int(b["target"][0])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokenizer", required=True)
@@ -86,16 +104,10 @@ def main():
     last = tr.hp["layers"] - 1
     res = {}
     with torch.no_grad():
-        for kind in ("up", "pool", "ip"):
-            tr.s.rng.seed(12345)
+        for kind, users in dev_scores(tr, model, last):
             hits = {"final": 0, "readout": 0}
             ends = labels = corr = spread = 0.0
-            for u in tr.dev:
-                b = tr.s.up([u], 100) if kind == "up" else tr.s.group(kind, [u], 100)
-                out = fwd.forward_group(model, b, tap=(last,))
-                final = fwd.label_scores(model, out["users"][:, -1:], b["labels"])[0, 0]
-                ro = fwd.readout_logits(model, b, out, out["users_tap"][last])[0]
-                tg = int(b["target"][0])
+            for b, out, final, ro, tg in users:
                 hits["final"] += int((final > final[tg]).sum()) < 10
                 hits["readout"] += int((ro > ro[tg]).sum()) < 10
                 rf, rr = final.argsort().argsort().float(), ro.argsort().argsort().float()

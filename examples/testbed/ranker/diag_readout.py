@@ -17,7 +17,8 @@ from transformers.models.qwen2.modeling_qwen2 import apply_rotary_pos_emb
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import train_ranker  # noqa: E402
-from ranker import model as fwd, train  # noqa: E402
+from ranker import train  # noqa: E402
+from ranker.diag_attn import dev_scores  # noqa: E402
 
 
 def main():
@@ -43,16 +44,10 @@ def main():
         attn.k_proj.weight[h * d + d // 2 - 1, flag] *= a.flag_mult
     res = {}
     with torch.no_grad():
-        for kind in ("up", "pool", "ip"):
-            tr.s.rng.seed(12345)
+        for kind, users in dev_scores(tr, model, last):
             hits = {"final": 0, "readout": 0}
             mass = 0.0
-            for u in tr.dev:
-                b = tr.s.up([u], 100) if kind == "up" else tr.s.group(kind, [u], 100)
-                out = fwd.forward_group(model, b, tap=(last,))
-                final = fwd.label_scores(model, out["users"][:, -1:], b["labels"])[0, 0]
-                ro = fwd.readout_logits(model, b, out, out["users_tap"][last])[0]
-                tg = int(b["target"][0])
+            for b, out, final, ro, tg in users:
                 hits["final"] += int((final > final[tg]).sum()) < 10
                 hits["readout"] += int((ro > ro[tg]).sum()) < 10
                 if kind == "up":  # the readout's whole attention at the final token

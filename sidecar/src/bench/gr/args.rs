@@ -99,6 +99,10 @@ pub struct GrArgs {
     /// vLLM's eviction); bat's admission test is then on (`--rank-admission auto`)
     #[arg(long, requires = "kv_events")]
     pub publish: Option<String>,
+    /// Token id of the first candidate's label in every mode's recache (`recache serve
+    /// --rank-label-base`): a ranker trained with labels from 4096 needs 4096
+    #[arg(long, default_value_t = crate::rank::config::DEFAULT_LABEL_BASE)]
+    pub rank_label_base: u32,
     /// Items recache keeps resident in the engine's item KV pool (ip-pool, bat-pool modes;
     /// needs LABEL_BASE + 128 + N <= the model's vocabulary, checked at start) [default: the
     /// --kv-bytes split, else every item of --data]

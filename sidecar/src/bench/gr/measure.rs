@@ -300,7 +300,7 @@ impl LocalProxyRun {
         (user_cache, engine_blocks, pool_items): (u64, u64, usize),
         trace_out: Option<std::path::PathBuf>,
     ) -> Result<Self, BenchError> {
-        let mut setup = mode.setup(args.window, user_cache, pool_items);
+        let mut setup = mode.setup_for(args, user_cache, pool_items);
         setup.rank.rank_trace_out = trace_out;
         // Only the cache-aware rule reads the engine's cache; the others never subscribe.
         let follows_engine = mode.reads_engine_cache() && kv_events.is_some();

@@ -1,6 +1,7 @@
 //! The compared modes: how each one configures recache and salts requests. New modes (e.g. an
 //! item-KV pool) add a variant here; the runner and report do not change.
 
+use super::args::GrArgs;
 use crate::rank::config::{Admission, ItemReuse, RankArgs, SelectorKind};
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +57,14 @@ impl Mode {
     /// Whether the mode uses the engine's item KV pool.
     pub fn uses_pool(self) -> bool {
         matches!(self, Mode::IpPool | Mode::BatPool)
+    }
+
+    /// [`Mode::setup`] with `bench gr`'s settings: its window and the rank flags it passes
+    /// through to every mode's recache (`--rank-label-base`).
+    pub fn setup_for(self, args: &GrArgs, user_cache_tokens: u64, pool_items: usize) -> Setup {
+        let mut setup = self.setup(args.window, user_cache_tokens, pool_items);
+        setup.rank.rank_label_base = Some(args.rank_label_base);
+        setup
     }
 
     /// `pool_items`: items recache keeps resident in the pool modes.

@@ -63,6 +63,10 @@ pub struct QualityArgs {
     /// Requests in flight at most
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
+    /// Token id of the first candidate's label, as the ranker was trained (`recache serve
+    /// --rank-label-base`; a ranker with `label_base` 4096 in its recipe needs 4096)
+    #[arg(long, default_value_t = crate::rank::config::DEFAULT_LABEL_BASE)]
+    pub rank_label_base: u32,
     /// Pool layouts: items computed into the pool before the requests, most popular first
     /// [default: every item of --data]; the rest are filled while serving, as recache does
     #[arg(long)]
@@ -108,6 +112,47 @@ impl QualityArgs {
         gr.kv_events = self.kv_events.clone();
         gr.kv_blocks = self.kv_blocks;
         gr.pool_warm = self.pool_warm;
+        gr.rank_label_base = self.rank_label_base;
         Ok(gr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        quality: QualityArgs,
+    }
+
+    fn parse(extra: &[&str]) -> QualityArgs {
+        let base = [
+            "quality",
+            "--data",
+            "d",
+            "--items",
+            "i",
+            "--upstream",
+            "http://e",
+        ];
+        Cli::try_parse_from(base.iter().chain(extra))
+            .unwrap()
+            .quality
+    }
+
+    /// Every layout's in-process recache gets the label base the ranker was trained with.
+    #[test]
+    fn rank_label_base_reaches_every_layouts_recache() {
+        for (extra, want) in [(&[][..], 256), (&["--rank-label-base", "4096"][..], 4096)] {
+            let q = parse(extra);
+            assert_eq!(q.rank_label_base, want);
+            let gr = q.gr().unwrap();
+            for mode in [Mode::Up, Mode::Ip, Mode::IpPool, Mode::Bat, Mode::BatPool] {
+                let rank = mode.setup_for(&gr, 32768, 100).rank.resolve();
+                assert_eq!(rank.label_base, want, "{}", mode.name());
+            }
+        }
     }
 }

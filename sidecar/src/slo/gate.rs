@@ -10,6 +10,11 @@
 //!   turn comes is refused then (before the engine spends anything on it), or, if the client
 //!   asked for best effort, demoted behind every call that can still make it (Apt-Serve's
 //!   demotion of late requests).
+//! - **Best effort has a bound**: a best-effort call is served late only while the replica's
+//!   offered load ([`OfferedLoad`]) is below 1, i.e. it keeps up on average and late work
+//!   drains once a burst has passed. At 1 or more late work could only pile up (every call
+//!   served late delays the next), so a best-effort call that cannot make its deadline is
+//!   refused like any other.
 //! - **Admission**: a call whose predicted completion (its wait for a place — when the running
 //!   calls are predicted to end, and the calls ordered before it take theirs — plus its own
 //!   service time) is past its deadline is refused at once, so the client can retry
@@ -30,6 +35,7 @@ use tokio::sync::oneshot;
 
 use super::Deadline;
 use super::cost::{CostModel, Demand};
+use super::load::OfferedLoad;
 use super::metrics::GateMetrics;
 
 /// The window before the cost model is trusted.
@@ -127,6 +133,8 @@ struct State {
     waiting: Vec<Waiter>,
     /// Best-effort calls past their deadline: served when no other call is waiting.
     late: VecDeque<Waiter>,
+    /// Work the deadline calls brought in lately, against what the replica serves.
+    offered: OfferedLoad,
     /// When each running deadline call is predicted to finish, by permit: where the next
     /// places free up.
     ends: BTreeMap<u64, Instant>,
@@ -175,14 +183,20 @@ impl Gate {
             st.others = in_flight.saturating_sub(st.running);
             st.learn_typical(deadline.budget, demand);
             let window = st.window();
+            if let Some(s) = st.service_ms(demand, window) {
+                st.offered.add(now, s / window as f64);
+            }
+            // Refuse what cannot make it, best effort included while the replica is overloaded.
+            let offered = st.offered.ratio(now);
+            let refusable = !deadline.best_effort || offered >= 1.0;
             if let Some(m) = &self.metrics {
-                m.show(&st.model, window, st.waiting.len() + st.late.len());
+                m.show(&st.model, window, st.waiting.len() + st.late.len(), offered);
             }
             let room = st.running + st.others < window || st.running == 0;
             if room && st.waiting.is_empty() && st.late.is_empty() {
                 let load = (st.running + st.others) as f64;
                 if let Some(s) = st.model.predict_ms(demand, load)
-                    && !deadline.best_effort
+                    && refusable
                     && now + ms(s) > deadline.at
                 {
                     return Err(self.refuse(&deadline, now, s, 0.0, false));
@@ -193,7 +207,7 @@ impl Gate {
             let ahead = st.waiting.iter().filter(|w| w.lst <= lst).count();
             let wait = st.wait_ms(now, ahead, window);
             if let (Some(wait), Some(s)) = (wait, st.service_ms(demand, window))
-                && !deadline.best_effort
+                && refusable
                 && now + ms(wait + s) > deadline.at
             {
                 return Err(self.refuse(&deadline, now, wait + s, wait, false));
@@ -307,14 +321,15 @@ impl Gate {
                 .model
                 .predict_ms(w.demand, load)
                 .is_some_and(|s| now + ms(s) > w.deadline.at);
-            if late && w.deadline.best_effort && !st.waiting.is_empty() {
+            let refusable = !w.deadline.best_effort || st.overloaded(now);
+            if late && !refusable && !st.waiting.is_empty() {
                 if let Some(m) = &self.metrics {
                     m.demoted();
                 }
                 st.late.push_back(w);
                 continue;
             }
-            if late && !w.deadline.best_effort {
+            if late && refusable {
                 let waited = now.duration_since(w.arrived).as_secs_f64() * 1e3;
                 let s = st.model.predict_ms(w.demand, load).unwrap_or(0.0);
                 let refusal = self.refuse(&w.deadline, now, s, waited, true);
@@ -325,7 +340,8 @@ impl Gate {
             out.push((w.reply, Ok(permit)));
         }
         if let Some(m) = &self.metrics {
-            m.show(&st.model, window, st.waiting.len() + st.late.len());
+            let offered = st.offered.ratio(now);
+            m.show(&st.model, window, st.waiting.len() + st.late.len(), offered);
         }
         out
     }
@@ -346,6 +362,11 @@ impl State {
             self.area += (self.running + self.others) as f64 * dt;
         }
         self.area_until = Some(now);
+    }
+
+    /// Whether the replica is offered more work than it serves (see [`OfferedLoad`]).
+    fn overloaded(&mut self, now: Instant) -> bool {
+        self.offered.ratio(now) >= 1.0
     }
 
     fn window(&self) -> usize {

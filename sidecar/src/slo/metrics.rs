@@ -20,6 +20,7 @@ const TERMS: [&str; 4] = [
 pub struct SloMetricVecs {
     window: IntGaugeVec,
     waiting: IntGaugeVec,
+    offered: GaugeVec,
     weight: GaugeVec,
     error: GaugeVec,
     calls: IntCounterVec,
@@ -40,6 +41,15 @@ impl SloMetricVecs {
             Opts::new(
                 "slo_waiting",
                 "Calls with deadlines waiting in recache for a place",
+            ),
+            &["upstream"],
+        )?;
+        let offered = GaugeVec::new(
+            Opts::new(
+                "slo_offered_load",
+                "Engine time the upstream's deadline calls brought in over the last 10 s per unit \
+                 of time it serves (1: all it can serve; at or above 1 best-effort calls that \
+                 would be late are refused instead of demoted)",
             ),
             &["upstream"],
         )?;
@@ -73,6 +83,7 @@ impl SloMetricVecs {
         )?;
         registry.register(Box::new(window.clone()))?;
         registry.register(Box::new(waiting.clone()))?;
+        registry.register(Box::new(offered.clone()))?;
         registry.register(Box::new(weight.clone()))?;
         registry.register(Box::new(error.clone()))?;
         registry.register(Box::new(calls.clone()))?;
@@ -80,6 +91,7 @@ impl SloMetricVecs {
         Ok(Self {
             window,
             waiting,
+            offered,
             weight,
             error,
             calls,
@@ -93,6 +105,7 @@ impl SloMetricVecs {
         GateMetrics {
             window: self.window.with_label_values(&[upstream]),
             waiting: self.waiting.with_label_values(&[upstream]),
+            offered: self.offered.with_label_values(&[upstream]),
             weights: TERMS.map(|t| self.weight.with_label_values(&[upstream, t])),
             error: self.error.with_label_values(&[upstream]),
             admitted: c("admitted"),
@@ -110,6 +123,7 @@ impl SloMetricVecs {
 pub struct GateMetrics {
     window: IntGauge,
     waiting: IntGauge,
+    offered: Gauge,
     weights: [Gauge; 4],
     error: Gauge,
     admitted: IntCounter,
@@ -121,9 +135,10 @@ pub struct GateMetrics {
 }
 
 impl GateMetrics {
-    pub(super) fn show(&self, model: &CostModel, window: usize, waiting: usize) {
+    pub(super) fn show(&self, model: &CostModel, window: usize, waiting: usize, offered: f64) {
         self.window.set(window as i64);
         self.waiting.set(waiting as i64);
+        self.offered.set(offered);
         for (g, w) in self.weights.iter().zip(model.weights()) {
             g.set(w);
         }

@@ -15,6 +15,7 @@ pub mod args;
 pub mod cost;
 pub mod dispatch;
 pub mod gate;
+pub mod load;
 pub mod metrics;
 
 use std::time::Duration;

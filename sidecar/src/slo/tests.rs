@@ -100,6 +100,70 @@ async fn refuses_at_once_what_cannot_make_its_deadline() {
     assert!(gate.admit(d, demand(), 0).await.is_ok());
 }
 
+/// Teaches `gate` an engine taking 60 ms + 60 ms per other call in flight, with 200 ms
+/// deadlines: its window becomes 1 (a second call alongside would take 120 ms > 100 ms), so
+/// each call brings 60 ms of the replica's time.
+async fn train_slow(gate: &Arc<Gate>) {
+    for i in 0..48usize {
+        let load = i % 2;
+        let p = gate
+            .admit(within(200), demand(), load)
+            .await
+            .expect("admitted");
+        advance(Duration::from_millis(60 + 60 * load as u64)).await;
+        drop(p);
+    }
+}
+
+/// Returns when every other task is idle: a sleep under paused time ends only then.
+async fn advance_idle() {
+    tokio::time::sleep(Duration::from_millis(1)).await;
+}
+
+/// Best effort is served late while the replica keeps up on average; once it is offered more
+/// than it serves, late work could only pile up and a best-effort call that cannot make its
+/// deadline is refused like any other.
+#[tokio::test(start_paused = true)]
+async fn best_effort_is_demoted_until_the_replica_is_overloaded() {
+    let gate = Gate::new(None);
+    train_slow(&gate).await;
+    assert_eq!(gate.window(), 1);
+    // What training brought in fades.
+    advance(Duration::from_secs(60)).await;
+    let held = gate.admit(within(200), demand(), 0).await.expect("room");
+    let best = |ms: u64| Deadline::within(Duration::from_millis(ms), Instant::now(), true);
+    let mut queued = Vec::new();
+    let enqueue = |queued: &mut Vec<_>, n: usize| {
+        for _ in 0..n {
+            let (g, d) = (gate.clone(), best(200));
+            queued.push(tokio::spawn(async move { g.admit(d, demand(), 1).await }));
+        }
+    };
+    // 20 best-effort calls behind one 60 ms call: most cannot make 200 ms, all wait.
+    enqueue(&mut queued, 20);
+    // Once every task has had its turn (paused time only moves when all are idle).
+    advance_idle().await;
+    assert!(queued.iter().all(|t| !t.is_finished()), "none refused");
+    // 20 · 60 ms in 10 s is 0.12 of the replica; the 167th call of 60 ms brings it past 1,
+    // and from there on best effort is refused at once.
+    enqueue(&mut queued, 180);
+    advance_idle().await;
+    let refused_from = queued.iter().position(|t| t.is_finished());
+    assert!(
+        refused_from.is_some_and(|i| (150..=170).contains(&i)),
+        "{refused_from:?}"
+    );
+    let r = gate
+        .admit(best(200), demand(), 1)
+        .await
+        .expect_err("best effort refused under overload");
+    assert!(!r.late && r.budget_ms == 200, "{r:?}");
+    for t in &queued {
+        t.abort();
+    }
+    drop(held);
+}
+
 #[tokio::test(start_paused = true)]
 async fn least_slack_goes_first_and_the_hopeless_are_refused_at_their_turn() {
     let gate = Gate::new(None);

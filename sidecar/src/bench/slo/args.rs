@@ -52,6 +52,10 @@ pub struct SloArgs {
     /// Every request's deadline (x-recache-deadline-ms) [default: 3 × the unloaded p50]
     #[arg(long)]
     pub deadline_ms: Option<u64>,
+    /// Every request also asks to be served late rather than refused (x-recache-best-effort:
+    /// 1): the slo child then refuses only while the engine is offered more than it serves
+    #[arg(long)]
+    pub best_effort: bool,
     /// Requests in flight in the closed loop that measures the saturation rate
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,

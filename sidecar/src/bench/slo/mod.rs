@@ -93,7 +93,10 @@ async fn bench(args: &SloArgs) -> Result<(), BenchError> {
                     &url(child),
                     &bodies,
                     &times,
-                    cal.deadline_ms,
+                    send::Ask {
+                        deadline_ms: cal.deadline_ms,
+                        best_effort: args.best_effort,
+                    },
                     args.request_timeout,
                     &progress,
                 )

@@ -71,6 +71,7 @@ pub fn document(f: &Facts<'_>, rows: &[Row], runs: &[Run]) -> Value {
         "saturation_rps": num(f.cal.saturation_rps),
         "unloaded_p50_ms": num(f.cal.unloaded_p50_ms),
         "deadline_ms": f.cal.deadline_ms, "deadline_from": f.cal.deadline_from,
+        "best_effort": a.best_effort,
         "arrivals": a.arrivals, "cv": (a.arrivals == Arrivals::Gamma).then_some(a.cv),
         "duration": a.duration.as_secs_f64(), "repeat": a.repeat, "loads": a.loads,
         "seed": a.seed, "rank_mode": a.rank_mode,

@@ -17,6 +17,16 @@ use crate::bench::HttpClient;
 
 /// The request header carrying the deadline in ms from arrival (recache's SLO interface).
 pub const DEADLINE_HEADER: &str = "x-recache-deadline-ms";
+/// The request header asking to be served late rather than refused.
+pub const BEST_EFFORT_HEADER: &str = "x-recache-best-effort";
+
+/// What a request asks of the proxy: its deadline, and whether it would rather be served late
+/// than refused (`--best-effort`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ask {
+    pub deadline_ms: u64,
+    pub best_effort: bool,
+}
 
 /// How one request ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,15 +51,18 @@ pub async fn one(
     http: &HttpClient,
     url: &str,
     body: Bytes,
-    deadline_ms: Option<u64>,
+    ask: Option<Ask>,
     timeout: Duration,
 ) -> Answer {
     let mut req = Request::builder()
         .method(Method::POST)
         .uri(url)
         .header("content-type", "application/json");
-    if let Some(ms) = deadline_ms {
-        req = req.header(DEADLINE_HEADER, ms.to_string());
+    if let Some(ask) = ask {
+        req = req.header(DEADLINE_HEADER, ask.deadline_ms.to_string());
+        if ask.best_effort {
+            req = req.header(BEST_EFFORT_HEADER, "1");
+        }
     }
     let Ok(req) = req.body(Full::new(body)) else {
         return Answer::Error("build".into());
@@ -90,7 +103,7 @@ pub async fn open_loop(
     url: &str,
     bodies: &[Bytes],
     arrivals_s: &[f64],
-    deadline_ms: u64,
+    ask: Ask,
     timeout: Duration,
     bar: &Progress,
 ) -> Vec<Sample> {
@@ -102,7 +115,7 @@ pub async fn open_loop(
         let at = start + Duration::from_secs_f64(at);
         tasks.spawn(async move {
             tokio::time::sleep_until(at).await;
-            let answer = one(&http, &url, body, Some(deadline_ms), timeout).await;
+            let answer = one(&http, &url, body, Some(ask), timeout).await;
             Sample {
                 latency_ms: at.elapsed().as_secs_f64() * 1e3,
                 answer,

@@ -4,7 +4,11 @@ head) looks at each dev user's final token, in UP, pooled and IP prompts: the sh
 attention on the 100 item ends, on the 100 label tokens and on everything else, plus Recall@10
 of the readout's own logits over item ends ("readout") and of the served label logits
 ("final"), the rank correlation between the two ("rank_corr") and the label logits' spread
-("final_std": near 0, the label logits are flat whatever the readout picks). Without an export it measures a fresh trainer at init (after `--enc-steps` encoder
+("final_std": near 0, the label logits are flat whatever the readout picks) and the readout
+logits' spread ("readout_std") and the share of the readout's top 10 that the label logits'
+top 10 hold ("top10_overlap": 1.0, the label logits rank as the readout does where it counts). `--score-mult 1,3,10` repeats it with the readout key's score
+rows scaled by each factor (an attention temperature applied after the fact: does a sharper
+readout make the label logits follow it?). Without an export it measures a fresh trainer at init (after `--enc-steps` encoder
 steps and the readout seeding), i.e. what a built-in construction gives before any training.
 
 Run with the testbed venv's Python from examples/testbed:
@@ -84,6 +88,7 @@ def main():
     ap.add_argument("--hp", default="{}")
     ap.add_argument("--export")
     ap.add_argument("--users", type=int, default=60)
+    ap.add_argument("--score-mult", default="1")
     a = ap.parse_args()
     torch.set_num_threads(1)
     hp = json.loads(a.hp)
@@ -102,25 +107,44 @@ def main():
             tr.seed_readout()
         model = tr.model
     last = tr.hp["layers"] - 1
+    mults = [float(m) for m in a.score_mult.split(",")]
+    k = model.model.layers[-1].self_attn.k_proj
+    d = k.weight.shape[0] // tr.hp["heads"]
+    rows = [(tr.hp["heads"] - 1) * d + d // 2 - 2 - j for j in range(tr.hp["score_pairs"])]
+    w0, b0 = k.weight[rows].detach().clone(), k.bias[rows].detach().clone()
+    for m in mults:
+        with torch.no_grad():
+            k.weight[rows], k.bias[rows] = w0 * m, b0 * m
+        res = measure(tr, model, last)
+        print(json.dumps({"hp": a.hp, "export": a.export, "users": len(tr.dev),
+                          "score_mult": m, **res}), flush=True)
+
+
+def measure(tr, model, last):
     res = {}
     with torch.no_grad():
         for kind, users in dev_scores(tr, model, last):
             hits = {"final": 0, "readout": 0}
-            ends = labels = corr = spread = 0.0
+            ends = labels = corr = spread = ro_spread = overlap = 0.0
             for b, out, final, ro, tg in users:
                 hits["final"] += int((final > final[tg]).sum()) < 10
                 hits["readout"] += int((ro > ro[tg]).sum()) < 10
                 rf, rr = final.argsort().argsort().float(), ro.argsort().argsort().float()
                 corr += torch.corrcoef(torch.stack([rf, rr]))[0, 1].item()
                 spread += final.std().item()
+                ro_spread += ro.std().item()
+                top = set(final.topk(10).indices.tolist()) & set(ro.topk(10).indices.tolist())
+                overlap += len(top) / 10
                 e, l = attention_split(model, b, out, out["users_tap"][last], tr.hp["item_tokens"])
                 ends += e
                 labels += l
             n = len(tr.dev)
             res[kind] = {**{k: round(v / n, 3) for k, v in hits.items()},
                          "on_ends": round(ends / n, 3), "on_labels": round(labels / n, 3),
-                         "rank_corr": round(corr / n, 3), "final_std": round(spread / n, 3)}
-    print(json.dumps({"hp": a.hp, "export": a.export, "users": len(tr.dev), **res}))
+                         "rank_corr": round(corr / n, 3), "final_std": round(spread / n, 3),
+                         "readout_std": round(ro_spread / n, 3),
+                         "top10_overlap": round(overlap / n, 3)}
+    return res
 
 
 if __name__ == "__main__":

@@ -32,10 +32,12 @@ HP = dict(hidden=128, layers=4, heads=2, kv_heads=2, ffn=512, title_tap=2, item_
           read_scale=1.0, read_gain=12.0, out_gain=10.0)
 # Experiments (issue 21, 2026-11-26): off in the recipe and not stamped (an export that sets
 # them carries them as overrides). item_dims > 0 builds the item channel (`item_channel`);
-# label_base is recache's --rank-label-base (4096: labels no text uses).
+# label_base is recache's --rank-label-base (4096: labels no text uses); read_temp,
+# read_frozen, main_ce and att_ce sharpen the readout's copy (docs/quality.md, 2026-11-26 night).
 EXTRA = dict(item_dims=0, bag_decay=0.0, window_reach=4200, window_iters=3000, score_pairs=3,
              score_gain=4.0, item_probe=1.0, seed_gain=1.5, label_base=layout.LABEL_BASE,
-             mid_frozen=0, end_flag=0.0)
+             mid_frozen=0, end_flag=0.0, read_temp=1.0, read_frozen=0,
+             main_ce=1.0, att_ce=1.0)
 
 
 def config(hp, tok):
@@ -260,9 +262,15 @@ class Trainer:
             if "tail" in out:
                 parts.append(out["tail_tap"][t2][0, b["tail_ends"]])
             probe = self.title_loss(torch.cat(parts)[:, self.it], b["item_titles"])
-        logits = fwd.readout_logits(self.model, b, out, ut[t2])
-        att = F.cross_entropy(logits, b["target"]) + to_teacher(logits, t)
-        loss = main + hp["kd"] * kd + hp["item_probe"] * probe + hp.get("att", 1.0) * att
+        # read_temp > 1: the readout's own loss sees its logits / read_temp, so the weak
+        # comparison is calibrated there while the attention itself stays read_temp x sharper
+        # (a near-uniform attention averages 100 label codes into noise).
+        logits = fwd.readout_logits(self.model, b, out, ut[t2]) / hp["read_temp"]
+        att = hp["att_ce"] * F.cross_entropy(logits, b["target"]) + to_teacher(logits, t)
+        # main_ce 0 (with kd 0): the label logits are not trained on at all, the readout's
+        # attention only by its own loss (else the label CE flattens it: the copy is noise).
+        loss = (hp["main_ce"] * main + hp["kd"] * kd + hp["item_probe"] * probe +
+                hp.get("att", 1.0) * att)
         self.parts = dict(kd=kd.item(), probe=probe.item(), att=att.item())
         return loss, final, main.item()
 

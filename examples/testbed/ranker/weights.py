@@ -137,6 +137,16 @@ def label_channel(model, hp, used):
                         mask(lin.weight)[rows] = 0
                         mask(lin.bias)[rows] = 0
                     mask(layer.input_layernorm.weight)[end] = 0
+                if hp.get("read_frozen"):
+                    # The copy itself frozen (value = the item end's label code, output =
+                    # read_scale x it, the norms' channel weights): learnt, they may mix a
+                    # component shared by all item ends into the copy, which the
+                    # unembedding reads as noise across labels.
+                    for p in (a.v_proj.weight, a.v_proj.bias):
+                        mask(p)[hs] = 0
+                    mask(a.o_proj.weight)[:, hs] = 0
+                    mask(model.model.norm.weight)[ch] = 0
+                    mask(layer.input_layernorm.weight)[ch] = 0
                 a.q_proj.weight[rows] = 0
                 a.q_proj.bias[rows] = 0
                 a.q_proj.bias[rows[0]] = hp["read_gain"]

@@ -186,9 +186,8 @@ impl Gate {
             if let Some(s) = st.service_ms(demand, window) {
                 st.offered.add(now, s / window as f64);
             }
-            // Refuse what cannot make it, best effort included while the replica is overloaded.
             let offered = st.offered.ratio(now);
-            let refusable = !deadline.best_effort || offered >= 1.0;
+            let refusable = refusable(&deadline, offered);
             if let Some(m) = &self.metrics {
                 m.show(&st.model, window, st.waiting.len() + st.late.len(), offered);
             }
@@ -305,6 +304,7 @@ impl Gate {
     ) -> Vec<(Reply, Result<Permit, Refusal>)> {
         let mut out = Vec::new();
         let window = st.window();
+        let offered = st.offered.ratio(now);
         while st.running + st.others < window || st.running == 0 {
             let w = if let Some(i) = (0..st.waiting.len()).min_by_key(|&i| st.waiting[i].lst) {
                 st.waiting.swap_remove(i)
@@ -321,7 +321,7 @@ impl Gate {
                 .model
                 .predict_ms(w.demand, load)
                 .is_some_and(|s| now + ms(s) > w.deadline.at);
-            let refusable = !w.deadline.best_effort || st.overloaded(now);
+            let refusable = refusable(&w.deadline, offered);
             if late && !refusable && !st.waiting.is_empty() {
                 if let Some(m) = &self.metrics {
                     m.demoted();
@@ -340,7 +340,6 @@ impl Gate {
             out.push((w.reply, Ok(permit)));
         }
         if let Some(m) = &self.metrics {
-            let offered = st.offered.ratio(now);
             m.show(&st.model, window, st.waiting.len() + st.late.len(), offered);
         }
         out
@@ -362,11 +361,6 @@ impl State {
             self.area += (self.running + self.others) as f64 * dt;
         }
         self.area_until = Some(now);
-    }
-
-    /// Whether the replica is offered more work than it serves (see [`OfferedLoad`]).
-    fn overloaded(&mut self, now: Instant) -> bool {
-        self.offered.ratio(now) >= 1.0
     }
 
     fn window(&self) -> usize {
@@ -434,6 +428,12 @@ impl State {
         self.typical.0 += 0.05 * (u - self.typical.0);
         self.typical.1 += 0.05 * (o - self.typical.1);
     }
+}
+
+/// Whether a call that cannot make its deadline is refused: always, unless it asked for best
+/// effort and the replica keeps up (offered load below 1, see [`OfferedLoad`]).
+fn refusable(d: &Deadline, offered: f64) -> bool {
+    !d.best_effort || offered >= 1.0
 }
 
 fn typical_demand(st: &State) -> Demand {

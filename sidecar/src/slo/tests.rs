@@ -19,18 +19,24 @@ fn within(ms: u64) -> Deadline {
     Deadline::within(Duration::from_millis(ms), Instant::now(), false)
 }
 
-/// Teaches `gate` an engine taking 10 ms + 5 ms per call in flight, with 200 ms deadlines:
-/// its window becomes 1 + (200·½ − 10) / 5 = 19 (a call started among 18 others takes 100 ms).
-async fn train(gate: &Arc<Gate>) {
+/// Teaches `gate` an engine taking `base` ms + `per_load` ms per other call in flight, with
+/// 200 ms deadlines: 48 calls, one at a time, started with 0 to `loads` − 1 others.
+async fn teach(gate: &Arc<Gate>, base: u64, per_load: u64, loads: usize) {
     for i in 0..48usize {
-        let load = i % 4;
+        let load = i % loads;
         let p = gate
             .admit(within(200), demand(), load)
             .await
             .expect("admitted");
-        advance(Duration::from_millis(10 + 5 * load as u64)).await;
+        advance(Duration::from_millis(base + per_load * load as u64)).await;
         drop(p);
     }
+}
+
+/// 10 ms + 5 ms per call in flight: the window becomes 1 + (200·½ − 10) / 5 = 19 (a call
+/// started among 18 others takes 100 ms).
+async fn train(gate: &Arc<Gate>) {
+    teach(gate, 10, 5, 4).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -100,19 +106,10 @@ async fn refuses_at_once_what_cannot_make_its_deadline() {
     assert!(gate.admit(d, demand(), 0).await.is_ok());
 }
 
-/// Teaches `gate` an engine taking 60 ms + 60 ms per other call in flight, with 200 ms
-/// deadlines: its window becomes 1 (a second call alongside would take 120 ms > 100 ms), so
-/// each call brings 60 ms of the replica's time.
+/// 60 ms + 60 ms per other call in flight: the window becomes 1 (a second call alongside
+/// would take 120 ms > 100 ms), so each call brings 60 ms of the replica's time.
 async fn train_slow(gate: &Arc<Gate>) {
-    for i in 0..48usize {
-        let load = i % 2;
-        let p = gate
-            .admit(within(200), demand(), load)
-            .await
-            .expect("admitted");
-        advance(Duration::from_millis(60 + 60 * load as u64)).await;
-        drop(p);
-    }
+    teach(gate, 60, 60, 2).await;
 }
 
 /// Returns when every other task is idle: a sleep under paused time ends only then.

@@ -141,6 +141,14 @@ impl SloArgs {
         Ok(())
     }
 
+    /// What every request asks of the slo child: `deadline_ms`, and best effort if set.
+    pub fn ask(&self, deadline_ms: u64) -> super::send::Ask {
+        super::send::Ask {
+            deadline_ms,
+            best_effort: self.best_effort,
+        }
+    }
+
     /// The upstream without a trailing slash.
     pub fn upstream(&self) -> String {
         self.upstream.trim_end_matches('/').to_string()

@@ -97,11 +97,7 @@ pub async fn run(
     let saturation_rps = done as f64 / args.calibrate.as_secs_f64();
     eprintln!("bench slo: saturation {saturation_rps:.3} requests/s ({done} in the window)");
     for body in wl.bodies(SLO_WARM_UP, &args.rank_mode, "slo-warm-up")? {
-        let ask = send::Ask {
-            deadline_ms,
-            best_effort: args.best_effort,
-        };
-        let _ = send::one(http, slo, body, Some(ask), timeout).await;
+        let _ = send::one(http, slo, body, Some(args.ask(deadline_ms)), timeout).await;
     }
     Ok(Calibration {
         saturation_rps,

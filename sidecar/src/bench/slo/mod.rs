@@ -93,10 +93,7 @@ async fn bench(args: &SloArgs) -> Result<(), BenchError> {
                     &url(child),
                     &bodies,
                     &times,
-                    send::Ask {
-                        deadline_ms: cal.deadline_ms,
-                        best_effort: args.best_effort,
-                    },
+                    args.ask(cal.deadline_ms),
                     args.request_timeout,
                     &progress,
                 )

@@ -45,6 +45,12 @@ pub struct SloArgs {
     /// Arrival window per (load, mode) run; outstanding requests are awaited after it
     #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
     pub duration: Duration,
+    /// Arrivals before each run's measured window, at the run's rate and process: sent and
+    /// answered but not counted (their numbers are the run's `warmup`), so the measured window
+    /// sees a replica already under that load rather than one coming out of idle (the slo
+    /// child's offered-load estimate looks back 10 s)
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    pub warmup: Duration,
     /// Runs of every (load, mode); plain and slo alternate which goes first per repeat.
     /// With N > 1 rows give medians, and `spread` the min/max of goodput and attainment
     #[arg(long, default_value_t = 1)]

@@ -58,13 +58,14 @@ async fn bench(args: &SloArgs) -> Result<(), BenchError> {
     let url = |c: &ServeChild| format!("{}/v1/rank", c.base);
     let cal = calibrate::run(&http, &url(&plain), &url(&slo), &wl, args).await?;
     let duration_s = args.duration.as_secs_f64();
+    let warmup_s = args.warmup.as_secs_f64();
     let mut runs = Vec::new();
     let mut resets_ok = true;
     for repeat in 0..args.repeat {
         for (li, &load) in args.loads.iter().enumerate() {
             let rate = load * cal.saturation_rps;
             let seed = arrivals::seed(args.seed, li, repeat);
-            let times = arrivals::times(args.arrivals, rate, args.cv, duration_s, seed);
+            let times = arrivals::times(args.arrivals, rate, args.cv, warmup_s + duration_s, seed);
             let order = match repeat % 2 {
                 0 => [Mode::Plain, Mode::Slo],
                 _ => [Mode::Slo, Mode::Plain],
@@ -108,7 +109,7 @@ async fn bench(args: &SloArgs) -> Result<(), BenchError> {
                     duration_s,
                     deadline_ms: cal.deadline_ms,
                 };
-                let run = tally::tally(&which, &samples);
+                let run = tally::tally_after_warmup(&which, &times, &samples, warmup_s);
                 eprintln!(
                     "bench slo: {load}x {:<5} offered {} ok {} on_time {} rejected {} errors {} \
                      goodput {:.3} rps, p99 {:.0} ms",

@@ -73,7 +73,7 @@ pub fn document(f: &Facts<'_>, rows: &[Row], runs: &[Run]) -> Value {
         "deadline_ms": f.cal.deadline_ms, "deadline_from": f.cal.deadline_from,
         "best_effort": a.best_effort,
         "arrivals": a.arrivals, "cv": (a.arrivals == Arrivals::Gamma).then_some(a.cv),
-        "duration": a.duration.as_secs_f64(), "repeat": a.repeat, "loads": a.loads,
+        "duration": a.duration.as_secs_f64(), "warmup": a.warmup.as_secs_f64(), "repeat": a.repeat, "loads": a.loads,
         "seed": a.seed, "rank_mode": a.rank_mode,
         "request_timeout_s": a.request_timeout.as_secs_f64(),
         "calibration": f.cal,
@@ -81,7 +81,9 @@ pub fn document(f: &Facts<'_>, rows: &[Row], runs: &[Run]) -> Value {
         "notes": "rows: medians over repeats (spread: min/max); goodput_rps = on_time / \
                   duration; attainment = on_time / offered; admitted_attainment = on_time / \
                   (offered - rejected); p50/p99 over admitted requests from their scheduled \
-                  time, a timed-out one counted at the time it was given up",
+                  time, a timed-out one counted at the time it was given up; with warmup > 0 \
+                  every run's arrivals start warmup s before its measured window, and those \
+                  requests are counted only in the run's `warmup`",
     })
 }
 
@@ -89,13 +91,14 @@ pub fn table(f: &Facts<'_>, rows: &[Row]) -> String {
     let c = f.cal;
     let mut s = format!(
         "saturation {:.3} rps, unloaded p50 {:.0} ms, deadline {} ms ({}), {:?} arrivals, \
-         {:.0} s per run, {} repeat(s)\n",
+         {:.0} s per run after {:.0} s of warm-up, {} repeat(s)\n",
         c.saturation_rps,
         c.unloaded_p50_ms,
         c.deadline_ms,
         c.deadline_from,
         f.args.arrivals,
         f.args.duration.as_secs_f64(),
+        f.args.warmup.as_secs_f64(),
         f.args.repeat
     );
     s += &format!(

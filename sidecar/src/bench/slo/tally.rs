@@ -38,6 +38,47 @@ pub struct Run {
     /// request counts with the time it was given up at.
     pub p50_ms: f64,
     pub p99_ms: f64,
+    /// The requests of the warm-up before the measured window (`--warmup`), counted apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<Warmup>,
+}
+
+/// The warm-up's requests of a run: sent and answered like the others, left out of its
+/// numbers, kept to show what the first seconds out of idle look like.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Warmup {
+    pub offered: usize,
+    pub ok: usize,
+    pub on_time: usize,
+    pub rejected: usize,
+    pub errors: usize,
+    /// on_time / (offered − rejected).
+    pub admitted_attainment: f64,
+}
+
+impl Warmup {
+    fn of(run: &Run) -> Self {
+        Warmup {
+            offered: run.offered,
+            ok: run.ok,
+            on_time: run.on_time,
+            rejected: run.rejected,
+            errors: run.errors,
+            admitted_attainment: run.admitted_attainment,
+        }
+    }
+}
+
+/// A run whose arrivals began `warmup_s` before its measured window: the samples of requests
+/// scheduled before `warmup_s` (`times` in s, one per sample) go to its `warmup`, the rest
+/// make its numbers. With `warmup_s` 0 it is [`tally`].
+pub fn tally_after_warmup(w: &Which<'_>, times: &[f64], samples: &[Sample], warmup_s: f64) -> Run {
+    let cut = times.partition_point(|&t| t < warmup_s).min(samples.len());
+    let mut run = tally(w, &samples[cut..]);
+    if warmup_s > 0.0 {
+        run.warmup = Some(Warmup::of(&tally(w, &samples[..cut])));
+    }
+    run
 }
 
 /// What a run was: its place in the bench, for [`tally`].
@@ -97,6 +138,7 @@ pub fn tally(w: &Which<'_>, samples: &[Sample]) -> Run {
         reject_rate: ratio(rejected, offered),
         p50_ms: quantile(&admitted, 0.5),
         p99_ms: quantile(&admitted, 0.99),
+        warmup: None,
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::report::goal;
 use super::send::{Answer, Sample, is_deadline_refusal};
-use super::tally::{Run, Which, summarize, tally};
+use super::tally::{Run, Which, summarize, tally, tally_after_warmup};
 
 fn which(mode: &str, load: f64, repeat: usize) -> Which<'_> {
     Which {
@@ -74,6 +74,28 @@ fn tally_of_nothing_and_of_only_refusals() {
     assert!(r.admitted_attainment.is_nan() && r.p50_ms.is_nan());
     let v = serde_json::to_value(&r).unwrap_or_default();
     assert!(v["p50_ms"].is_null(), "NaN must serialize as null: {v}");
+}
+
+#[test]
+fn warmup_requests_are_counted_apart_and_only_with_a_warmup() {
+    // Arrivals at 0..10 s; the first 4 s are warm-up: 2 late and 2 refused there, 6 on time
+    // in the measured window.
+    let times: Vec<f64> = (0..10).map(f64::from).collect();
+    let mut s = vec![ok(500.0), ok(500.0), rejected(), rejected()];
+    s.extend((0..6).map(|_| ok(50.0)));
+    let r = tally_after_warmup(&which("slo", 2.0, 0), &times, &s, 4.0);
+    assert_eq!((r.offered, r.on_time, r.rejected), (6, 6, 0));
+    assert_eq!(r.admitted_attainment, 1.0);
+    let w = r.warmup.clone().expect("a warm-up part");
+    assert_eq!((w.offered, w.ok, w.on_time, w.rejected), (4, 2, 0, 2));
+    assert_eq!(w.admitted_attainment, 0.0);
+    let v = serde_json::to_value(&r).unwrap_or_default();
+    assert_eq!(v["warmup"]["offered"], 4);
+    // Without a warm-up every request counts and the field is left out.
+    let r = tally_after_warmup(&which("slo", 2.0, 0), &times, &s, 0.0);
+    assert_eq!((r.offered, r.rejected), (10, 2));
+    let v = serde_json::to_value(&r).unwrap_or_default();
+    assert!(v.get("warmup").is_none(), "{v}");
 }
 
 fn run_with(mode: &str, load: f64, repeat: usize, on_time: usize, rejected_n: usize) -> Run {

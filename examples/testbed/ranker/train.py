@@ -34,10 +34,12 @@ HP = dict(hidden=128, layers=4, heads=2, kv_heads=2, ffn=512, title_tap=2, item_
 # them carries them as overrides). item_dims > 0 builds the item channel (`item_channel`);
 # label_base is recache's --rank-label-base (4096: labels no text uses); read_temp,
 # read_frozen, main_ce and att_ce sharpen the readout's copy (docs/quality.md, 2026-11-26 night).
+# score_fix and enc_frozen keep the seeded comparison through stage 2 (`fix_score`), end_gate
+# gates the item channel to item ends (weights.end_gate) (docs/quality.md, fifth session).
 EXTRA = dict(item_dims=0, bag_decay=0.0, window_reach=4200, window_iters=3000, score_pairs=3,
              score_gain=4.0, item_probe=1.0, seed_gain=1.5, label_base=layout.LABEL_BASE,
              mid_frozen=0, end_flag=0.0, read_temp=1.0, read_frozen=0,
-             main_ce=1.0, att_ce=1.0)
+             main_ce=1.0, att_ce=1.0, score_fix=0, enc_frozen=0, end_gate=0.0)
 
 
 def config(hp, tok):
@@ -236,12 +238,63 @@ class Trainer:
             rms = x.pow(2).mean(-1).sqrt().mean()
             g = self.model.model.layers[-1].input_layernorm.weight[self.it]
             w = self.probe.weight[0] * rms / g
+            # What turns a probe row into a key row (fix_score seeds more rows with it).
+            self.seed_scale = hp["seed_gain"] * rms / g / (hp["score_gain"] * a.scaling)
             a.k_proj.weight[row] = 0
             a.k_proj.weight[row, self.it] = hp["seed_gain"] * w / (hp["score_gain"] * a.scaling)
             rows = [row - j for j in range(1, hp["score_pairs"])]
             a.q_proj.bias[rows] = 0
         self.s.rng.setstate(rng[0])
         self.s.np.bit_generator.state = rng[1]
+
+    def fix_score(self):
+        """Stage 2 keeps the seeded comparison (issue 21, 2026-11-26 fifth session: trained
+        freely, the readout's own ranking fell from its seed to chance). hp `score_fix`:
+        1 = the seeded prior row (its key row, its query bias and query weights) frozen, the
+        other score rows learnt on top (a fixed bias plus a learnt residual); 2 = every score
+        key row frozen at the seed, rows after the first seeded from the item probe's next
+        rows (the teacher's E[:, j]), so only the user's query weights on them are learnt.
+        hp `enc_frozen` 1: layer 0 and the embeddings frozen in stage 2 too (the item channel
+        the keys read stays what stage 1 made it). Frozen parameters lose their optimizer
+        state, so stage 1's momentum does not move them either."""
+        hp = self.hp
+        if not hp["score_fix"] and not hp["enc_frozen"]:
+            return
+        a = self.model.model.layers[-1].self_attn
+        d = a.head_dim
+        row = (hp["heads"] - 1) * d + d // 2 - 2
+        rows = [row - j for j in range(hp["score_pairs"])]
+        frozen = []
+
+        def freeze(p, idx=None):
+            m = self.masks.setdefault(p, torch.ones_like(p))
+            if idx is None:
+                m.zero_()
+            else:
+                m[idx] = 0
+            frozen.append(p)
+
+        if hp["score_fix"]:
+            # The readout's input norm weight on the item channel too (the keys' scale).
+            freeze(self.model.model.layers[-1].input_layernorm.weight, self.it)
+            freeze(a.k_proj.weight, [row])
+            freeze(a.q_proj.bias, [row])
+            freeze(a.q_proj.weight, [row])
+        if hp["score_fix"] == 2:
+            with torch.no_grad():
+                for j, r in enumerate(rows[1:], 1):
+                    a.k_proj.weight[r] = 0
+                    a.k_proj.weight[r, self.it] = self.seed_scale * self.probe.weight[j]
+                    a.q_proj.bias[r] = 0
+                    a.q_proj.weight[r] = 0
+            freeze(a.k_proj.weight, rows)
+            freeze(a.q_proj.bias, rows)
+        if hp["enc_frozen"]:
+            freeze(self.model.model.embed_tokens.weight)
+            for p in self.model.model.layers[0].parameters():
+                freeze(p)
+        for p in frozen:
+            self.opt.state.pop(p, None)
 
     def channel_loss(self, b, out, final, main, kd, t):
         """Stage 2 with the item channel: the main CE and distillation, the readout's own
@@ -345,6 +398,7 @@ class Trainer:
         self.steps_run.setdefault("encoder", total)
         if self.it is not None:
             self.seed_readout()
+            self.fix_score()
         kinds = []
         for part in hp["mix"].split(","):
             name, weight = part.split(":")

@@ -223,6 +223,7 @@ def item_channel(model, hp, masks):
     - layer 0's MLP (learnt, blind to the label channel) writes a nonlinear function of that
       bag into the item channel too;
     - no other head or MLP writes there (masked), and no embedding row has item dims.
+    With hp `end_gate` (`end_gate` below) the channel is gated to item ends.
     The readout head (last layer, last head) then scores item ends by a learnt bilinear form
     on a few of its slowest RoPE pairs (`score_pairs`, the nearest to position-free): k from
     the item channel only, q from the final token (learnt), next to the label flag that makes
@@ -303,6 +304,8 @@ def item_channel(model, hp, masks):
         for lin in (mlp.gate_proj, mlp.up_proj):
             lin.weight[:, ch] = 0
             mask(lin.weight)[:, ch] = 0
+        if hp.get("end_gate"):
+            end_gate(model, hp, masks, it, gen)
         # The readout: flag on the slowest pair (label_channel), the score on the next ones.
         a = layers[-1].self_attn
         score = [hs.start + half - 2 - j for j in range(hp["score_pairs"])]
@@ -323,3 +326,62 @@ def item_channel(model, hp, masks):
         a.q_proj.weight[score] = 0
         a.q_proj.bias[score] = hp["score_gain"]
     return it
+
+
+def end_gate(model, hp, masks, it, gen):
+    """hp `end_gate` > 0 (issue 21, fifth session): the item channel is zero off item ends, so
+    the readout's score key (which reads it) cannot pull the attention off them however sharp
+    it is. The window head writes its bag into `raw` (the `item_dims` below the item channel,
+    written by nothing else); the item channel is written only by the last `item_dims` units
+    of layer 0's MLP, each silu(end_gate * end flag) * (a learnt linear read of `raw`): the end
+    flag is 0 or negative off item ends (the window takes a label's flag off) and silu(x) is 0
+    at 0 and ~0 far below it, so those units write (almost) nothing there. `end_gate` must be
+    large (e.g. 30): a token of small RMS with a flag of -0.02 has a normalized flag of ~-0.6,
+    which silu(-0.6) would let through. (The cost: the channel is a linear function of the
+    title's bag, at ends scaled by the flag's gate.) Needs text dims below `raw`: at hidden
+    128, `item_dims` 16."""
+    cfg = model.config
+    hidden, heads = cfg.hidden_size, cfg.num_attention_heads
+    d = hidden // heads
+    n = hp["item_dims"]
+    raw = slice(it.start - n, it.start)
+    end = hidden - 1
+    assert hp["end_flag"] and raw.start > 0, "end_gate: no text dims left below raw"
+
+    def mask(p):
+        if p not in masks:
+            masks[p] = torch.ones_like(p)
+        return masks[p]
+
+    layers = model.model.layers
+    with torch.no_grad():
+        emb = model.model.embed_tokens.weight
+        emb[:, raw] = 0
+        mask(emb)[:, raw] = 0
+        for layer in layers:
+            for w in (layer.self_attn.o_proj.weight, layer.mlp.down_proj.weight):
+                w[raw] = 0
+                mask(w)[raw] = 0
+        a, mlp = layers[0].self_attn, layers[0].mlp
+        h0 = slice(0, d - 1)  # the window head's learnt value dims (d - 1: the flag fix)
+        a.o_proj.weight[raw, h0] = a.o_proj.weight[it, h0]
+        mask(a.o_proj.weight)[raw, h0] = 1
+        a.o_proj.weight[it] = 0
+        mask(a.o_proj.weight)[it] = 0
+        units = slice(mlp.down_proj.weight.shape[1] - n, mlp.down_proj.weight.shape[1])
+        mlp.down_proj.weight[it] = 0
+        mask(mlp.down_proj.weight)[it] = 0
+        mlp.down_proj.weight[:, units] = 0
+        mask(mlp.down_proj.weight)[:, units] = 0
+        mlp.down_proj.weight[it, units] = 0.3 / hp["end_gate"] * torch.eye(n)
+        mask(mlp.down_proj.weight)[it, units] = 1
+        mlp.gate_proj.weight[units] = 0
+        mlp.gate_proj.weight[units, end] = hp["end_gate"]
+        mask(mlp.gate_proj.weight)[units] = 0
+        mlp.up_proj.weight[units] = 0
+        mask(mlp.up_proj.weight)[units] = 0
+        mlp.up_proj.weight[units, raw] = torch.eye(n) + 0.1 * torch.randn(n, n, generator=gen)
+        mask(mlp.up_proj.weight)[units, raw] = 1
+        norm = layers[0].post_attention_layernorm.weight
+        norm[end] = 1.0
+        mask(norm)[end] = 0

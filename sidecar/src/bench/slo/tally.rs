@@ -19,6 +19,9 @@ pub struct Run {
     /// Whether this mode ran first in its pair.
     pub first: bool,
     pub offered_rps: f64,
+    /// Requests that arrived in the measured window per s: the rate the arrival process drew,
+    /// which for bursty arrivals and short windows can be far from `offered_rps`.
+    pub arrived_rps: f64,
     /// Requests sent, answered 2xx, 2xx within the deadline, refused with 429
     /// `deadline_unreachable`, anything else (timeouts, other statuses, connection errors).
     pub offered: usize,
@@ -125,6 +128,7 @@ pub fn tally(w: &Which<'_>, samples: &[Sample]) -> Run {
         repeat: w.repeat,
         first: w.first,
         offered_rps: w.offered_rps,
+        arrived_rps: offered as f64 / w.duration_s,
         offered,
         ok,
         on_time,

@@ -62,6 +62,7 @@ fn tally_counts_attainment_and_quantiles() {
     assert_eq!(r.p50_ms, 81.0);
     assert_eq!(r.p99_ms, 60_000.0);
     assert_eq!(r.offered_rps, 8.0);
+    assert_eq!(r.arrived_rps, 20.0);
 }
 
 #[test]

@@ -51,6 +51,11 @@ pub struct SloArgs {
     /// child's offered-load estimate looks back 10 s)
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
     pub warmup: Duration,
+    /// Every run (and its warm-up) gets exactly round(rate × length) arrivals: the gaps of the
+    /// arrival process scaled to fill the window, so bursts keep their shape and a run's load
+    /// is its nominal load (free-running, a 30 s gamma CV 3 window drew 0.2-3x it)
+    #[arg(long)]
+    pub exact_count: bool,
     /// Runs of every (load, mode); plain and slo alternate which goes first per repeat.
     /// With N > 1 rows give medians, and `spread` the min/max of goodput and attainment
     #[arg(long, default_value_t = 1)]

@@ -65,7 +65,9 @@ async fn bench(args: &SloArgs) -> Result<(), BenchError> {
         for (li, &load) in args.loads.iter().enumerate() {
             let rate = load * cal.saturation_rps;
             let seed = arrivals::seed(args.seed, li, repeat);
-            let times = arrivals::times(args.arrivals, rate, args.cv, warmup_s + duration_s, seed);
+            let window = (warmup_s, duration_s);
+            let times =
+                arrivals::schedule(args.arrivals, rate, args.cv, window, args.exact_count, seed);
             let order = match repeat % 2 {
                 0 => [Mode::Plain, Mode::Slo],
                 _ => [Mode::Slo, Mode::Plain],

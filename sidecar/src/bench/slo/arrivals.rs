@@ -22,14 +22,19 @@ pub fn times(kind: Arrivals, rate: f64, cv: f64, duration_s: f64, seed: u64) -> 
     let shape = 1.0 / (cv * cv);
     let mut t = 0.0;
     loop {
-        t += match kind {
-            Arrivals::Poisson => rng.exponential(rate),
-            Arrivals::Gamma => gamma(&mut rng, shape) / (rate * shape),
-        };
+        t += gap(&mut rng, kind, rate, shape);
         if t >= duration_s {
             return out;
         }
         out.push(t);
+    }
+}
+
+/// One gap between arrivals at mean `rate`: exponential, or gamma of shape `shape`.
+fn gap(rng: &mut Rng, kind: Arrivals, rate: f64, shape: f64) -> f64 {
+    match kind {
+        Arrivals::Poisson => rng.exponential(rate),
+        Arrivals::Gamma => gamma(rng, shape) / (rate * shape),
     }
 }
 
@@ -41,12 +46,10 @@ pub fn exact_times(kind: Arrivals, rate: f64, cv: f64, span_s: f64, seed: u64) -
     let n = (rate * span_s).round() as usize;
     let mut rng = Rng::new(seed);
     let shape = 1.0 / (cv * cv);
+    // Gamma(k) can underflow to 0 for a small shape; a tiny floor keeps the sum above 0. The
+    // gaps' scale does not matter: they are normalised by their sum below.
     let gaps: Vec<f64> = (0..=n)
-        .map(|_| match kind {
-            Arrivals::Poisson => rng.exponential(1.0),
-            // Gamma(k) can underflow to 0 for a small shape; a tiny floor keeps the sum > 0.
-            Arrivals::Gamma => gamma(&mut rng, shape).max(f64::MIN_POSITIVE),
-        })
+        .map(|_| gap(&mut rng, kind, 1.0, shape).max(f64::MIN_POSITIVE))
         .collect();
     let total: f64 = gaps.iter().sum();
     let mut at = 0.0;

@@ -26,7 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         NF as i32,
         true,
     )?;
-    let booster = lightgbm3::Booster::train(ds, &params(cfg.iterations, cfg.num_leaves))?;
+    let booster = lightgbm3::Booster::train(ds, &params(&cfg))?;
     let model = Ensemble::parse(&booster.save_string()?)?;
     let test = &x[(start + n) * NF..(start + n + m) * NF];
     let native = booster.predict(test, NF as i32, true)?;

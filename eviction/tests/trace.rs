@@ -34,7 +34,7 @@ fn bad_line_is_a_typed_error_with_its_number() {
 #[test]
 fn rust_evaluator_matches_lightgbm() {
     use recache_eviction::predict::features::NF;
-    use recache_eviction::predict::lgbm::params;
+    use recache_eviction::predict::lgbm::{LgbmConfig, params};
     use recache_eviction::predict::trees::Ensemble;
     // Synthetic rows with a nonlinear target, including -1 "missing" values.
     let n = 3000;
@@ -61,7 +61,16 @@ fn rust_evaluator_matches_lightgbm() {
         x.extend_from_slice(&row);
     }
     let ds = lightgbm3::Dataset::from_slice(&x, &y, NF as i32, true).expect("dataset");
-    let booster = lightgbm3::Booster::train(ds, &params(20, 15)).expect("train");
+    let booster = lightgbm3::Booster::train(
+        ds,
+        &params(&LgbmConfig {
+            iterations: 20,
+            learning_rate: 0.1,
+            num_leaves: 15,
+            ..LgbmConfig::default()
+        }),
+    )
+    .expect("train");
     let model = Ensemble::parse(&booster.save_string().expect("dump")).expect("parse");
     let native = booster.predict(&x, NF as i32, true).expect("predict");
     for (row, want) in x.chunks_exact(NF).zip(native) {

@@ -256,7 +256,7 @@ fn both(s: &[f64], rows: &Rows, idx: std::ops::Range<usize>) -> (f64, f64) {
 fn window_aucs(rows: &Rows, set: FeatureSet) -> Result<Aucs, BenchError> {
     use crate::predict::lgbm::{LgbmConfig, params, train};
     let cfg = LgbmConfig::default();
-    let reg = params(cfg.iterations, cfg.num_leaves);
+    let reg = params(&cfg);
     let mut bin = reg.clone();
     bin["objective"] = "binary".into();
     let cols = set.columns();

@@ -94,7 +94,7 @@ pub fn bench_predictor(
     }
     crate::predict::lgbm::limit_threads();
     let cfg = LgbmConfig::default();
-    let p = params(cfg.iterations, cfg.num_leaves);
+    let p = params(&cfg);
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]

@@ -120,7 +120,11 @@ mod tests {
     fn binned_model_fits_like_a_fresh_one() {
         let (x, y) = rows(20_000, 4, 3);
         let cols = [0, 1, 2, 3];
-        let p = super::super::lgbm::params(32, 31);
+        let p = super::super::lgbm::params(&super::super::lgbm::LgbmConfig {
+            iterations: 32,
+            learning_rate: 0.1,
+            ..Default::default()
+        });
         let fresh = super::super::lgbm::train(&x, &y, &cols, &p).expect("fresh");
         let mut bins = BinCache::default();
         let (other_x, other_y) = rows(20_000, 4, 4);

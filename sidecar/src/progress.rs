@@ -1,8 +1,11 @@
 //! Progress of a long benchmark step on stderr: a bar on a terminal; elsewhere (CI logs,
 //! redirected runs), where a bar would print nothing or garbage, a plain line every tenth of
-//! the way. Results never go here: they are the JSON on stdout.
+//! the way, with the time taken and an estimate of the time left (engine-bound runs differ by
+//! an order of magnitude between machines, so a user should see early how long one will take).
+//! Results never go here: they are the JSON on stdout.
 
 use std::io::IsTerminal;
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -13,6 +16,7 @@ pub struct Progress {
     label: String,
     len: u64,
     lines: bool,
+    start: Instant,
 }
 
 impl Progress {
@@ -25,8 +29,10 @@ impl Progress {
         } else {
             let bar = ProgressBar::new(len).with_message(label.clone());
             bar.set_style(
-                ProgressStyle::with_template("{msg:>24} [{bar:40}] {pos}/{len} {elapsed}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                ProgressStyle::with_template(
+                    "{msg:>24} [{bar:40}] {pos}/{len} {elapsed} ({per_sec}, ~{eta} left)",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
             bar
         };
@@ -36,6 +42,7 @@ impl Progress {
             label,
             len,
             lines,
+            start: Instant::now(),
         }
     }
 
@@ -50,7 +57,12 @@ impl Progress {
         let now = self.bar.position();
         let step = (self.len / 10).max(1);
         if self.lines && (now / step > before / step || now == self.len) {
-            eprintln!("{}: {now}/{}", self.label, self.len);
+            eprintln!(
+                "{}: {now}/{} ({})",
+                self.label,
+                self.len,
+                timing(self.start.elapsed(), now, self.len)
+            );
         }
     }
 
@@ -73,5 +85,43 @@ impl Progress {
 
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+/// "1m 55s, ~17m 20s left": time taken for `done` of `len` units and the time the rest would
+/// take at the same pace.
+fn timing(elapsed: Duration, done: u64, len: u64) -> String {
+    let taken = clock(elapsed.as_secs());
+    if done == 0 || done >= len {
+        return taken;
+    }
+    let left = elapsed.as_secs_f64() * (len - done) as f64 / done as f64;
+    format!("{taken}, ~{} left", clock(left.round() as u64))
+}
+
+fn clock(secs: u64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m {:02}s", s / 60, s % 60),
+        s => format!("{}h {:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_say_time_taken_and_left() {
+        assert_eq!(
+            timing(Duration::from_secs(100), 400, 4000),
+            "1m 40s, ~15m 00s left"
+        );
+        assert_eq!(timing(Duration::from_secs(5), 10, 10), "5s");
+        assert_eq!(timing(Duration::from_secs(0), 0, 10), "0s");
+        assert_eq!(
+            timing(Duration::from_secs(1800), 1, 3),
+            "30m 00s, ~1h 00m left"
+        );
     }
 }

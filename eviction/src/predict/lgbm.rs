@@ -49,9 +49,9 @@ pub struct LgbmConfig {
     pub retrain_every: u64,
     /// No training before the window has this many rows.
     pub min_rows: usize,
-    /// Boosting rounds (trees) and their shrinkage. 16 rounds at 0.2 since 2026-11-26 (sixth session) (was
-    /// 32 at 0.1, the same total step): a retrain and a prediction cost about half as much,
-    /// with the same hit ratios and AUCs within the per-window spread (docs/eviction.md).
+    /// Boosting rounds (trees) and their shrinkage: 16 at 0.2 (until 2026-11-26, 32 at 0.1,
+    /// the same total step). A retrain costs about a third less and a prediction half, with
+    /// the same hit ratios and AUCs within the per-window spread (docs/eviction.md).
     pub iterations: u32,
     pub learning_rate: f64,
     pub num_leaves: u32,

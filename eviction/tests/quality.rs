@@ -4,6 +4,8 @@
 
 #![cfg(feature = "lightgbm")]
 
+mod common;
+
 use clap::Parser;
 use recache_eviction::bench::quality_report;
 use recache_eviction::predict::FeatureSet;
@@ -43,7 +45,7 @@ fn report_has_a_row_per_set_and_an_upper_bound() {
 #[test]
 fn a_model_trained_on_a_set_reads_only_its_columns() {
     use recache_eviction::predict::features::ALL;
-    use recache_eviction::predict::lgbm::{LgbmConfig, params, train};
+    use recache_eviction::predict::lgbm::train;
     let gr: FeatureSet = "gr".parse().expect("set");
     let cols = gr.columns();
     let target = cols[2];
@@ -59,18 +61,7 @@ fn a_model_trained_on_a_set_reads_only_its_columns() {
         x.extend(cols.iter().map(|&c| row[c]));
         rows.push(row);
     }
-    let m = train(
-        &x,
-        &y,
-        &cols,
-        &params(&LgbmConfig {
-            iterations: 20,
-            learning_rate: 0.1,
-            num_leaves: 15,
-            ..LgbmConfig::default()
-        }),
-    )
-    .expect("train");
+    let m = train(&x, &y, &cols, &common::small_lgbm_params()).expect("train");
     let mut a = rows[5];
     let base = m.predict(&a);
     a[0] += 50.0; // a base column: not in the set

@@ -1,6 +1,8 @@
 //! Trace parsing errors name the line; the LightGBM evaluator matches the
 //! library's own predictions.
 
+mod common;
+
 use std::io::Write;
 
 use recache_eviction::trace::{TraceError, load_mooncake};
@@ -34,7 +36,6 @@ fn bad_line_is_a_typed_error_with_its_number() {
 #[test]
 fn rust_evaluator_matches_lightgbm() {
     use recache_eviction::predict::features::NF;
-    use recache_eviction::predict::lgbm::{LgbmConfig, params};
     use recache_eviction::predict::trees::Ensemble;
     // Synthetic rows with a nonlinear target, including -1 "missing" values.
     let n = 3000;
@@ -61,16 +62,7 @@ fn rust_evaluator_matches_lightgbm() {
         x.extend_from_slice(&row);
     }
     let ds = lightgbm3::Dataset::from_slice(&x, &y, NF as i32, true).expect("dataset");
-    let booster = lightgbm3::Booster::train(
-        ds,
-        &params(&LgbmConfig {
-            iterations: 20,
-            learning_rate: 0.1,
-            num_leaves: 15,
-            ..LgbmConfig::default()
-        }),
-    )
-    .expect("train");
+    let booster = lightgbm3::Booster::train(ds, &common::small_lgbm_params()).expect("train");
     let model = Ensemble::parse(&booster.save_string().expect("dump")).expect("parse");
     let native = booster.predict(&x, NF as i32, true).expect("predict");
     for (row, want) in x.chunks_exact(NF).zip(native) {

@@ -5,7 +5,7 @@
 //! Results never go here: they are the JSON on stdout.
 
 use std::io::IsTerminal;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -16,7 +16,6 @@ pub struct Progress {
     label: String,
     len: u64,
     lines: bool,
-    start: Instant,
 }
 
 impl Progress {
@@ -42,7 +41,6 @@ impl Progress {
             label,
             len,
             lines,
-            start: Instant::now(),
         }
     }
 
@@ -61,7 +59,7 @@ impl Progress {
                 "{}: {now}/{} ({})",
                 self.label,
                 self.len,
-                timing(self.start.elapsed(), now, self.len)
+                timing(self.bar.elapsed(), now, self.len)
             );
         }
     }
@@ -123,5 +121,13 @@ mod tests {
             timing(Duration::from_secs(1800), 1, 3),
             "30m 00s, ~1h 00m left"
         );
+    }
+
+    #[test]
+    fn a_hidden_bar_keeps_time_for_the_lines() {
+        // Plain lines read the time from the bar, which is hidden off a terminal.
+        let bar = ProgressBar::hidden();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(bar.elapsed() >= Duration::from_millis(20));
     }
 }

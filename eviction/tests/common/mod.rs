@@ -165,3 +165,16 @@ pub fn all_policies() -> Vec<PolicyConfig> {
         .map(|n| PolicyConfig::from_name(n).expect("name"))
         .collect()
 }
+
+/// LightGBM parameters for the small synthetic fits in the tests (20 trees of 15 leaves at
+/// learning rate 0.1): fixed here so a change of the predictor's defaults does not move them.
+#[cfg(feature = "lightgbm")]
+pub fn small_lgbm_params() -> serde_json::Value {
+    use recache_eviction::predict::lgbm::{LgbmConfig, params};
+    params(&LgbmConfig {
+        iterations: 20,
+        learning_rate: 0.1,
+        num_leaves: 15,
+        ..LgbmConfig::default()
+    })
+}

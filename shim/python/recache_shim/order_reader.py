@@ -4,7 +4,8 @@ Owns everything the vLLM plugin (:mod:`recache_shim.eviction`) and the SGLang pl
 (:mod:`recache_shim.sglang_eviction`) do alike around recache's order file: its env
 (``RECACHE_SHIM_ORDER``, ``RECACHE_SHIM_ORDER_MAX_AGE_MS``), opening a reader on it through
 ``librecache_shim.so`` (``recache_order_open/refresh/ranks``, declared in :mod:`._lib`), the
-throttled freshness check (a missing, torn, empty or stale order is not fresh), ranking
+throttled freshness check (a missing, torn or stale order is not fresh; an empty one from a live
+recache is: it has nothing to steer, so the engine's own choice stands), ranking
 64-bit block hashes against the order, and the steering counters with their periodic log and
 first-errors warning. How an engine's blocks map to those hashes and where the engine is
 patched stay in each plugin.
@@ -74,7 +75,7 @@ class OrderReader:
         self.handle = None
         #: ``time.monotonic()`` of the last refresh; 0.0 before the first.
         self.checked = 0.0
-        #: Whether the last refresh found a fresh, non-empty order.
+        #: Whether the last refresh found a fresh order (recache alive), empty or not.
         self.fresh = False
         self.counts = {name: 0 for name in counters}
         #: Times a fresh order went stale (recache stopped publishing, or its file went bad):
@@ -120,7 +121,11 @@ class OrderReader:
             self.status_errors += 1
 
     def is_fresh(self, refresh_s: float) -> bool:
-        """Whether the order is fresh and non-empty, re-checked at most every ``refresh_s``."""
+        """Whether the order is fresh, re-checked at most every ``refresh_s``.
+
+        An empty order is fresh when recache published it recently: a policy that ranks no
+        kept blocks (LARU) publishes nothing once the engine holds exactly what it keeps.
+        Calling that "stale" would log that recache stopped while it runs."""
         now = time.monotonic()
         if now - self.checked < refresh_s:
             return self.fresh
@@ -128,7 +133,7 @@ class OrderReader:
         st, cnt, gen = ctypes.c_int32(2), ctypes.c_uint64(0), ctypes.c_uint64(0)
         rc = self.lib.recache_order_refresh(self.handle, max_age_ms(), ctypes.byref(st),
                                             ctypes.byref(cnt), ctypes.byref(gen))
-        self.fresh = rc == 0 and st.value == 0 and cnt.value > 0
+        self.fresh = rc == 0 and st.value == 0
         if self.was_fresh and not self.fresh:
             self.counts["went_stale"] += 1
             self.logger.warning(

@@ -66,6 +66,14 @@ def main():
     pool.get_new_blocks(2)  # 1001 (listed), then vLLM's LRU head 1000
     assert evicted(pool) == [0, 1, 3], evicted(pool)
 
+    # An empty order from a live recache (LARU ranks no kept blocks once the engine holds
+    # what it keeps): fresh, nothing to steer, so vLLM's choice stands and nothing went stale.
+    write_order(order, [])
+    pool = pool_with_five_cached()
+    pool.get_new_blocks(1)
+    assert evicted(pool) == [0], evicted(pool)
+    assert eviction.stats()["fresh"] is True, eviction.stats()
+
     assert eviction.stats()["went_stale"] == 0, eviction.stats()
     write_order(order, [1004], age_ms=60_000)  # stale: native again, counted (and logged) once
     pool = pool_with_five_cached()

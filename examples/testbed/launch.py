@@ -62,7 +62,7 @@ def vllm_command(a, port, kv_port):
               "endpoint": f"tcp://*:{kv_port}", "topic": "kv"}
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
            "--model", a.model_dir, "--served-model-name", a.served_model_name,
-           "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
+           "--host", "127.0.0.1", "--port", str(port), "--dtype", a.dtype,
            "--max-model-len", str(a.max_model_len),
            "--enable-prefix-caching", "--block-size", "32",  # CPU needs a multiple of 32
            "--num-gpu-blocks-override", str(a.kv_blocks),
@@ -93,7 +93,7 @@ def sglang_command(a, port, kv_port):
     kv_cfg = {"publisher": "zmq", "endpoint": f"tcp://127.0.0.1:{kv_port}", "bind": True}
     cmd = [sys.executable, "-m", "sglang.launch_server",
            "--model-path", a.model_dir, "--served-model-name", a.served_model_name,
-           "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
+           "--host", "127.0.0.1", "--port", str(port), "--dtype", a.dtype,
            "--device", "cpu", "--attention-backend", "torch_native",
            "--sampling-backend", "pytorch", "--disable-cuda-graph",
            "--context-length", str(a.max_model_len),
@@ -162,6 +162,7 @@ def main():
     ap.add_argument("--max-logprobs", type=int, default=200)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for ready")
     ap.add_argument("--engine", choices=["vllm", "sglang"], default="vllm")
+    ap.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
     ap.add_argument("--item-pool-bytes", type=int, default=0,
                     help="> 0: load recache's item KV pool connector with this host budget")
     ap.add_argument("extra", nargs="*", help="extra args passed to the vLLM server")

@@ -300,11 +300,12 @@ impl Cache {
         }
     }
 
-    /// The evictable leaves the policy would take next, at most `limit`, without evicting
-    /// ([`EvictionPolicy::next_leaves`]; None when the policy cannot rank without deciding).
-    pub fn next_leaves(&mut self, limit: usize) -> Option<Vec<BlockId>> {
+    /// The evictable leaves the policy would take next at time `now`, at most `limit`,
+    /// without evicting ([`EvictionPolicy::next_leaves`]; None when the policy cannot rank
+    /// without deciding).
+    pub fn next_leaves(&mut self, limit: usize, now: u64) -> Option<Vec<BlockId>> {
         self.flush();
-        self.policy.next_leaves(&self.idx, limit)
+        self.policy.next_leaves(&self.idx, limit, now)
     }
 
     /// Asks the policy for up to `n` victims and removes them; the caller

@@ -46,8 +46,8 @@ impl EvictionPolicy for Recording {
     fn select_victim(&mut self, idx: &RadixIndex, ctx: &EvictCtx) -> Option<BlockId> {
         self.inner.select_victim(idx, ctx)
     }
-    fn next_leaves(&self, idx: &RadixIndex, limit: usize) -> Option<Vec<BlockId>> {
-        self.inner.next_leaves(idx, limit)
+    fn next_leaves(&mut self, idx: &RadixIndex, limit: usize, now: u64) -> Option<Vec<BlockId>> {
+        self.inner.next_leaves(idx, limit, now)
     }
     fn stats(&self) -> PolicyStats {
         self.inner.stats()

@@ -48,6 +48,17 @@ impl EvictionPolicy for Fpb {
         }
     }
 
+    fn next_leaves(&mut self, idx: &RadixIndex, limit: usize, now: u64) -> Option<Vec<BlockId>> {
+        if !self.scored.refresh(idx, now) {
+            return Some(idx.lru_iter().take(limit).collect());
+        }
+        let first = self.scored.furthest(idx, now).or_else(|| idx.lru_first());
+        Some(
+            self.scored
+                .ranked(idx, now, idx.evictable_len(), limit, first),
+        )
+    }
+
     fn stats(&self) -> PolicyStats {
         PolicyStats {
             lru_fallbacks: self.lru_fallbacks,

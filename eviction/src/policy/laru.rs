@@ -92,8 +92,21 @@ impl Laru {
     /// until λ < n/k, which a tree with few leaves reaches only after many
     /// halvings.
     fn candidates(&self, n: usize) -> usize {
-        ((self.lambda * n as f64).floor() as usize).max(1)
+        candidates(self.lambda, n)
     }
+
+    /// λ as the next decision will see it: a phase about to start resets it.
+    fn next_lambda(&self, idx: &RadixIndex) -> f64 {
+        if self.old.is_empty() && !idx.is_empty() {
+            self.guard.as_ref().map_or(1.0, Guard::start_lambda)
+        } else {
+            self.lambda
+        }
+    }
+}
+
+fn candidates(lambda: f64, n: usize) -> usize {
+    ((lambda * n as f64).floor() as usize).max(1)
 }
 
 impl EvictionPolicy for Laru {
@@ -155,6 +168,25 @@ impl EvictionPolicy for Laru {
             self.evicted_by_prediction.insert(victim);
         }
         Some(victim)
+    }
+
+    /// What `select_victim` would take first, then the window's order
+    /// ([`Scored::ranked`]); LRU's order where it would fall back to LRU. A miss on a block a
+    /// prediction evicted also falls back to LRU, but which request misses is not known here.
+    fn next_leaves(&mut self, idx: &RadixIndex, limit: usize, now: u64) -> Option<Vec<BlockId>> {
+        let n = idx.evictable_len();
+        let l = candidates(self.next_lambda(idx), n);
+        let distrusted = self.guard.as_ref().is_some_and(|g| !g.trusted());
+        if l == 1 || distrusted || !self.scored.refresh(idx, now) {
+            return Some(idx.lru_iter().take(limit).collect());
+        }
+        let first = if l >= n {
+            self.scored.furthest(idx, now)
+        } else {
+            self.scored.furthest_of(idx, now, l)
+        }
+        .or_else(|| idx.lru_first());
+        Some(self.scored.ranked(idx, now, l, limit, first))
     }
 
     fn stats(&self) -> PolicyStats {

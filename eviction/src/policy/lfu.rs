@@ -67,7 +67,7 @@ impl EvictionPolicy for Lfu {
         self.order.first().map(|k| k.3)
     }
 
-    fn next_leaves(&self, _idx: &RadixIndex, limit: usize) -> Option<Vec<BlockId>> {
+    fn next_leaves(&mut self, _idx: &RadixIndex, limit: usize, _now: u64) -> Option<Vec<BlockId>> {
         Some(self.order.iter().take(limit).map(|k| k.3).collect())
     }
 }

@@ -17,7 +17,7 @@ impl EvictionPolicy for Lru {
         idx.lru_first()
     }
 
-    fn next_leaves(&self, idx: &RadixIndex, limit: usize) -> Option<Vec<BlockId>> {
+    fn next_leaves(&mut self, idx: &RadixIndex, limit: usize, _now: u64) -> Option<Vec<BlockId>> {
         Some(idx.lru_iter().take(limit).collect())
     }
 }

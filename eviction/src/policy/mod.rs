@@ -65,11 +65,14 @@ pub trait EvictionPolicy: Send {
     /// Chooses the next victim among `idx`'s evictable leaves.
     fn select_victim(&mut self, idx: &RadixIndex, ctx: &EvictCtx) -> Option<BlockId>;
     /// The evictable leaves in the order this policy would take them next, at most `limit`,
-    /// without choosing (no state changes). A server publishes it after the blocks already
-    /// evicted, so an engine that must make room before the server has seen the request that
-    /// needs it still follows the policy. None: the policy cannot rank without deciding
-    /// (learned and sampled policies).
-    fn next_leaves(&self, _idx: &RadixIndex, _limit: usize) -> Option<Vec<BlockId>> {
+    /// at time `now`, without choosing: learned policies may bring their cached predictions
+    /// up to date (what their next decision does first), nothing else changes. A server
+    /// publishes it after the blocks already evicted, so an engine that must make room before
+    /// the server has seen the request that needs it still follows the policy. The first
+    /// leaf is the next victim; for learned policies the rest is an estimate (each eviction
+    /// changes what the next one sees). None: the policy cannot rank without deciding
+    /// (sampled policies, HF).
+    fn next_leaves(&mut self, _idx: &RadixIndex, _limit: usize, _now: u64) -> Option<Vec<BlockId>> {
         None
     }
     fn stats(&self) -> PolicyStats {

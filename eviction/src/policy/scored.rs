@@ -17,7 +17,7 @@
 //! dead. Overdue leaves are looked for among the oldest `OVERDUE_SCAN`
 //! leaves at the head of the LRU order.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 use super::AccessEvent;
 use crate::BlockId;
@@ -197,6 +197,45 @@ impl Scored {
             }
         }
         best.map(|k| k.2)
+    }
+}
+
+impl Scored {
+    /// The evictable leaves in the order repeated choices among the `l` least recently used
+    /// would take them (after `refresh`), at most `limit`, evicting nothing: a window of the
+    /// `l` oldest leaves, from which the furthest predicted leaves first and the next oldest
+    /// joins. A leaf without a prediction leaves when no predicted leaf is in the window
+    /// (the policies fall back to LRU then). `first`, the policy's own next victim, leads:
+    /// the window scores every leaf by [`Self::score`], while [`Self::furthest`] looks for
+    /// overdue leaves only near the LRU head, so the two can disagree on the top.
+    pub fn ranked(
+        &self,
+        idx: &RadixIndex,
+        now: u64,
+        l: usize,
+        limit: usize,
+        first: Option<BlockId>,
+    ) -> Vec<BlockId> {
+        let mut out: Vec<BlockId> = first.into_iter().take(limit).collect();
+        let mut entries = idx.lru_entries().filter(|(b, _)| Some(*b) != first);
+        let mut window: BinaryHeap<Key> = BinaryHeap::new();
+        let mut unscored: VecDeque<BlockId> = VecDeque::new();
+        while out.len() < limit {
+            while window.len() + unscored.len() < l.max(1) {
+                let Some((b, last)) = entries.next() else {
+                    break;
+                };
+                match self.keys.get(&b) {
+                    Some(k) => window.push((Ord64(self.score(k.0.0, last, now)), k.1, k.2)),
+                    None => unscored.push_back(b),
+                }
+            }
+            match window.pop().map(|k| k.2).or_else(|| unscored.pop_front()) {
+                Some(b) => out.push(b),
+                None => break,
+            }
+        }
+        out
     }
 }
 

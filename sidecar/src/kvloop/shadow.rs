@@ -121,7 +121,7 @@ impl Shadow {
 
     /// The order to publish: engine blocks the policy would not keep, deepest first (children
     /// before parents, so the engine unwinds chains from their tips like its own LRU does),
-    /// then, for policies that can rank without deciding (LRU, LFU), the engine blocks at the
+    /// then, for policies that can rank without deciding (LRU, LFU, FPB, LARU), the engine blocks at the
     /// tips of what the policy keeps, its next victim first. The second part is what makes the
     /// engine follow the policy when it must make room for a request before the loop has seen
     /// that request (the order is republished after each arrival, never waited for).
@@ -135,7 +135,7 @@ impl Shadow {
         v.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut hashes: Vec<u64> = v.into_iter().map(|(_, h)| h).collect();
         let victims = hashes.len();
-        if let Some(next) = self.cache.next_leaves(NEXT_LEAVES) {
+        if let Some(next) = self.cache.next_leaves(NEXT_LEAVES, self.now) {
             let rank: HashMap<u64, usize> = next.iter().enumerate().map(|(i, &c)| (c, i)).collect();
             let mut tips: Vec<(usize, u64)> = mirror
                 .iter()

@@ -198,9 +198,7 @@ impl Scored {
         }
         best.map(|k| k.2)
     }
-}
 
-impl Scored {
     /// The evictable leaves in the order repeated choices among the `l` least recently used
     /// would take them (after `refresh`), at most `limit`, evicting nothing: a window of the
     /// `l` oldest leaves, from which the furthest predicted leaves first and the next oldest

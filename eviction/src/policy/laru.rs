@@ -86,13 +86,23 @@ impl Laru {
         self.phases += 1;
     }
 
-    /// l = max(⌊λ·n⌋, 1) over the n evictable leaves. In a flat cache n = k,
-    /// as in the paper; in a prefix tree only leaves are candidates, and
-    /// scaling by k would keep l ≥ n (predictions choosing among all leaves)
-    /// until λ < n/k, which a tree with few leaves reaches only after many
-    /// halvings.
-    fn candidates(&self, n: usize) -> usize {
-        candidates(self.lambda, n)
+    /// The choice at `lambda` ([`Pick`]), refreshing predictions only.
+    fn pick(&mut self, idx: &RadixIndex, now: u64, lambda: f64) -> Pick {
+        let n = idx.evictable_len();
+        let l = candidates(lambda, n);
+        if l == 1 || self.guard.as_ref().is_some_and(|g| !g.trusted()) {
+            return Pick::Lru;
+        }
+        if !self.scored.refresh(idx, now) {
+            return Pick::NoModel;
+        }
+        let victim = if l >= n {
+            self.scored.furthest(idx, now)
+        } else {
+            self.scored.furthest_of(idx, now, l)
+        };
+        // None: no leaf has a prediction yet (async mode), so LRU's choice.
+        victim.map_or(Pick::Lru, |victim| Pick::Predicted { victim, l })
     }
 
     /// λ as the next decision will see it: a phase about to start resets it.
@@ -105,6 +115,22 @@ impl Laru {
     }
 }
 
+/// How LARU chooses among the evictable leaves at λ (after the phase and the
+/// prediction-induced-miss rule), shared by deciding and by ranking ahead.
+enum Pick {
+    /// l = 1, or the guard distrusts predictions: plain LRU.
+    Lru,
+    /// The predictor has no model yet: LRU, counted as a fallback when deciding.
+    NoModel,
+    /// The furthest predicted among the `l` oldest leaves.
+    Predicted { victim: BlockId, l: usize },
+}
+
+/// l = max(⌊λ·n⌋, 1) over the n evictable leaves. In a flat cache n = k,
+/// as in the paper; in a prefix tree only leaves are candidates, and
+/// scaling by k would keep l ≥ n (predictions choosing among all leaves)
+/// until λ < n/k, which a tree with few leaves reaches only after many
+/// halvings.
 fn candidates(lambda: f64, n: usize) -> usize {
     ((lambda * n as f64).floor() as usize).max(1)
 }
@@ -150,43 +176,31 @@ impl EvictionPolicy for Laru {
                 return Some(lru);
             }
         }
-        let l = self.candidates(idx.evictable_len());
-        if l == 1 || self.guard.as_ref().is_some_and(|g| !g.trusted()) {
-            return Some(lru);
+        match self.pick(idx, ctx.now, self.lambda) {
+            Pick::Lru => Some(lru),
+            Pick::NoModel => {
+                self.lru_fallbacks += 1;
+                Some(lru)
+            }
+            Pick::Predicted { victim, .. } => {
+                if victim != lru {
+                    self.evicted_by_prediction.insert(victim);
+                }
+                Some(victim)
+            }
         }
-        if !self.scored.refresh(idx, ctx.now) {
-            self.lru_fallbacks += 1;
-            return Some(lru);
-        }
-        let victim = if l >= idx.evictable_len() {
-            self.scored.furthest(idx, ctx.now)
-        } else {
-            self.scored.furthest_of(idx, ctx.now, l)
-        }
-        .unwrap_or(lru);
-        if victim != lru {
-            self.evicted_by_prediction.insert(victim);
-        }
-        Some(victim)
     }
 
     /// What `select_victim` would take first, then the window's order
     /// ([`Scored::ranked`]); LRU's order where it would fall back to LRU. A miss on a block a
     /// prediction evicted also falls back to LRU, but which request misses is not known here.
     fn next_leaves(&mut self, idx: &RadixIndex, limit: usize, now: u64) -> Option<Vec<BlockId>> {
-        let n = idx.evictable_len();
-        let l = candidates(self.next_lambda(idx), n);
-        let distrusted = self.guard.as_ref().is_some_and(|g| !g.trusted());
-        if l == 1 || distrusted || !self.scored.refresh(idx, now) {
-            return Some(idx.lru_iter().take(limit).collect());
+        match self.pick(idx, now, self.next_lambda(idx)) {
+            Pick::Lru | Pick::NoModel => Some(idx.lru_iter().take(limit).collect()),
+            Pick::Predicted { victim, l } => {
+                Some(self.scored.ranked(idx, now, l, limit, Some(victim)))
+            }
         }
-        let first = if l >= n {
-            self.scored.furthest(idx, now)
-        } else {
-            self.scored.furthest_of(idx, now, l)
-        }
-        .or_else(|| idx.lru_first());
-        Some(self.scored.ranked(idx, now, l, limit, first))
     }
 
     fn stats(&self) -> PolicyStats {

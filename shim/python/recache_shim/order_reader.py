@@ -130,9 +130,10 @@ class OrderReader:
         if now - self.checked < refresh_s:
             return self.fresh
         self.checked = now
-        st, cnt, gen = ctypes.c_int32(2), ctypes.c_uint64(0), ctypes.c_uint64(0)
+        st = ctypes.c_int32(2)
+        # Freshness is the state alone (an empty order is fresh): count and generation unread.
         rc = self.lib.recache_order_refresh(self.handle, max_age_ms(), ctypes.byref(st),
-                                            ctypes.byref(cnt), ctypes.byref(gen))
+                                            None, None)
         self.fresh = rc == 0 and st.value == 0
         if self.was_fresh and not self.fresh:
             self.counts["went_stale"] += 1

@@ -83,7 +83,7 @@ impl LoopMetrics {
             )?,
             resyncs: cv(
                 "kv_mirror_resyncs_total",
-                "Mirror resyncs by cause (gap_replayed, gap_cleared, restart, reconnect)",
+                "Mirror resyncs by cause (gap_replayed, gap_cleared, restart, reconnect, cleared: the engine emptied its cache)",
                 "reason",
             )?,
             mirror_blocks: g(

@@ -96,6 +96,11 @@ impl Shadow {
         Ok(())
     }
 
+    /// Requests seen since the shadow was built or reset (its clock).
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
     /// One request arrival (its prompt's content ids).
     pub fn request(&mut self, ids: Vec<u64>) -> Result<usize, CacheError> {
         self.now += 1;

@@ -152,6 +152,14 @@ impl Worker {
                     Ok(hits) => {
                         self.metrics.shadow_hit_blocks.inc_by(hits as u64);
                         st.admitted += n.saturating_sub(hits) as u64;
+                        if st.shadow.now() % 500 == 0 {
+                            tracing::debug!(
+                                requests = st.shadow.now(),
+                                hits = st.shadow.hits,
+                                blocks = st.shadow.blocks,
+                                "engine loop: shadow since its last reset"
+                            );
+                        }
                     }
                     Err(e) => tracing::warn!(error = %e, "engine loop: shadow cache error"),
                 }
@@ -240,8 +248,15 @@ impl Worker {
         let before = st.mirror.issues;
         for ev in &b.events {
             if matches!(ev, KvEvent::AllBlocksCleared) {
+                // vLLM publishes a reset only with its next step's events, so a reset asked
+                // for before recache subscribed can arrive after the first requests.
+                tracing::info!(
+                    requests_seen = st.shadow.now(),
+                    "engine loop: the engine cleared its cache; shadow reset"
+                );
                 let _ = st.shadow.reset(&st.active.config);
                 st.shadow_changed = true;
+                self.metrics.resyncs.with_label_values(&["cleared"]).inc();
             }
             st.mirror.apply(ev);
         }

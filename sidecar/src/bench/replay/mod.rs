@@ -12,7 +12,9 @@
 //! shim (vLLM) or through request priorities (SGLang, `--sglang-priority`; SGLang must run
 //! with `--radix-eviction-policy priority`). Between policies the engine's prefix cache is
 //! emptied (vLLM `POST /reset_prefix_cache`, needs `VLLM_SERVER_DEV_MODE=1`; SGLang
-//! `/flush_cache`), so each starts cold. The hit rate comes from the engine's counters (vLLM
+//! `/flush_cache`) once the in-process recache has subscribed to its events, and the run waits
+//! until the loop has seen the reset ([`cold`]), so engine and shadow start cold together and
+//! the shadow runs the simulator's stream. The hit rate comes from the engine's counters (vLLM
 //! `vllm:prefix_cache_*`, SGLang `sglang:prompt_tokens_total` / `sglang:cached_tokens_total`).
 //! SGLang's cache is token-granular: `--kv-blocks N` means `N * 32` tokens, and its simulated
 //! capacity is N blocks (no null block, no uncached tail block).
@@ -25,6 +27,7 @@ use serde_json::json;
 
 use super::BenchError;
 
+mod cold;
 mod send;
 mod summary;
 
@@ -231,12 +234,29 @@ async fn one(
     if let Some(p) = &args.publish {
         let _ = std::fs::remove_file(p); // no order from an earlier run: native until published
     }
-    engine_ops::reset_cache(&client, engine, &args.upstream, false)
-        .await
-        .map_err(BenchError::Setup)?;
     let local = start(args, engine, cfg.name(), steer).await?;
     tokio::time::sleep(Duration::from_millis(1500)).await; // ZMQ subscribe + first publish
     let model = http::first_model(&client, &args.upstream).await?;
+    let loop_metrics = || {
+        let text = String::from_utf8_lossy(&local.state.metrics.render()).into_owned();
+        async move { Ok::<_, BenchError>(text) }
+    };
+    // Engine and shadow start cold together, so the shadow runs the simulator's stream.
+    let settled = cold::reset_and_settle(
+        &client,
+        engine,
+        &args.upstream,
+        &model,
+        loop_metrics,
+        Duration::from_secs(10),
+    )
+    .await?;
+    if !settled {
+        tracing::warn!(
+            "the engine loop saw no cache reset within 10 s; the shadow may reset during the run"
+        );
+    }
+    let resets_before = cold::resets(&loop_metrics().await?);
     let metrics = |c: &crate::bench::HttpClient| {
         let url = format!("{}/metrics", args.upstream);
         let c = c.clone();
@@ -266,12 +286,15 @@ async fn one(
     let shadow = String::from_utf8_lossy(&local.state.metrics.render()).into_owned();
     let shadow_hit_rate = counter(&shadow, "recache_kv_shadow_hit_blocks_total")
         / counter(&shadow, "recache_kv_shadow_blocks_total").max(1.0);
+    // Each one started the shadow over mid-run: its hit rate then covers less than the run.
+    let shadow_resets = cold::resets(&shadow) - resets_before;
     Ok(json!({
         "policy": name, "requests": reqs.len(), "hit_rate": hit_rate,
         "rps": reqs.len() as f64 / wall, "p50_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99),
         "ttft_p50_ms": pct(&timings.ttft, 0.5), "ttft_p99_ms": pct(&timings.ttft, 0.99),
         "concurrency": concurrency, "round": round,
         "sim_hit_rate": sim_hit_rate, "shadow_block_hit_rate": shadow_hit_rate,
+        "reset_settled": settled, "shadow_resets": shadow_resets,
         "kv_blocks": args.kv_blocks, "sim_capacity": capacity,
     }))
 }

@@ -36,6 +36,13 @@ pub struct SimArgs {
     /// Trace format.
     #[arg(long, value_enum, default_value_t = TraceFormat::Mooncake)]
     pub format: TraceFormat,
+    /// Requests dropped from the start of the trace before replaying (a shifted stream: how
+    /// much a policy's hit ratio moves when its stream starts a few requests later).
+    #[arg(long, default_value_t = 0)]
+    pub skip: usize,
+    /// Requests replayed after --skip [default: the rest of the trace].
+    #[arg(long)]
+    pub requests: Option<usize>,
     /// Policies, comma-separated: lru, lfu, sieve, fpb, hf, laru, opt;
     /// parameters as `name:key=value`, e.g. `laru:lambda_min_misses=1`.
     #[arg(long, value_delimiter = ',', default_value = "lru,laru,opt")]

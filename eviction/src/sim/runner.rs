@@ -90,6 +90,19 @@ fn check(args: &SimArgs) -> Result<(), SimError> {
     Ok(())
 }
 
+/// The requests `--skip` and `--requests` select; none is an error.
+fn window<T>(mut requests: Vec<T>, skip: usize, n: Option<usize>) -> Result<Vec<T>, SimError> {
+    requests.drain(..skip.min(requests.len()));
+    requests.truncate(n.unwrap_or(usize::MAX));
+    if requests.is_empty() {
+        return Err(SimError::BadArg(format!(
+            "no requests to replay after --skip {skip}{}",
+            n.map_or(String::new(), |n| format!(" --requests {n}"))
+        )));
+    }
+    Ok(requests)
+}
+
 /// Runs the simulator: results to stdout (JSON array with `--json`, else a
 /// table), a progress bar to stderr, an optional PNG plot.
 pub fn run(args: &SimArgs) -> Result<(), SimError> {
@@ -99,7 +112,7 @@ pub fn run(args: &SimArgs) -> Result<(), SimError> {
         .iter()
         .map(|p| PolicyConfig::from_spec(p.trim()))
         .collect::<Result<Vec<_>, _>>()?;
-    let requests = trace::load_mooncake(&args.trace)?;
+    let requests = window(trace::load_mooncake(&args.trace)?, args.skip, args.requests)?;
     let future = Arc::new(FutureIndex::new(
         requests.iter().map(|r| r.hash_ids.as_slice()),
     ));
@@ -207,5 +220,19 @@ mod tests {
             let cfg = PolicyConfig::from_spec(spec).expect("valid");
             assert_eq!(cfg_label(&cfg), spec);
         }
+    }
+
+    #[test]
+    fn skip_and_requests_select_a_window_and_refuse_an_empty_one() {
+        let r: Vec<u32> = (0..10).collect();
+        assert_eq!(window(r.clone(), 0, None).expect("all"), r);
+        assert_eq!(
+            window(r.clone(), 3, Some(4)).expect("3..7"),
+            vec![3, 4, 5, 6]
+        );
+        assert_eq!(window(r.clone(), 8, Some(5)).expect("tail"), vec![8, 9]);
+        let err = window(r.clone(), 10, None).expect_err("nothing left");
+        assert!(err.to_string().contains("--skip 10"), "{err}");
+        assert!(window(r, 0, Some(0)).is_err());
     }
 }

@@ -28,10 +28,13 @@ pub fn resets(metrics: &str) -> f64 {
         .sum()
 }
 
+/// How long a run waits for the loop to see the engine's reset before it starts anyway.
+pub const SETTLE_WAIT: Duration = Duration::from_secs(10);
+
 /// Empties the engine's prefix cache and makes it publish that now: one prompt shorter than a
-/// block, sent to the engine directly, is the scheduler step that carries the reset. The shadow
-/// never sees it; vLLM caches no block of it, SGLang one token that no replayed prompt holds. Then waits up to `wait` for
-/// `loop_metrics` to count the reset. Says whether it did.
+/// block, sent to the engine directly, is the scheduler step that carries the reset. The
+/// shadow never sees it; vLLM caches no block of it, SGLang one token that no replayed prompt
+/// holds. Then waits up to `wait` for `loop_metrics` to count the reset. Says whether it did.
 pub async fn reset_and_settle<F, Fut>(
     client: &crate::bench::HttpClient,
     engine: Engine,

@@ -248,12 +248,13 @@ async fn one(
         &args.upstream,
         &model,
         loop_metrics,
-        Duration::from_secs(10),
+        cold::SETTLE_WAIT,
     )
     .await?;
     if !settled {
         tracing::warn!(
-            "the engine loop saw no cache reset within 10 s; the shadow may reset during the run"
+            wait_s = cold::SETTLE_WAIT.as_secs(),
+            "the engine loop saw no cache reset; the shadow may reset during the run"
         );
     }
     let resets_before = cold::resets(&loop_metrics().await?);

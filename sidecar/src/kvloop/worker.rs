@@ -152,14 +152,6 @@ impl Worker {
                     Ok(hits) => {
                         self.metrics.shadow_hit_blocks.inc_by(hits as u64);
                         st.admitted += n.saturating_sub(hits) as u64;
-                        if st.shadow.now() % 500 == 0 {
-                            tracing::debug!(
-                                requests = st.shadow.now(),
-                                hits = st.shadow.hits,
-                                blocks = st.shadow.blocks,
-                                "engine loop: shadow since its last reset"
-                            );
-                        }
                     }
                     Err(e) => tracing::warn!(error = %e, "engine loop: shadow cache error"),
                 }

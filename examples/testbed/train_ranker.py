@@ -98,7 +98,8 @@ def export(path, tokenizer_dir, data_dir, hp, device):
     state["embed_rows"] = model.model.embed_tokens.weight.detach()[:used].float().cpu().clone()
     report = {"train_wall_s": round(time.time() - t0), "dev": dev, "device": str(device),
               "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-              "steps": trainer.steps_run, "hp": {**trainer.hp}, "torch": str(torch.__version__)}
+              "steps": trainer.steps_run, "hp": {**trainer.hp}, "torch": str(torch.__version__),
+              **getattr(trainer, "extra_report", {})}
     torch.save({"state": state, "report": report}, path)
     log(f"[ranker] exported {path}: {json.dumps(report)}")
 

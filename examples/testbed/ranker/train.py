@@ -36,10 +36,12 @@ HP = dict(hidden=128, layers=4, heads=2, kv_heads=2, ffn=512, title_tap=2, item_
 # read_frozen, main_ce and att_ce sharpen the readout's copy (docs/quality.md, 2026-11-26 night).
 # score_fix and enc_frozen keep the seeded comparison through stage 2 (`fix_score`), end_gate
 # gates the item channel to item ends (weights.end_gate) (docs/quality.md, fifth session).
+# plain 1: no hand-built weights, an ordinary init trained end to end by ranker/plain.py
+# (CE + KD only, batches built ahead by CPU workers; docs/quality.md, 2026-11-27).
 EXTRA = dict(item_dims=0, bag_decay=0.0, window_reach=4200, window_iters=3000, score_pairs=3,
              score_gain=4.0, item_probe=1.0, seed_gain=1.5, label_base=layout.LABEL_BASE,
              mid_frozen=0, end_flag=0.0, read_temp=1.0, read_frozen=0,
-             main_ce=1.0, att_ce=1.0, score_fix=0, enc_frozen=0, end_gate=0.0)
+             main_ce=1.0, att_ce=1.0, score_fix=0, enc_frozen=0, end_gate=0.0, plain=0)
 
 
 def config(hp, tok):
@@ -72,7 +74,7 @@ class Trainer:
         text_ids = sorted({i for t in titles for i in layout.fit(t, hp["item_tokens"])} |
                           set(instruction))
         lc = {**hp, "text_ids": text_ids}
-        masks = label_channel(self.model, lc, used)
+        masks = {} if hp["plain"] else label_channel(self.model, lc, used)
         self.it = (item_channel(self.model, {**hp, "end_seen": lc.get("end_seen")}, masks)
                    if hp["item_dims"] else None)
         self.s = batches.Sampler(data, hp["item_tokens"], titles, hp["history_items"],
@@ -99,7 +101,8 @@ class Trainer:
         self.full = self.model.model.embed_tokens
         self.model.model.embed_tokens = torch.nn.Embedding.from_pretrained(
             self.full.weight.detach()[:used].clone(), freeze=False)
-        masks[self.model.model.embed_tokens.weight] = masks.pop(self.full.weight)[:used]
+        if not hp["plain"]:
+            masks[self.model.model.embed_tokens.weight] = masks.pop(self.full.weight)[:used]
         self.masks = masks
         params = [p for p in self.model.parameters() if p is not self.full.weight]
         self.opt = torch.optim.AdamW(params + list(self.probe.parameters()) +
@@ -108,7 +111,9 @@ class Trainer:
         self.dev = [self.s.user(h[:-1], h[-1]) for (_, h), sp in zip(data.users, data.split)
                     if sp == "dev"][:hp.get("dev_users", 200)]
         self.steps_run = {}
-        self.to(device)
+        # plain: stays on the CPU until plain.run has forked its batch workers (no CUDA in them)
+        self.target_device = device
+        self.to("cpu" if hp["plain"] else device)
 
     def to(self, device):
         """Moves what training computes with to `device` and makes it torch's default there
@@ -190,6 +195,9 @@ class Trainer:
         t = torch.stack([self.teacher.scores(h, c) for h, c in zip(b["hists"], b["candidates"])])
         t = t / (t.std(1, keepdim=True) + 1e-6) / hp["kd_temp"]
         kd = to_teacher(final, t)
+        if hp["plain"]:
+            self.parts = dict(kd=kd.item())
+            return main + hp["kd"] * kd, final, main.item()
         rows = torch.arange(b["users"].shape[0])
         ut = out["users_tap"]
         if self.it is not None:
@@ -383,6 +391,9 @@ class Trainer:
         return self.steps_run[stage]
 
     def run(self):
+        if self.hp["plain"]:
+            from . import plain
+            return plain.run(self)
         hp, log = self.hp, self.log
         t0, avg = time.time(), None
         total, step = hp["enc_steps"], 0

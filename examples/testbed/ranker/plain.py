@@ -1,0 +1,158 @@
+"""Plain training of the GR ranker (issue 21 experiment, hp `plain` 1; docs/quality.md,
+2026-11-27): an ordinary Qwen2 init (no hand-built channels or flags) trained end to end on
+recache's layouts (batches.py: UP, IP, pooled) with the label CE at the final token plus
+distillation towards the teacher over the prompt's candidates, and nothing else, for as many
+steps as a wall-clock budget allows.
+
+Owns the fast loop. Batches (batches.py's, with the teacher's normalized scores attached and
+`last` cut to the final token) are built by CPU worker processes forked before the model
+moves to the GPU, streamed in and kept; when the workers fall behind, the loop draws a kept
+batch again, so the GPU never waits. The step count is fixed once from the measured step time
+(hp `budget_s`), so the cosine schedule runs its whole course. bf16 autocast on CUDA.
+"""
+import multiprocessing as mp
+import os, random, threading, time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import model as fwd
+
+_T = None  # the trainer, inherited by the forked workers (its CPU state only)
+KEYS = ("pooled", "tail", "tail_start", "user_start", "users", "last", "labels", "target",
+        "teacher")
+
+
+def _worker_init():
+    os.nice(5)  # the training process keeps its core for kernel launches
+    torch.set_num_threads(1)
+    torch.set_default_device("cpu")
+
+
+def make_batch(i):
+    """Batch i of the run: its layout and users drawn from seeds of (seed, i) alone."""
+    t = _T
+    hp, s = t.hp, t.s
+    s.rng.seed(hp["seed"] * 1_000_003 + i)
+    s.np = np.random.default_rng([hp["seed"], i])
+    kinds = [k for part in hp["mix"].split(",") for k in
+             [part.split(":")[0]] * int(part.split(":")[1])]
+    kind = random.Random(i).choice(kinds)
+    if kind == "up":
+        b = s.up(s.users(hp["up_users"]), hp["candidates"])
+    else:
+        b = s.group(kind, s.users(hp["group_users"]), hp["candidates"])
+    sc = torch.stack([t.teacher.scores(h, c) for h, c in zip(b["hists"], b["candidates"])])
+    b["teacher"] = sc / (sc.std(1, keepdim=True) + 1e-6) / hp["kd_temp"]
+    b["last"] = b["last"][:, -1:].contiguous()  # the loss reads the final token only
+    # As numpy: torch tensors would cross the process boundary as shared-memory handles,
+    # one open file per kept tensor.
+    return kind, {k: b[k].numpy() if torch.is_tensor(b[k]) else b[k] for k in KEYS}
+
+
+def to_device(b, device):
+    return {k: torch.from_numpy(v).to(device, non_blocking=True) if isinstance(v, np.ndarray)
+            else v for k, v in b.items()}
+
+
+def loss_of(model, b, kd_weight, amp):
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+        out = fwd.forward_group(model, b)
+        final = fwd.label_scores(model, out["users"][:, -1:], b["labels"])[:, 0]
+    final = final.float()
+    ce = F.cross_entropy(final, b["target"])
+    kd = F.kl_div(F.log_softmax(final, 1), F.log_softmax(b["teacher"], 1), log_target=True,
+                  reduction="batchmean")
+    hit = (final > final.gather(1, b["target"][:, None])).sum(1).lt(10).float().mean()
+    return ce + kd_weight * kd, ce.detach(), kd.detach(), hit.detach()
+
+
+def run(trainer):
+    global _T
+    hp, log = trainer.hp, trainer.log
+    _T = trainer
+    # (the device lends 16 cores; a container may report its host's count)
+    workers = hp.get("workers") or max(1, min(14, len(os.sched_getaffinity(0)) - 2))
+    cap = int(hp.get("max_batches", 30000))
+    ctx = mp.get_context("fork")
+    pool = ctx.Pool(workers, initializer=_worker_init)
+    kept, lock, stop, failed = [], threading.Lock(), threading.Event(), []
+
+    def pull():
+        try:
+            for item in pool.imap(make_batch, range(cap), chunksize=2):
+                with lock:
+                    kept.append(item)
+                if stop.is_set():
+                    break
+        except Exception as e:  # a worker's error: the loop raises it
+            failed.append(e)
+
+    feeder = threading.Thread(target=pull, daemon=True)
+    feeder.start()
+    trainer.to(trainer.target_device)  # after the fork: the workers never touch CUDA
+    device = trainer.device
+    amp = device.type == "cuda"
+    model = trainer.model
+    params = [p for p in model.parameters() if p is not trainer.full.weight]
+    opt = torch.optim.AdamW(params, lr=hp["lr"], betas=(0.9, 0.98),
+                            weight_decay=hp.get("wd", 0.01))
+    t0 = time.time()
+    while len(kept) < min(32, cap) and feeder.is_alive():
+        time.sleep(0.05)
+    log(f"[plain] {workers} workers, first {len(kept)} batches in {time.time() - t0:.1f}s")
+    order = random.Random(hp["seed"] + 7)
+    total, step, fresh, reused = hp["steps"], 0, 0, 0
+    sums = torch.zeros(4, device=device)
+    curve, t_measure, t_train = [], None, time.time()
+    budget = hp.get("budget_s", 0)
+    while step < total:
+        with lock:
+            n = len(kept)
+        if not n:
+            raise RuntimeError(f"[plain] no batches: {failed}")
+        if fresh < n:
+            kind, b = kept[fresh]
+            fresh += 1
+        else:
+            kind, b = kept[order.randrange(n)]
+            reused += 1
+        b = to_device(b, device)
+        loss, ce, kd, hit = loss_of(model, b, hp["kd"], amp)
+        for g in opt.param_groups:
+            g["lr"] = trainer.lr(step, total, hp["lr"])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sums += torch.stack([ce, kd, hit, torch.ones((), device=device)])
+        step += 1
+        if step == 10:
+            if amp:
+                torch.cuda.synchronize()
+            t_measure = time.time()
+        if step == 60 and budget:
+            if amp:
+                torch.cuda.synchronize()
+            rate = (time.time() - t_measure) / 50
+            total = min(hp["steps"], max(61, int((budget - (time.time() - t_train)) / rate)
+                                         + 60))
+            log(f"[plain] {rate * 1000:.1f} ms/step, budget {budget}s: {total} steps")
+        if step % hp.get("log_every", 200) == 0 or step == total:
+            ce_m, kd_m, hit_m, cnt = (sums / sums[3]).tolist()
+            sums.zero_()
+            curve.append(dict(step=step, ce=round(ce_m, 4), kd=round(kd_m, 4),
+                              train_r10=round(hit_m, 4), s=round(time.time() - t_train, 1)))
+            log(f"[plain] step {step}/{total} ce {ce_m:.3f} kd {kd_m:.3f} train r@10 "
+                f"{hit_m:.3f} fresh {fresh} reused {reused} {time.time() - t_train:.0f}s")
+    stop.set()
+    pool.terminate()
+    wall = time.time() - t_train
+    trainer.steps_run = {"rank": total}
+    trainer.extra_report = dict(plain=dict(
+        steps=total, train_s=round(wall, 1), ms_per_step=round(1000 * wall / total, 2),
+        fresh_batches=fresh, reused_batches=reused, workers=workers, curve=curve,
+        ce_first_last=[curve[0]["ce"], curve[-1]["ce"]] if curve else None))
+    model.eval()
+    return trainer.finish()

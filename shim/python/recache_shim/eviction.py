@@ -20,6 +20,7 @@ with the SGLang plugin; this module owns what is vLLM's: block hashes and the qu
 
 import ctypes
 import logging
+import time
 
 from . import order_reader
 from .order_reader import MAX_AGE_ENV, ORDER_ENV  # noqa: F401 (re-exported)
@@ -50,6 +51,12 @@ def _hash64(block_hash) -> int:
     return int.from_bytes(bytes(block_hash)[:-4], "big") & order_reader.MASK
 
 
+#: block_id -> (its block hash object, that hash as u64): the conversion is most of a steering
+#: call's cost and a cached block keeps its hash object until it is evicted, so the object's
+#: identity says whether the entry still holds (the entry's reference keeps the id unique).
+_h64: dict = {}
+
+
 def _steer(pool, num_blocks: int) -> None:
     q = pool.free_block_queue
     head = q.fake_free_list_head.next_free_block
@@ -61,26 +68,30 @@ def _steer(pool, num_blocks: int) -> None:
         b, n = b.next_free_block, n + 1
     if n >= num_blocks or not _order.is_fresh(REFRESH_S):
         return
-    cached, uncached = [], 0
+    cached, hashes, uncached = [], [], 0
+    get = _h64.get
     b = head
     while b is not None and b.next_free_block is not None:
-        if b.block_hash is None:
+        bh = b.block_hash
+        if bh is None:
             uncached += 1
         else:
+            e = get(b.block_id)
+            if e is None or e[0] is not bh:
+                e = _h64[b.block_id] = (bh, _hash64(bh))
             cached.append(b)
+            hashes.append(e[1])
         b = b.next_free_block
     need = num_blocks - uncached
     if need <= 0 or not cached:
         return
-    arr = (ctypes.c_uint64 * len(cached))(*(_hash64(c.block_hash) for c in cached))
-    ranks = _order.ranks(arr)
-    if ranks is None:
+    listed = _order.lowest(hashes, need)
+    if listed is None:
         return
-    listed = sorted((r, i) for i, r in enumerate(ranks) if r != order_reader.UNRANKED)[:need]
     if not listed:
         _order.counts["fallbacks"] += 1
         return
-    chosen = [cached[i] for _, i in listed]
+    chosen = [cached[i] for i in listed]
     for c in chosen:
         q.remove(c)
     # popleft_n(num_blocks) now takes the chosen victims, then the uncached blocks, then
@@ -117,10 +128,12 @@ def install() -> bool:
 
     def get_new_blocks(self, num_blocks):
         if self.enable_caching and num_blocks > 0:
+            t = time.perf_counter()
             try:
                 _steer(self, num_blocks)
             except Exception as e:  # never break allocation: fall back to native order
                 _order.error(e)
+            _order.add_time(time.perf_counter() - t)
         return native(self, num_blocks)
 
     cls.get_new_blocks = get_new_blocks

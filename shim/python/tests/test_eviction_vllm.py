@@ -34,10 +34,12 @@ def key(i):
     return (1000 + i).to_bytes(32, "big") + (0).to_bytes(4, "big")
 
 
-def pool_with_five_cached():
+def pool_with_five_cached(shift=0):
+    """Blocks 1..5 hold key(0..4) (block ids rotated by ``shift``), freed in key order."""
     from vllm.v1.core.block_pool import BlockPool
     pool = BlockPool(num_gpu_blocks=6, enable_caching=True, hash_block_size=32)
     blocks = pool.get_new_blocks(5)
+    blocks = blocks[shift:] + blocks[:shift]
     for i, b in enumerate(blocks):
         pool._insert_block_hash(key(i), b, None)
     pool.free_blocks(blocks)  # LRU order: 1000 first
@@ -65,6 +67,11 @@ def main():
     assert evicted(pool) == [3], evicted(pool)
     pool.get_new_blocks(2)  # 1001 (listed), then vLLM's LRU head 1000
     assert evicted(pool) == [0, 1, 3], evicted(pool)
+    # The same block ids holding other hashes: the shim's per-block hash cache must not
+    # steer by what a block held before.
+    pool = pool_with_five_cached(shift=2)
+    pool.get_new_blocks(1)
+    assert evicted(pool) == [3], evicted(pool)
 
     # An empty order from a live recache (LARU ranks no kept blocks once the engine holds
     # what it keeps): fresh, nothing to steer, so vLLM's choice stands and nothing went stale.

@@ -1,7 +1,9 @@
 //! Prometheus metrics of the engine loop: event ingestion, resyncs, mirror size against the
 //! engine's capacity, shadow hits and publishes, and what the engine's shim says of the order.
 
-use prometheus::{Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
+use std::time::Duration;
+
+use prometheus::{CounterVec, Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
 #[derive(Clone)]
 pub struct LoopMetrics {
@@ -24,6 +26,12 @@ pub struct LoopMetrics {
     pub shim_state: IntGaugeVec,
     pub shim_went_stale: IntGauge,
     pub shim_status_age: Gauge,
+    /// The shim's own count of seconds spent steering the engine's allocations (its cost
+    /// inside the engine, beside the loop's `busy`).
+    pub shim_steer_seconds: Gauge,
+    /// Seconds the loop's thread spent on each kind of work (`Phase`): what recache's
+    /// steering costs on the machine it shares with the engine.
+    pub busy_seconds: CounterVec,
     /// The active policy's own figures (`PolicyStats`), since it was built or swapped in.
     pub policy: PolicyGauges,
 }
@@ -50,7 +58,40 @@ impl PolicyGauges {
     }
 }
 
+/// What the loop's thread spends its time on, as `recache_kv_loop_busy_seconds_total` labels it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Feeding prompts to the shadow cache (the policy's bookkeeping and predictions).
+    Arrivals,
+    /// Applying the engine's KV events to the mirror.
+    Events,
+    /// Answering the request path's cached-prefix queries.
+    Queries,
+    /// Ranking and writing the eviction order (and reading the shim's status).
+    Publish,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 4] = [Self::Arrivals, Self::Events, Self::Queries, Self::Publish];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Arrivals => "arrivals",
+            Self::Events => "events",
+            Self::Queries => "queries",
+            Self::Publish => "publish",
+        }
+    }
+}
+
 impl LoopMetrics {
+    /// Counts `d` of the loop thread's time against `phase`.
+    pub fn busy(&self, phase: Phase, d: Duration) {
+        self.busy_seconds
+            .with_label_values(&[phase.as_str()])
+            .inc_by(d.as_secs_f64());
+    }
+
     pub fn new(m: &crate::metrics::Metrics) -> Result<Self, prometheus::Error> {
         let c = |n: &str, h: &str| -> Result<IntCounter, prometheus::Error> {
             let c = IntCounter::new(n, h)?;
@@ -145,6 +186,31 @@ impl LoopMetrics {
                 )?;
                 m.register(Box::new(a.clone()))?;
                 a
+            },
+            shim_steer_seconds: {
+                let a = Gauge::new(
+                    "kv_shim_steer_seconds",
+                    "Seconds the engine's shim has spent steering allocations by the order (its \
+                     own count, since the engine started; vLLM)",
+                )?;
+                m.register(Box::new(a.clone()))?;
+                a
+            },
+            busy_seconds: {
+                let v = CounterVec::new(
+                    Opts::new(
+                        "kv_loop_busy_seconds_total",
+                        "Seconds the engine loop's thread spent by phase: arrivals (the shadow \
+                         cache and its policy), events (the mirror), queries, publish (ranking \
+                         and writing the order); LightGBM trains on its own thread, not counted",
+                    ),
+                    &["phase"],
+                )?;
+                m.register(Box::new(v.clone()))?;
+                for p in Phase::ALL {
+                    v.with_label_values(&[p.as_str()]);
+                }
+                v
             },
             policy: PolicyGauges {
                 lambda: {

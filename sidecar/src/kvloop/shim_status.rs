@@ -12,6 +12,8 @@
 //!   `stale` (its last check found the order stale, missing or damaged: the engine's own
 //!   eviction decided);
 //! - `recache_kv_shim_went_stale`: the shim's count of fresh orders that went stale;
+//! - `recache_kv_shim_steer_seconds`: the shim's count of seconds spent steering allocations
+//!   (its cost inside the engine; `steer_s` in the status, vLLM only);
 //! - `recache_kv_shim_status_age_seconds`: how long ago the shim wrote its status (it writes
 //!   only while the engine evicts, so a large age on an idle engine is normal).
 
@@ -25,6 +27,9 @@ use serde::Deserialize;
 pub struct Status {
     #[serde(default)]
     pub engine: String,
+    /// The engine process the shim runs in (0 when not given).
+    #[serde(default)]
+    pub pid: u32,
     pub fresh: bool,
     /// Whether the shim has checked the order yet (false right after it opened it).
     #[serde(default)]
@@ -32,6 +37,9 @@ pub struct Status {
     pub unix_ms: u64,
     #[serde(default)]
     pub went_stale: u64,
+    /// Seconds the shim has spent steering allocations (absent from older shims: 0).
+    #[serde(default)]
+    pub steer_s: f64,
 }
 
 /// The shim's state, as `recache_kv_shim_state` labels it.
@@ -102,14 +110,19 @@ mod tests {
         );
         let s = read(&order).expect("status");
         assert_eq!(ShimState::of(Some(&s)), ShimState::Installed);
+        assert_eq!((s.pid, s.steer_s), (7, 0.0), "an older shim: no steer_s");
         assert_eq!(
             age(&s, UNIX_EPOCH + Duration::from_secs(3)),
             Duration::from_secs(2)
         );
         write(
-            r#"{"engine": "vllm", "fresh": true, "checked": true, "unix_ms": 2000, "went_stale": 0}"#,
+            r#"{"engine": "vllm", "fresh": true, "checked": true, "unix_ms": 2000, "went_stale": 0, "steer_s": 1.25}"#,
         );
-        assert_eq!(ShimState::of(read(&order).as_ref()), ShimState::Fresh);
+        let s = read(&order).expect("status");
+        assert_eq!(
+            (ShimState::of(Some(&s)), s.steer_s),
+            (ShimState::Fresh, 1.25)
+        );
         write(
             r#"{"engine": "sglang", "fresh": false, "checked": true, "unix_ms": 3000, "went_stale": 2}"#,
         );

@@ -28,6 +28,7 @@ use serde_json::json;
 use super::BenchError;
 
 mod cold;
+mod cost;
 mod send;
 mod summary;
 
@@ -264,6 +265,7 @@ async fn one(
         async move { http::get_text(&c, &url).await }
     };
     let before = metrics(&client).await?;
+    let cost_before = cost::Snapshot::take(&loop_metrics().await?, args.publish.as_deref());
     let url = format!("{}/v1/completions", local.base);
     let progress =
         crate::progress::Progress::new(reqs.len() as u64, format!("replay {name} c={concurrency}"));
@@ -273,6 +275,10 @@ async fn one(
     // The engine updates its counters as outputs are processed; give the last ones a moment.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = metrics(&client).await?;
+    let cost = cost_before.until(&cost::Snapshot::take(
+        &loop_metrics().await?,
+        args.publish.as_deref(),
+    ));
     let (queries, hits) = engine_ops::cache_deltas(engine, &before, &after);
     let hit_rate = hits / queries.max(1.0);
     // vLLM keeps a null block and never caches a request's partial tail block; SGLang's
@@ -297,6 +303,8 @@ async fn one(
         "sim_hit_rate": sim_hit_rate, "shadow_block_hit_rate": shadow_hit_rate,
         "reset_settled": settled, "shadow_resets": shadow_resets,
         "kv_blocks": args.kv_blocks, "sim_capacity": capacity,
+        "recache_cpu_s": cost["recache_cpu_s"], "loop_busy_s": cost["loop_busy_s"],
+        "shim_steer_s": cost["shim_steer_s"], "engine_cpu_s": cost["engine_cpu_s"],
     }))
 }
 

@@ -32,8 +32,14 @@ pub fn summarize(rows: &[serde_json::Value]) -> Vec<serde_json::Value> {
                 "p99_ms",
                 "ttft_p50_ms",
                 "ttft_p99_ms",
+                "recache_cpu_s",
+                "shim_steer_s",
+                "engine_cpu_s",
             ] {
                 let mut v: Vec<f64> = runs.iter().filter_map(|r| r[m].as_f64()).collect();
+                if v.is_empty() {
+                    continue; // e.g. engine_cpu_s with no shim status: absent, not 0
+                }
                 v.sort_by(f64::total_cmp);
                 out[m] = json!(pct(&v, 0.5));
                 out[format!("{m}_min")] = json!(v.first().copied().unwrap_or(0.0));

@@ -18,6 +18,9 @@
 //! `vllm:prefix_cache_*`, SGLang `sglang:prompt_tokens_total` / `sglang:cached_tokens_total`).
 //! SGLang's cache is token-granular: `--kv-blocks N` means `N * 32` tokens, and its simulated
 //! capacity is N blocks (no null block, no uncached tail block).
+//! Each row also says what the run cost in CPU time, recache's and the engine's shim's
+//! ([`cost`]): on a CPU engine that shares the cores, steering that costs more than its hits
+//! save serves slower.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -35,6 +35,9 @@ pub struct OrderReader {
     stamp: Option<(i64, i64, u64, u64)>,
     order: Option<Order>,
     ranks: HashMap<u64, u64>,
+    /// Bumped whenever the order held changes (read anew, or gone), so a caller that copied
+    /// the listed hashes knows when its copy is out of date.
+    version: u64,
 }
 
 impl OrderReader {
@@ -44,6 +47,7 @@ impl OrderReader {
             stamp: None,
             order: None,
             ranks: HashMap::new(),
+            version: 0,
         }
     }
 
@@ -67,6 +71,9 @@ impl OrderReader {
     }
 
     fn set(&mut self, order: Option<Order>) {
+        if order.is_some() || self.order.is_some() {
+            self.version += 1;
+        }
         self.ranks.clear();
         if let Some(o) = &order {
             self.ranks.reserve(o.victims.len());
@@ -95,6 +102,11 @@ impl OrderReader {
 
     pub fn order(&self) -> Option<&Order> {
         self.order.as_ref()
+    }
+
+    /// Changes whenever the order held does (see the field).
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// Position of `hash` in the order (0 = evict first), or [`UNRANKED`].

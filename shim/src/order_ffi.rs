@@ -1,5 +1,5 @@
 //! The C ABI of the eviction-order reader ([`crate::order`]): open, refresh, batch rank
-//! lookup, close. Status codes and the panic guard are the shim's ([`crate::status`]).
+//! lookup, a copy of the listed hashes, close. Status codes and the panic guard are the shim's ([`crate::status`]).
 
 use std::ffi::{CStr, c_char};
 use std::path::PathBuf;
@@ -113,6 +113,48 @@ pub unsafe extern "C" fn recache_order_ranks(
         };
         for (o, h) in out.iter_mut().zip(hs) {
             *o = r.rank(*h);
+        }
+        Ok(())
+    })
+}
+
+/// The order last read: its listed hashes (evict-first first) and a version that changes
+/// whenever that order does. Writes the count to `*out_count` and the version to
+/// `*out_version` (either may be NULL), and the first `min(cap, count)` hashes to `out` (NULL
+/// when `cap` is 0: ask for the count and version first, then copy only when the version
+/// moved). No order held: count 0. Works on whatever was last read: check its state first.
+///
+/// # Safety
+/// `h` must be a live handle; `out` must point to `cap` writable u64 values (NULL when `cap`
+/// is 0); the out pointers must be NULL or valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn recache_order_hashes(
+    h: *const OrderReader,
+    out: *mut u64,
+    cap: usize,
+    out_count: *mut u64,
+    out_version: *mut u64,
+) -> i32 {
+    guard(|| {
+        // SAFETY: a live handle per the contract.
+        let r = unsafe { h.as_ref() }.ok_or(ShimError::Null("h"))?;
+        let listed: &[u64] = r.order().map_or(&[], |o| &o.victims);
+        if cap > 0 {
+            if out.is_null() {
+                return Err(ShimError::Null("out"));
+            }
+            let n = cap.min(listed.len());
+            // SAFETY: `out` points to `cap` >= n writable values per the contract.
+            unsafe { std::slice::from_raw_parts_mut(out, n) }.copy_from_slice(&listed[..n]);
+        }
+        // SAFETY: NULL or valid for writes per the contract.
+        unsafe {
+            if let Some(c) = out_count.as_mut() {
+                *c = listed.len() as u64;
+            }
+            if let Some(v) = out_version.as_mut() {
+                *v = r.version();
+            }
         }
         Ok(())
     })

@@ -55,6 +55,45 @@ fn reads_ranks_and_tells_fresh_stale_absent() {
     let rc = unsafe { recache_order_ranks(h, hashes.as_ptr(), 4, ranks.as_mut_ptr()) };
     assert_eq!(rc, 0);
     assert_eq!(ranks, [1, u64::MAX, 0, 2]);
+    let listed = |h| {
+        let (mut n, mut v) = (0u64, 0u64);
+        // SAFETY: count and version first (no copy), then a copy into room for 8.
+        let rc = unsafe { recache_order_hashes(h, std::ptr::null_mut(), 0, &mut n, &mut v) };
+        assert_eq!(rc, 0);
+        let mut out = [0u64; 8];
+        let rc =
+            unsafe { recache_order_hashes(h, out.as_mut_ptr(), 8, &mut n, std::ptr::null_mut()) };
+        assert_eq!(rc, 0);
+        (out[..n as usize].to_vec(), v)
+    };
+    let (hashes_now, v1) = listed(h);
+    assert_eq!(hashes_now, vec![30, 10, 20], "evict-first first");
+    assert_eq!(refresh(h).1, 3);
+    assert_eq!(listed(h).1, v1, "unchanged file: same version");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    write(&path, now_ms(), vec![7, 8, 9, 10]);
+    refresh(h);
+    let (hashes_now, v2) = listed(h);
+    assert_eq!(
+        (hashes_now, v2 > v1),
+        (vec![7, 8, 9, 10], true),
+        "new file: new version"
+    );
+    let mut two = [0u64; 2];
+    // SAFETY: room for 2: a short copy.
+    assert_eq!(
+        unsafe {
+            recache_order_hashes(
+                h,
+                two.as_mut_ptr(),
+                2,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        },
+        0
+    );
+    assert_eq!(two, [7, 8]);
 
     write(&path, now_ms() - 60_000, vec![1]);
     assert_eq!(refresh(h).0, 1, "stale");
@@ -83,6 +122,16 @@ fn reads_ranks_and_tells_fresh_stale_absent() {
         assert_eq!(
             recache_order_ranks(h, std::ptr::null(), 0, std::ptr::null_mut()),
             0
+        );
+        assert_eq!(
+            recache_order_hashes(
+                h,
+                std::ptr::null_mut(),
+                3,
+                std::ptr::null_mut(),
+                std::ptr::null_mut()
+            ),
+            1
         );
         assert!(recache_order_open(std::ptr::null()).is_null());
         recache_order_close(h);

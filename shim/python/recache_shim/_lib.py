@@ -55,6 +55,7 @@ _OPTIONAL_SIGNATURES = {
     "recache_order_close": (None, [_vp]),
     "recache_order_refresh": (_i32, [_vp, _c.c_uint64, _c.POINTER(_i32), _pu64, _pu64]),
     "recache_order_ranks": (_i32, [_vp, _pu64, _sz, _pu64]),
+    "recache_order_hashes": (_i32, [_vp, _pu64, _sz, _pu64, _pu64]),
 }
 
 _lib: Optional[ctypes.CDLL] = None

@@ -7,7 +7,9 @@ block hashes the policy would have evicted already, then (LRU, LFU) the tips of
 what it keeps in its eviction order (evict-first first). Before
 vLLM hands out new blocks, :func:`_steer` moves the listed free blocks to the
 head of the queue, so the blocks vLLM evicts are the policy's victims; every
-other block keeps vLLM's own order.
+other block keeps vLLM's own order. It reaches them from the order through an
+index of the blocks vLLM caches (patched ``_insert_block_hash``), so its cost
+does not grow with the free queue (an allocation can be hot).
 
 Fallback is the default: no ``RECACHE_SHIM_ORDER``, an unknown vLLM version, a
 missing/torn file, or an order older than ``RECACHE_SHIM_ORDER_MAX_AGE_MS``
@@ -51,52 +53,91 @@ def _hash64(block_hash) -> int:
     return int.from_bytes(bytes(block_hash)[:-4], "big") & order_reader.MASK
 
 
-#: block_id -> (its block hash object, that hash as u64): the conversion is most of a steering
-#: call's cost and a cached block keeps its hash object until it is evicted, so the object's
-#: identity says whether the entry still holds (the entry's reference keeps the id unique).
+#: block_id -> (its block hash object, that hash as u64): a cached block keeps its hash object
+#: until it is evicted, so the object's identity says whether the entry still holds (the
+#: entry's reference keeps the id unique).
 _h64: dict = {}
+#: u64 hash -> the block vLLM cached it in, recorded as vLLM caches blocks
+#: (``BlockPool._insert_block_hash``), so steering can go from the order's hashes to blocks
+#: without walking the free queue. Entries go stale as blocks are evicted and reused; a
+#: lookup checks the block still holds the hash, and the index is pruned when it outgrows the
+#: pool.
+_by64: dict = {}
+
+
+def _block_h64(b):
+    """The u64 of ``b``'s block hash (None when it holds none), cached per block."""
+    bh = b.block_hash
+    if bh is None:
+        return None
+    e = _h64.get(b.block_id)
+    if e is None or e[0] is not bh:
+        e = _h64[b.block_id] = (bh, _hash64(bh))
+    return e[1]
+
+
+def _indexed(pool, block_hash, block) -> None:
+    """Record that ``block`` holds ``block_hash`` (called after vLLM caches it)."""
+    _by64[_hash64(block_hash)] = block
+    if len(_by64) > 2 * len(pool.blocks) + 1024:
+        for h, b in list(_by64.items()):
+            if _block_h64(b) != h:
+                del _by64[h]
+
+
+def _free_cached(pool, h):
+    """The free cached block of this pool that holds u64 hash ``h``, if any."""
+    b = _by64.get(h)
+    if b is None:
+        return None
+    i = b.block_id
+    if not (0 <= i < len(pool.blocks) and pool.blocks[i] is b):
+        return None  # another pool's block
+    if b.ref_cnt != 0 or b.is_null or _block_h64(b) != h:
+        return None  # in use, or reused since
+    return b
 
 
 def _steer(pool, num_blocks: int) -> None:
+    """Make the cached blocks vLLM is about to evict the order's victims.
+
+    ``popleft_n(num_blocks)`` takes the queue's first ``num_blocks`` blocks and evicts the
+    cached ones among them: that many evictions, vLLM's LRU choice. Here the same number
+    (``need``) are the free cached blocks the order ranks lowest: found by walking the order
+    (its victims lead), not the queue, so a call costs the head and the order's front rather
+    than the whole free queue. They go to the head, then the head's uncached blocks, so
+    ``popleft_n`` takes exactly those; if the order names fewer, vLLM's LRU tops them up.
+    """
     q = pool.free_block_queue
-    head = q.fake_free_list_head.next_free_block
-    # Fast path: the head already holds enough uncached blocks; nothing gets evicted.
-    b, n = head, 0
-    while b is not None and b.next_free_block is not None and n < num_blocks:
-        if b.block_hash is not None:
-            break
-        b, n = b.next_free_block, n + 1
-    if n >= num_blocks or not _order.is_fresh(REFRESH_S):
-        return
-    cached, hashes, uncached = [], [], 0
-    get = _h64.get
+    head, b, uncached, need = q.fake_free_list_head.next_free_block, None, [], 0
     b = head
-    while b is not None and b.next_free_block is not None:
-        bh = b.block_hash
-        if bh is None:
-            uncached += 1
+    for _ in range(num_blocks):
+        if b is None or b.next_free_block is None:
+            break
+        if b.block_hash is None:
+            uncached.append(b)
         else:
-            e = get(b.block_id)
-            if e is None or e[0] is not bh:
-                e = _h64[b.block_id] = (bh, _hash64(bh))
-            cached.append(b)
-            hashes.append(e[1])
+            need += 1
         b = b.next_free_block
-    need = num_blocks - uncached
-    if need <= 0 or not cached:
+    if need == 0 or not _order.is_fresh(REFRESH_S):
         return
-    listed = _order.lowest(hashes, need)
+    listed = _order.listed()
     if listed is None:
         return
-    if not listed:
+    chosen, seen = [], set()
+    for h in listed:
+        c = _free_cached(pool, h)
+        if c is not None and c.block_id not in seen:
+            seen.add(c.block_id)
+            chosen.append(c)
+            if len(chosen) == need:
+                break
+    if not chosen:
         _order.counts["fallbacks"] += 1
         return
-    chosen = [cached[i] for i in listed]
-    for c in chosen:
+    for c in chosen + uncached:
         q.remove(c)
-    # popleft_n(num_blocks) now takes the chosen victims, then the uncached blocks, then
-    # (if still short) vLLM's own LRU: the same number of evictions, the policy's victims.
-    q.prepend_n(chosen)
+    q.prepend_n(chosen + uncached)
     if _order.add_steered(len(chosen), LOG_EVERY):
         logger.info("recache eviction steering: %s", stats())
 
@@ -121,10 +162,22 @@ def install() -> bool:
         return False
     if not _order.open(path):
         return False
+    if not hasattr(_order.lib, "recache_order_hashes"):
+        logger.error("recache eviction steering DISABLED: %s predates recache_order_hashes; "
+                     "rebuild it (cargo build --release -p recache-shim)", "librecache_shim.so")
+        return False
     cls = block_pool.BlockPool
     if getattr(cls, "_recache_steered", False):
         return True
     native = cls.get_new_blocks
+    native_insert = cls._insert_block_hash
+
+    def _insert_block_hash(self, block_hash_with_group_id, block, num_tokens):
+        native_insert(self, block_hash_with_group_id, block, num_tokens)
+        try:
+            _indexed(self, block_hash_with_group_id, block)
+        except Exception as e:  # the index is an aid: never break caching
+            _order.error(e)
 
     def get_new_blocks(self, num_blocks):
         if self.enable_caching and num_blocks > 0:
@@ -137,6 +190,7 @@ def install() -> bool:
         return native(self, num_blocks)
 
     cls.get_new_blocks = get_new_blocks
+    cls._insert_block_hash = _insert_block_hash
     cls._recache_steered = True
     logger.info("recache eviction steering on: vLLM %s follows %s (stale after %d ms)",
                 version, path, order_reader.max_age_ms())

@@ -80,6 +80,9 @@ class OrderReader:
         #: Whether the last refresh found a fresh order (recache alive), empty or not.
         self.fresh = False
         self.counts = {name: 0 for name in counters}
+        #: The listed hashes of the order last copied (``listed``) and that order's version.
+        self._listed = array.array("Q")
+        self._listed_version: Optional[int] = None
         #: Times a fresh order went stale (recache stopped publishing, or its file went bad):
         #: from then on the engine's own eviction order decides, which the log says once.
         self.counts["went_stale"] = 0
@@ -161,6 +164,24 @@ class OrderReader:
             self.counts["errors"] += 1
             return None
         return out
+
+    def listed(self) -> Optional[array.array]:
+        """The hashes the order last read lists, evict-first first (masked u64), copied out
+        of the library only when that order changed; None (an error counted) on failure."""
+        count, version = ctypes.c_uint64(0), ctypes.c_uint64(0)
+        if self.lib.recache_order_hashes(self.handle, None, 0, ctypes.byref(count),
+                                         ctypes.byref(version)) != 0:
+            self.counts["errors"] += 1
+            return None
+        if version.value != self._listed_version:
+            n = count.value
+            buf = array.array("Q", bytes(8 * n))
+            ptr = (ctypes.c_uint64 * n).from_buffer(buf) if n else None
+            if self.lib.recache_order_hashes(self.handle, ptr, n, None, None) != 0:
+                self.counts["errors"] += 1
+                return None
+            self._listed, self._listed_version = buf, version.value
+        return self._listed
 
     def lowest(self, hashes: Sequence[int], need: int) -> Optional[list]:
         """Indices of the ``need`` lowest-ranked of ``hashes`` (masked u64) that the order

@@ -73,6 +73,19 @@ def main():
     pool.get_new_blocks(1)
     assert evicted(pool) == [3], evicted(pool)
 
+    # Uncached free blocks at the head: vLLM would evict only the cached one among the three
+    # blocks it takes (1000); steered, that one eviction is the order's victim (1003) and the
+    # uncached blocks are still used.
+    from vllm.v1.core.block_pool import BlockPool
+    pool = BlockPool(num_gpu_blocks=8, enable_caching=True, hash_block_size=32)
+    blocks = pool.get_new_blocks(5)  # two uncached blocks stay at the head of the queue
+    for i, b in enumerate(blocks):
+        pool._insert_block_hash(key(i), b, None)
+    pool.free_blocks(blocks)
+    write_order(order, [1003, 1001])
+    pool.get_new_blocks(3)
+    assert evicted(pool) == [3], evicted(pool)
+
     # An empty order from a live recache (LARU ranks no kept blocks once the engine holds
     # what it keeps): fresh, nothing to steer, so vLLM's choice stands and nothing went stale.
     write_order(order, [])

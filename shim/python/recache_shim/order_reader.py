@@ -3,10 +3,10 @@
 Owns everything the vLLM plugin (:mod:`recache_shim.eviction`) and the SGLang plugin
 (:mod:`recache_shim.sglang_eviction`) do alike around recache's order file: its env
 (``RECACHE_SHIM_ORDER``, ``RECACHE_SHIM_ORDER_MAX_AGE_MS``), opening a reader on it through
-``librecache_shim.so`` (``recache_order_open/refresh/ranks``, declared in :mod:`._lib`), the
+``librecache_shim.so`` (``recache_order_open/refresh/ranks/hashes``, declared in :mod:`._lib`), the
 throttled freshness check (a missing, torn or stale order is not fresh; an empty one from a live
 recache is: it has nothing to steer, so the engine's own choice stands), ranking
-64-bit block hashes against the order, and the steering counters with their periodic log and
+64-bit block hashes against the order or copying its listed hashes, and the steering counters with their periodic log and
 first-errors warning. How an engine's blocks map to those hashes and where the engine is
 patched stay in each plugin.
 
@@ -22,7 +22,6 @@ written to a temporary name and renamed, and a failure to write it is counted, n
 
 import array
 import ctypes
-import heapq
 import json
 import logging
 import os
@@ -182,25 +181,6 @@ class OrderReader:
                 return None
             self._listed, self._listed_version = buf, version.value
         return self._listed
-
-    def lowest(self, hashes: Sequence[int], need: int) -> Optional[list]:
-        """Indices of the ``need`` lowest-ranked of ``hashes`` (masked u64) that the order
-        lists, evict-first first; None (an error counted) on failure. Called on every
-        allocation that evicts, over every cached free block: buffers, not per-element ctypes
-        objects, and a partial selection, not a sort (measured: 1.5 ms against 5 ms for 3,573
-        blocks, most of it the per-block conversions)."""
-        n = len(hashes)
-        if n == 0:
-            return []
-        buf = array.array("Q", hashes)
-        out = array.array("Q", bytes(8 * n))
-        arr_t = ctypes.c_uint64 * n
-        if self.lib.recache_order_ranks(self.handle, arr_t.from_buffer(buf), n,
-                                        arr_t.from_buffer(out)) != 0:
-            self.counts["errors"] += 1
-            return None
-        best = heapq.nsmallest(need, range(n), key=out.__getitem__)
-        return [i for i in best if out[i] != UNRANKED]
 
     def add_time(self, seconds: float) -> None:
         """Count ``seconds`` the plugin spent steering (``steer_s`` in stats and status)."""

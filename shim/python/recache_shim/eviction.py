@@ -20,7 +20,6 @@ order (env, reader, staleness, ranks, counters) is :mod:`recache_shim.order_read
 with the SGLang plugin; this module owns what is vLLM's: block hashes and the queue patch.
 """
 
-import ctypes
 import logging
 import time
 
@@ -109,8 +108,7 @@ def _steer(pool, num_blocks: int) -> None:
     ``popleft_n`` takes exactly those; if the order names fewer, vLLM's LRU tops them up.
     """
     q = pool.free_block_queue
-    head, b, uncached, need = q.fake_free_list_head.next_free_block, None, [], 0
-    b = head
+    b, uncached, need = q.fake_free_list_head.next_free_block, [], 0
     for _ in range(num_blocks):
         if b is None or b.next_free_block is None:
             break

@@ -25,9 +25,10 @@ const SHIM_STATUS_EVERY: std::time::Duration = std::time::Duration::from_secs(1)
 
 /// How soon a change the engine's events alone made is published. Events change the order
 /// little: the blocks a request stores are the ones its arrival (published at once) admitted,
-/// and a listed block the engine evicted meanwhile is one it no longer has. Publishing after
-/// every scheduler step's events cost the loop 3.6 s and the engine's re-reads over 1,000
-/// Mooncake requests at concurrency 4 (2026-11-27).
+/// and a listed block the engine evicted meanwhile is one it no longer has. Each publish
+/// costs a ranking here and a re-read in the engine. Most publishes follow arrivals, so this
+/// saved little where measured (the loop's publish time per 1,000 Mooncake requests at
+/// concurrency 4: 3.6 s before, 3.3-3.4 s after; docs/measured.md, 2026-11-27).
 const EVENTS_PUBLISH_GAP: Duration = Duration::from_millis(50);
 
 /// What the worker receives.

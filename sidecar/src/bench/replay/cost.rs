@@ -78,7 +78,8 @@ fn parse_stat(line: &str) -> Option<Stat> {
 pub struct Snapshot {
     recache_cpu_s: Option<f64>,
     loop_busy_s: Vec<(&'static str, f64)>,
-    shim_steer_s: Option<f64>,
+    /// The pid that wrote the shim's status, and its steering seconds.
+    shim_steer_s: Option<(u32, f64)>,
     /// The engine's session and its CPU seconds.
     engine: Option<(u32, f64)>,
 }
@@ -101,7 +102,7 @@ impl Snapshot {
                     (p.as_str(), counter(metrics, &name))
                 })
                 .collect(),
-            shim_steer_s: status.as_ref().map(|s| s.steer_s),
+            shim_steer_s: status.as_ref().map(|s| (s.pid, s.steer_s)),
         }
     }
 
@@ -124,8 +125,12 @@ impl Snapshot {
         json!({
             "recache_cpu_s": d(self.recache_cpu_s, after.recache_cpu_s),
             "loop_busy_s": busy,
-            // A shim that had not written its status before the run counts from zero.
-            "shim_steer_s": after.shim_steer_s.map(|a| a - self.shim_steer_s.unwrap_or(0.0)),
+            "shim_steer_s": after.shim_steer_s.map(|(pid, a)| match self.shim_steer_s {
+                Some((was, b)) if was == pid => a - b,
+                // Another process wrote it (the engine restarted, or the status came from a
+                // process that opened the order but never steers): its count starts at zero.
+                _ => a,
+            }),
             "engine_cpu_s": engine_cpu_s,
         })
     }
@@ -156,7 +161,7 @@ mod tests {
         let snap = |busy: f64, steer: Option<f64>, sid: Option<u32>, cpu: f64| Snapshot {
             recache_cpu_s: Some(cpu),
             loop_busy_s: vec![("arrivals", busy), ("publish", 2.0 * busy)],
-            shim_steer_s: steer,
+            shim_steer_s: steer.map(|s| (sid.unwrap_or(0), s)),
             engine: sid.map(|s| (s, 10.0 * cpu)),
         };
         let v = snap(1.0, None, Some(7), 1.0).until(&snap(3.0, Some(0.5), Some(7), 4.0));
@@ -168,5 +173,12 @@ mod tests {
         let restarted =
             snap(1.0, Some(1.0), Some(7), 1.0).until(&snap(1.0, Some(2.0), Some(8), 2.0));
         assert_eq!(restarted["engine_cpu_s"], Value::Null);
+        assert_eq!(
+            restarted["shim_steer_s"],
+            json!(2.0),
+            "a new writer counts from zero"
+        );
+        let same = snap(1.0, Some(1.0), Some(7), 1.0).until(&snap(1.0, Some(2.5), Some(7), 2.0));
+        assert_eq!(same["shim_steer_s"], json!(1.5));
     }
 }

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from . import model as fwd
+from .train import to_teacher
 
 _T = None  # the trainer, inherited by the forked workers (its CPU state only)
 KEYS = ("pooled", "tail", "tail_start", "user_start", "users", "last", "labels", "target",
@@ -62,8 +63,7 @@ def loss_of(model, b, kd_weight, amp):
         final = fwd.label_scores(model, out["users"][:, -1:], b["labels"])[:, 0]
     final = final.float()
     ce = F.cross_entropy(final, b["target"])
-    kd = F.kl_div(F.log_softmax(final, 1), F.log_softmax(b["teacher"], 1), log_target=True,
-                  reduction="batchmean")
+    kd = to_teacher(final, b["teacher"])
     hit = (final > final.gather(1, b["target"][:, None])).sum(1).lt(10).float().mean()
     return ce + kd_weight * kd, ce.detach(), kd.detach(), hit.detach()
 

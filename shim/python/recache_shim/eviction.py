@@ -77,7 +77,10 @@ def _block_h64(b):
 
 def _indexed(pool, block_hash, block) -> None:
     """Record that ``block`` holds ``block_hash`` (called after vLLM caches it)."""
-    _by64[_hash64(block_hash)] = block
+    h = _hash64(block_hash)
+    _by64[h] = block
+    if block.block_hash is block_hash:  # its primary hash: what a lookup will check
+        _h64[block.block_id] = (block_hash, h)
     if len(_by64) > 2 * len(pool.blocks) + 1024:
         for h, b in list(_by64.items()):
             if _block_h64(b) != h:

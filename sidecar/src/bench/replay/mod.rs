@@ -20,7 +20,9 @@
 //! capacity is N blocks (no null block, no uncached tail block).
 //! Each row also says what the run cost in CPU time, recache's and the engine's shim's
 //! ([`cost`]): on a CPU engine that shares the cores, steering that costs more than its hits
-//! save serves slower.
+//! save serves slower. With more than one policy, paired rows compare each policy's TTFT with
+//! the baseline's (native) request by request, with a bootstrap interval ([`paired`]): one
+//! run's P99 alone moves by several percent between identical runs.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -32,6 +34,7 @@ use super::BenchError;
 
 mod cold;
 mod cost;
+mod paired;
 mod send;
 mod summary;
 
@@ -88,6 +91,9 @@ pub struct ReplayArgs {
     /// Print one JSON object per policy (else a table)
     #[arg(long)]
     pub json: bool,
+    /// Also write every run's TTFTs, milliseconds in trace order, one JSON line per run
+    #[arg(long)]
+    pub ttft_out: Option<PathBuf>,
 }
 
 /// The tokens of one request: 32 per hash id, then one tail token.
@@ -218,7 +224,7 @@ async fn one(
     reqs: &[Vec<u64>],
     name: &str,
     (concurrency, round): (usize, usize),
-) -> Result<serde_json::Value, BenchError> {
+) -> Result<(serde_json::Value, Vec<f64>), BenchError> {
     let client = http::client();
     let native = name == "native";
     let cfg = PolicyConfig::from_spec(if native { "lru" } else { name })
@@ -298,7 +304,7 @@ async fn one(
         / counter(&shadow, "recache_kv_shadow_blocks_total").max(1.0);
     // Each one started the shadow over mid-run: its hit rate then covers less than the run.
     let shadow_resets = cold::resets(&shadow) - resets_before;
-    Ok(json!({
+    let row = json!({
         "policy": name, "requests": reqs.len(), "hit_rate": hit_rate,
         "rps": reqs.len() as f64 / wall, "p50_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99),
         "ttft_p50_ms": pct(&timings.ttft, 0.5), "ttft_p99_ms": pct(&timings.ttft, 0.99),
@@ -308,7 +314,8 @@ async fn one(
         "kv_blocks": args.kv_blocks, "sim_capacity": capacity,
         "recache_cpu_s": cost["recache_cpu_s"], "loop_busy_s": cost["loop_busy_s"],
         "shim_steer_s": cost["shim_steer_s"], "engine_cpu_s": cost["engine_cpu_s"],
-    }))
+    });
+    Ok((row, timings.ttft_by_request))
 }
 
 pub async fn run(args: ReplayArgs) -> Result<(), BenchError> {
@@ -319,20 +326,34 @@ pub async fn run(args: ReplayArgs) -> Result<(), BenchError> {
     }
     let reqs = load(&args)?;
     let engine = engine_ops::resolve(&http::client(), &args.upstream, args.engine).await;
-    let mut rows = Vec::new();
+    let mut ttft_out = match &args.ttft_out {
+        Some(p) => Some(std::fs::File::create(p).map_err(BenchError::io("creating --ttft-out"))?),
+        None => None,
+    };
+    let mut runs = Vec::new();
     for round in 0..args.repeat {
         for &c in &args.concurrency {
             for p in &args.policies {
-                let row = one(&args, engine, &reqs, p.trim(), (c, round)).await?;
+                let (row, ttft) = one(&args, engine, &reqs, p.trim(), (c, round)).await?;
                 if args.json {
                     println!("{row}");
                 } else {
                     eprintln!("{row}");
                 }
-                rows.push(row);
+                if let Some(f) = ttft_out.as_mut() {
+                    use std::io::Write;
+                    let line = json!({"policy": row["policy"], "concurrency": c, "round": round,
+                                      "ttft_ms": ttft});
+                    writeln!(f, "{line}").map_err(BenchError::io("writing --ttft-out"))?;
+                }
+                runs.push((row, ttft));
             }
         }
     }
+    // Request by request against the baseline, with a bootstrap interval: one run's P99 is
+    // too noisy to read alone.
+    let pairs = paired::rows(&runs);
+    let rows: Vec<serde_json::Value> = runs.into_iter().map(|(r, _)| r).collect();
     if let Some(p) = &args.publish {
         let _ = std::fs::remove_file(p);
     }
@@ -342,7 +363,7 @@ pub async fn run(args: ReplayArgs) -> Result<(), BenchError> {
         Vec::new()
     };
     if args.json {
-        for s in &summaries {
+        for s in summaries.iter().chain(&pairs) {
             println!("{s}");
         }
         return Ok(());
@@ -376,7 +397,7 @@ pub async fn run(args: ReplayArgs) -> Result<(), BenchError> {
             f(r, "ttft_p99_ms")
         );
     }
-    for s in &summaries {
+    for s in summaries.iter().chain(&pairs) {
         println!("{s}");
     }
     Ok(())

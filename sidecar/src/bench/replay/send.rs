@@ -10,10 +10,13 @@ use super::tokens;
 use crate::bench::BenchError;
 use crate::bench::gr::http;
 
-/// One run's timings, milliseconds, sorted: end to end, and to the first streamed token.
+/// One run's timings, milliseconds: end to end and to the first streamed token, sorted; and
+/// the TTFT again in trace order, so runs of the same stream can be compared request by
+/// request ([`super::paired`]).
 pub struct Timings {
     pub latency: Vec<f64>,
     pub ttft: Vec<f64>,
+    pub ttft_by_request: Vec<f64>,
     pub wall_s: f64,
 }
 
@@ -29,6 +32,9 @@ impl Timings {
         }
         self.ttft.push(ttft);
         self.latency.push(total);
+        if let Some(slot) = self.ttft_by_request.get_mut(i) {
+            *slot = ttft;
+        }
         Ok(())
     }
 }
@@ -48,6 +54,7 @@ pub async fn send_all(
     let mut t = Timings {
         latency: Vec::with_capacity(reqs.len()),
         ttft: Vec::with_capacity(reqs.len()),
+        ttft_by_request: vec![f64::NAN; reqs.len()],
         wall_s: 0.0,
     };
     let t0 = Instant::now();

@@ -95,7 +95,7 @@ pub fn rows(runs: &[(serde_json::Value, Vec<f64>)]) -> Vec<serde_json::Value> {
         if std::ptr::eq(base_row, row) {
             continue;
         }
-        let seed = recache_hash::mix64(key(row).0.unwrap_or(0) << 32 | key(row).1.unwrap_or(0));
+        let seed = recache_hash::mix64((key(row).0.unwrap_or(0) << 32) | key(row).1.unwrap_or(0));
         if let Some(mut c) = compare(base_ttft, ttft, seed) {
             c["paired"] = json!(true);
             c["policy"] = row["policy"].clone();

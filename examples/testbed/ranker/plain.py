@@ -9,7 +9,15 @@ Owns the fast loop. Batches (batches.py's, with the teacher's normalized scores 
 moves to the GPU, streamed in and kept; when the workers fall behind, the loop draws a kept
 batch again, so the GPU never waits. The step count is fixed once from the measured step time
 (hp `budget_s`), so the cosine schedule runs its whole course. bf16 autocast on CUDA.
+
+hp `curriculum` "K1:N1,K2:N2,...": the first N1 batches hold K1 candidates, the next N2 K2, the
+rest `candidates` (a pointer over 100 candidates never formed from the start: docs/quality.md,
+2026-11-27; with few candidates the right one carries a larger share of the gradient). Steps
+then differ in cost, so the schedule runs on time instead: the cosine follows elapsed/budget_s
+and training stops at the budget. Train recall is reported as the top-10% hit rate at the
+batch's K (Recall@10 at 100).
 """
+import math
 import multiprocessing as mp
 import os, random, threading, time
 
@@ -31,19 +39,43 @@ def _worker_init():
     torch.set_default_device("cpu")
 
 
+def candidates_at(hp, i):
+    """Candidates in batch i under hp `curriculum` (none: `candidates`)."""
+    at = 0
+    for part in filter(None, str(hp.get("curriculum") or "").split(",")):
+        k, n = (int(x) for x in part.split(":"))
+        at += n
+        if i < at:
+            return k
+    return hp["candidates"]
+
+
 def make_batch(i):
     """Batch i of the run: its layout and users drawn from seeds of (seed, i) alone."""
     t = _T
     hp, s = t.hp, t.s
+    k = candidates_at(hp, i)
     s.rng.seed(hp["seed"] * 1_000_003 + i)
     s.np = np.random.default_rng([hp["seed"], i])
     kinds = [k for part in hp["mix"].split(",") for k in
              [part.split(":")[0]] * int(part.split(":")[1])]
     kind = random.Random(i).choice(kinds)
+    def users(n):
+        us = s.users(n)
+        # hp copy_task p (a sanity check of the pointer alone): with probability p a user's
+        # most recent profile title is replaced by its target's, so the answer is the candidate
+        # whose title repeats the profile's last one
+        for u in us:
+            if s.rng.random() < hp.get("copy_task", 0.0):
+                u["profile"] = u["profile"][:-s.n_tok] + s.item(u["target"])
+        return us
+
     if kind == "up":
-        b = s.up(s.users(hp["up_users"]), hp["candidates"])
+        b = s.up(users(hp["up_users"]), k)
     else:
-        b = s.group(kind, s.users(hp["group_users"]), hp["candidates"])
+        # a group's candidates hold its users' targets: keep their share as at `candidates`
+        n_users = max(1, min(hp["group_users"], hp["group_users"] * k // hp["candidates"]))
+        b = s.group(kind, users(n_users), k)
     sc = torch.stack([t.teacher.scores(h, c) for h, c in zip(b["hists"], b["candidates"])])
     b["teacher"] = sc / (sc.std(1, keepdim=True) + 1e-6) / hp["kd_temp"]
     b["last"] = b["last"][:, -1:].contiguous()  # the loss reads the final token only
@@ -64,7 +96,8 @@ def loss_of(model, b, kd_weight, amp):
     final = final.float()
     ce = F.cross_entropy(final, b["target"])
     kd = to_teacher(final, b["teacher"])
-    hit = (final > final.gather(1, b["target"][:, None])).sum(1).lt(10).float().mean()
+    top = max(1, final.shape[1] // 10)
+    hit = (final > final.gather(1, b["target"][:, None])).sum(1).lt(top).float().mean()
     return ce + kd_weight * kd, ce.detach(), kd.detach(), hit.detach()
 
 
@@ -108,7 +141,13 @@ def run(trainer):
     curve, t_measure, t_train = [], None, time.time()
     budget = hp.get("budget_s", 0)
     plan_at = int(hp.get("plan_at", 500))  # the cosine barely moved by then (total 1e6 before)
+    timed = bool(budget and hp.get("curriculum"))  # on time: steps differ in cost
+    ks = {}
     while step < total:
+        if timed:
+            done = (time.time() - t_train) / budget
+            if done >= 1.0:
+                break
         with lock:
             n = len(kept)
         if not n:
@@ -121,8 +160,14 @@ def run(trainer):
             reused += 1
         b = to_device(b, device)
         loss, ce, kd, hit = loss_of(model, b, hp["kd"], amp)
+        if timed:  # warm-up by steps, the cosine by time
+            lr = (hp["lr"] * min(1.0, (step + 1) / hp["warmup"]) *
+                  (0.1 + 0.45 * (1 + math.cos(math.pi * done))))
+        else:
+            lr = trainer.lr(step, total, hp["lr"])
         for g in opt.param_groups:
-            g["lr"] = trainer.lr(step, total, hp["lr"])
+            g["lr"] = lr
+        ks[b["labels"].shape[1]] = ks.get(b["labels"].shape[1], 0) + 1
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -135,7 +180,7 @@ def run(trainer):
             if amp:
                 torch.cuda.synchronize()
             t_measure = time.time()
-        if step == plan_at and budget:
+        if step == plan_at and budget and not timed:
             if amp:
                 torch.cuda.synchronize()
             rate = (time.time() - t_measure) / (plan_at - plan_at // 3)
@@ -146,12 +191,22 @@ def run(trainer):
             ce_m, kd_m, hit_m, cnt = (sums / sums[3]).tolist()
             sums.zero_()
             curve.append(dict(step=step, ce=round(ce_m, 4), kd=round(kd_m, 4),
-                              train_r10=round(hit_m, 4), s=round(time.time() - t_train, 1)))
-            log(f"[plain] step {step}/{total} ce {ce_m:.3f} kd {kd_m:.3f} train r@10 "
-                f"{hit_m:.3f} fresh {fresh} reused {reused} {time.time() - t_train:.0f}s")
+                              train_r10=round(hit_m, 4), s=round(time.time() - t_train, 1),
+                              candidates=dict(ks), lr=lr))
+            log(f"[plain] step {step}/{total} ce {ce_m:.3f} kd {kd_m:.3f} train top-10% "
+                f"{hit_m:.3f} K {dict(ks)} lr {lr:.2e} fresh {fresh} reused {reused} "
+                f"{time.time() - t_train:.0f}s")
+            ks = {}
+    if sums[3] > 0:  # a timed run's last partial window
+        ce_m, kd_m, hit_m, cnt = (sums / sums[3]).tolist()
+        curve.append(dict(step=step, ce=round(ce_m, 4), kd=round(kd_m, 4),
+                          train_r10=round(hit_m, 4), s=round(time.time() - t_train, 1),
+                          candidates=dict(ks)))
+        log(f"[plain] step {step} (end) ce {ce_m:.3f} kd {kd_m:.3f} train top-10% {hit_m:.3f}")
     stop.set()
     pool.terminate()
     wall = time.time() - t_train
+    total = step
     trainer.steps_run = {"rank": total}
     trainer.extra_report = dict(plain=dict(
         steps=total, train_s=round(wall, 1), ms_per_step=round(1000 * wall / total, 2),

@@ -76,6 +76,11 @@ def make_batch(i):
         # a group's candidates hold its users' targets: keep their share as at `candidates`
         n_users = max(1, min(hp["group_users"], hp["group_users"] * k // hp["candidates"]))
         b = s.group(kind, users(n_users), k)
+    if hp.get("label_hint"):  # pipeline sanity check: the instruction's first token is the
+        # target's label, so the answer is a copy from a fixed offset before the final token
+        at = b["last"][:, -1] - len(s.instruction) + 1
+        rows = torch.arange(len(at))
+        b["users"][rows, at] = b["labels"][rows, b["target"]]
     sc = torch.stack([t.teacher.scores(h, c) for h, c in zip(b["hists"], b["candidates"])])
     b["teacher"] = sc / (sc.std(1, keepdim=True) + 1e-6) / hp["kd_temp"]
     b["last"] = b["last"][:, -1:].contiguous()  # the loss reads the final token only

@@ -65,8 +65,13 @@ def make_batch(i):
         # hp copy_task p (a sanity check of the pointer alone): with probability p a user's
         # most recent profile title is replaced by its target's, so the answer is the candidate
         # whose title repeats the profile's last one
+        # hp copy_until N, copy_fade M: p holds for batches < N, then falls linearly to 0
+        # over the next M (a pointer formed on the copy task, carried over to the real task)
+        p = hp.get("copy_task", 0.0)
+        if hp.get("copy_fade") and i >= hp.get("copy_until", 0):
+            p *= max(0.0, 1.0 - (i - hp.get("copy_until", 0)) / hp["copy_fade"])
         for u in us:
-            if s.rng.random() < hp.get("copy_task", 0.0):
+            if s.rng.random() < p:
                 u["profile"] = u["profile"][:-s.n_tok] + s.item(u["target"])
         return us
 

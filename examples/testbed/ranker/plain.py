@@ -16,6 +16,10 @@ rest `candidates` (a pointer over 100 candidates never formed from the start: do
 then differ in cost, so the schedule runs on time instead: the cosine follows elapsed/budget_s
 and training stops at the budget. Train recall is reported as the top-10% hit rate at the
 batch's K (Recall@10 at 100).
+
+Checks of the pointer alone (docs/quality.md, eleventh session): hp `copy_task` p (the
+target's title repeats as the profile's last; `copy_until`/`copy_fade` fade it into the real
+task) and `label_hint` (the target's label as the instruction's first token).
 """
 import math
 import multiprocessing as mp

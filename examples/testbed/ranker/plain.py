@@ -34,7 +34,7 @@ from .train import to_teacher
 
 _T = None  # the trainer, inherited by the forked workers (its CPU state only)
 KEYS = ("pooled", "tail", "tail_start", "user_start", "users", "last", "labels", "target",
-        "teacher")
+        "teacher", "kd_mask")
 
 
 def _worker_init():
@@ -61,21 +61,23 @@ def make_batch(i):
     k = candidates_at(hp, i)
     s.rng.seed(hp["seed"] * 1_000_003 + i)
     s.np = np.random.default_rng([hp["seed"], i])
-    kinds = [k for part in hp["mix"].split(",") for k in
+    kinds = [name for part in hp["mix"].split(",") for name in
              [part.split(":")[0]] * int(part.split(":")[1])]
     kind = random.Random(i).choice(kinds)
+    # hp copy_task p (a check of the pointer alone): with probability p a user's most recent
+    # profile title is replaced by its target's, so the answer is the candidate whose title
+    # repeats the profile's last one. hp copy_until N, copy_fade M: p holds for batches < N,
+    # then falls linearly to 0 over the next M (the copy task fading into the real task).
+    p = hp.get("copy_task", 0.0)
+    if hp.get("copy_fade") and i >= hp.get("copy_until", 0):
+        p *= max(0.0, 1.0 - (i - hp.get("copy_until", 0)) / hp["copy_fade"])
+    copied = []
+
     def users(n):
         us = s.users(n)
-        # hp copy_task p (a sanity check of the pointer alone): with probability p a user's
-        # most recent profile title is replaced by its target's, so the answer is the candidate
-        # whose title repeats the profile's last one
-        # hp copy_until N, copy_fade M: p holds for batches < N, then falls linearly to 0
-        # over the next M (a pointer formed on the copy task, carried over to the real task)
-        p = hp.get("copy_task", 0.0)
-        if hp.get("copy_fade") and i >= hp.get("copy_until", 0):
-            p *= max(0.0, 1.0 - (i - hp.get("copy_until", 0)) / hp["copy_fade"])
         for u in us:
-            if s.rng.random() < p:
+            copied.append(s.rng.random() < p)
+            if copied[-1]:
                 u["profile"] = u["profile"][:-s.n_tok] + s.item(u["target"])
         return us
 
@@ -92,6 +94,8 @@ def make_batch(i):
         b["users"][rows, at] = b["labels"][rows, b["target"]]
     sc = torch.stack([t.teacher.scores(h, c) for h, c in zip(b["hists"], b["candidates"])])
     b["teacher"] = sc / (sc.std(1, keepdim=True) + 1e-6) / hp["kd_temp"]
+    # the teacher scores the real task: no distillation on a copied user
+    b["kd_mask"] = torch.tensor([0.0 if c else 1.0 for c in copied])
     b["last"] = b["last"][:, -1:].contiguous()  # the loss reads the final token only
     # As numpy: torch tensors would cross the process boundary as shared-memory handles,
     # one open file per kept tensor.
@@ -109,7 +113,7 @@ def loss_of(model, b, kd_weight, amp):
         final = fwd.label_scores(model, out["users"][:, -1:], b["labels"])[:, 0]
     final = final.float()
     ce = F.cross_entropy(final, b["target"])
-    kd = to_teacher(final, b["teacher"])
+    kd = to_teacher(final, b["teacher"], b["kd_mask"])
     top = max(1, final.shape[1] // 10)
     hit = (final > final.gather(1, b["target"][:, None])).sum(1).lt(top).float().mean()
     return ce + kd_weight * kd, ce.detach(), kd.detach(), hit.detach()

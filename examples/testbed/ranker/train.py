@@ -54,10 +54,15 @@ def config(hp, tok):
                        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
 
 
-def to_teacher(scores, teacher):
-    """KL(teacher || model) over a prompt's candidates, both as softmaxes of their scores."""
-    return F.kl_div(F.log_softmax(scores, 1), F.log_softmax(teacher, 1), log_target=True,
-                    reduction="batchmean")
+def to_teacher(scores, teacher, mask=None):
+    """KL(teacher || model) over a prompt's candidates, both as softmaxes of their scores;
+    with `mask` ([B], 0 or 1), the mean over the rows it keeps."""
+    if mask is None:
+        return F.kl_div(F.log_softmax(scores, 1), F.log_softmax(teacher, 1), log_target=True,
+                        reduction="batchmean")
+    kl = F.kl_div(F.log_softmax(scores, 1), F.log_softmax(teacher, 1), log_target=True,
+                  reduction="none").sum(1)
+    return (kl * mask).sum() / mask.sum().clamp(min=1.0)
 
 
 class Trainer:

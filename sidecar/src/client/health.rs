@@ -20,9 +20,12 @@ async fn probe_loop(client: Arc<EngineClient>, mut stop: watch::Receiver<bool>) 
     let mut tick = tokio::time::interval(client.settings.health_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // Stop first: after a slow round the tick is ready at once too, and an unbiased
+        // select would pick another round half of the time, holding shutdown up a round each.
         tokio::select! {
-            _ = tick.tick() => {}
+            biased;
             _ = stop.changed() => return,
+            _ = tick.tick() => {}
         }
         // Concurrently, so one slow replica does not delay the others' verdicts.
         let mut probes = tokio::task::JoinSet::new();
@@ -30,7 +33,15 @@ async fn probe_loop(client: Arc<EngineClient>, mut stop: watch::Receiver<bool>) 
             let (client, replica) = (client.clone(), replica.clone());
             probes.spawn(async move { probe_one(&client, &replica).await });
         }
-        while probes.join_next().await.is_some() {}
+        // A probe of a hung engine lasts up to its limit; shutdown does not wait for it
+        // (returning drops the set, which aborts the probes in flight).
+        loop {
+            tokio::select! {
+                biased;
+                _ = stop.changed() => return,
+                next = probes.join_next() => if next.is_none() { break },
+            }
+        }
     }
 }
 
@@ -53,5 +64,47 @@ async fn probe_one(client: &EngineClient, replica: &Arc<Replica>) {
                 "upstream failed its health probe, taken out of rotation"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::client::ClientSettings;
+    use crate::metrics::Metrics;
+
+    /// An engine that accepts connections and never answers: a probe of it lasts its whole
+    /// limit (here 5 s). Shutting the prober down must not wait for that.
+    #[tokio::test]
+    async fn shutdown_does_not_wait_for_a_probe_in_flight() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let accepted = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                held.push(conn);
+            }
+        });
+        let upstream: http::Uri = format!("http://{addr}").parse().expect("uri");
+        let settings = ClientSettings {
+            connect_timeout: Duration::from_secs(1),
+            upstream_timeout: Duration::from_secs(5),
+            health_interval: Duration::from_secs(5),
+            health_path: "/health",
+            routing: Default::default(),
+            engine: Default::default(),
+            slo: Default::default(),
+        };
+        let metrics = Metrics::new().expect("metrics");
+        let guard = spawn(EngineClient::new(&[upstream], settings, &metrics));
+        tokio::time::sleep(Duration::from_millis(200)).await; // the first probe is in flight
+        tokio::time::timeout(Duration::from_secs(3), guard.shutdown())
+            .await
+            .expect("shutdown waited for the probe in flight");
+        accepted.abort();
     }
 }

@@ -21,7 +21,6 @@ Checks of the pointer alone (docs/quality.md, eleventh session): hp `copy_task` 
 target's title repeats as the profile's last; `copy_until`/`copy_fade` fade it into the real
 task) and `label_hint` (the target's label as the instruction's first token).
 """
-import math
 import multiprocessing as mp
 import os, random, threading, time
 
@@ -160,7 +159,21 @@ def run(trainer):
     budget = hp.get("budget_s", 0)
     plan_at = int(hp.get("plan_at", 500))  # the cosine barely moved by then (total 1e6 before)
     timed = bool(budget and hp.get("curriculum"))  # on time: steps differ in cost
-    ks = {}
+    ks = {}  # candidate counts of the steps since the last line
+
+    def window(end=False):
+        """The steps since the last line, averaged: one curve point and one log line."""
+        nonlocal ks
+        ce_m, kd_m, hit_m, _ = (sums / sums[3]).tolist()
+        sums.zero_()
+        curve.append(dict(step=step, ce=round(ce_m, 4), kd=round(kd_m, 4),
+                          train_r10=round(hit_m, 4), s=round(time.time() - t_train, 1),
+                          candidates=dict(ks), lr=lr))
+        log(f"[plain] step {step}{' (end)' if end else f'/{total}'} ce {ce_m:.3f} kd {kd_m:.3f} "
+            f"train top-10% {hit_m:.3f} K {dict(ks)} lr {lr:.2e} fresh {fresh} reused {reused} "
+            f"{time.time() - t_train:.0f}s")
+        ks = {}
+
     while step < total:
         if timed:
             done = (time.time() - t_train) / budget
@@ -178,11 +191,7 @@ def run(trainer):
             reused += 1
         b = to_device(b, device)
         loss, ce, kd, hit = loss_of(model, b, hp["kd"], amp)
-        if timed:  # warm-up by steps, the cosine by time
-            lr = (hp["lr"] * min(1.0, (step + 1) / hp["warmup"]) *
-                  (0.1 + 0.45 * (1 + math.cos(math.pi * done))))
-        else:
-            lr = trainer.lr(step, total, hp["lr"])
+        lr = trainer.lr(step, total, hp["lr"], done if timed else None)
         for g in opt.param_groups:
             g["lr"] = lr
         ks[b["labels"].shape[1]] = ks.get(b["labels"].shape[1], 0) + 1
@@ -206,21 +215,9 @@ def run(trainer):
                 (budget - (time.time() - t_train)) / rate)))
             log(f"[plain] {rate * 1000:.1f} ms/step, budget {budget}s: {total} steps")
         if step % hp.get("log_every", 200) == 0 or step == total:
-            ce_m, kd_m, hit_m, cnt = (sums / sums[3]).tolist()
-            sums.zero_()
-            curve.append(dict(step=step, ce=round(ce_m, 4), kd=round(kd_m, 4),
-                              train_r10=round(hit_m, 4), s=round(time.time() - t_train, 1),
-                              candidates=dict(ks), lr=lr))
-            log(f"[plain] step {step}/{total} ce {ce_m:.3f} kd {kd_m:.3f} train top-10% "
-                f"{hit_m:.3f} K {dict(ks)} lr {lr:.2e} fresh {fresh} reused {reused} "
-                f"{time.time() - t_train:.0f}s")
-            ks = {}
+            window()
     if sums[3] > 0:  # a timed run's last partial window
-        ce_m, kd_m, hit_m, cnt = (sums / sums[3]).tolist()
-        curve.append(dict(step=step, ce=round(ce_m, 4), kd=round(kd_m, 4),
-                          train_r10=round(hit_m, 4), s=round(time.time() - t_train, 1),
-                          candidates=dict(ks)))
-        log(f"[plain] step {step} (end) ce {ce_m:.3f} kd {kd_m:.3f} train top-10% {hit_m:.3f}")
+        window(end=True)
     stop.set()
     pool.terminate()
     wall = time.time() - t_train

@@ -340,9 +340,12 @@ class Trainer:
         self.parts = dict(kd=kd.item(), probe=probe.item(), att=att.item())
         return loss, final, main.item()
 
-    def lr(self, step, total, peak):
+    def lr(self, step, total, peak, done=None):
+        """Warm-up by steps, then a cosine to 0.1x over step / total (or `done`, the share of a
+        run on time that has passed: plain.py's curriculum)."""
         warm = min(1.0, (step + 1) / self.hp["warmup"])
-        return peak * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / total)))
+        done = step / total if done is None else done
+        return peak * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * done)))
 
     def step(self, loss, lr):
         for g in self.opt.param_groups:

@@ -211,7 +211,8 @@ def main():
     if os.path.exists(path) and open(path).read().strip() == stamp:
         print(f"[testbed] ranker ready (cached): {a.out}", file=sys.stderr)
     elif not hp and device_trained(path, stamp):
-        print(f"[testbed] ranker ready (cached, trained on a device): {a.out}", file=sys.stderr)
+        print(f"[testbed] ranker ready (cached, imported from an --export run on "
+              f"{json.loads(open(path).read())['trained_on']}): {a.out}", file=sys.stderr)
     else:
         print(f"[testbed] training the GR ranker into {a.out} (CPU, one thread: ~30 min)",
               file=sys.stderr)

@@ -6,7 +6,8 @@
 //! - the layouts, token for token and label for label: user-first, item-first in a given
 //!   order, and item-first with pooled items keeping their own labels (`layout::labels`);
 //! - a held-out user's request as `bench quality` builds it (profile of the last N history
-//!   titles, each title fitted to the item length; candidates' texts) from the same titles;
+//!   titles, each title fitted to the item length; candidates' texts) from the same titles,
+//!   with titles alone and with item-id tokens first (`--item-id-base`, hp `item_ids`);
 //! - the user split: the same held-out and dev users on both sides.
 //!
 //! Skipped (passing, with a note) when no `python3` is on PATH.
@@ -40,7 +41,8 @@ for c in req["prompts"]:
     out["prompts"].append({"tokens": t, "labels": l})
 for b in req["bodies"]:
     titles = {int(k): v for k, v in req["titles"].items()}
-    text = lambda i: layout.fit(titles[i % len(titles)], req["item_tokens"])
+    text = lambda i: layout.item_text(titles[i % len(titles)], req["item_tokens"], i,
+                                      b["id_base"])
     out["bodies"].append({"user": layout.profile([text(i) for i in b["history"]]),
                           "items": [text(i) for i in b["items"]]})
 print(json.dumps(out))
@@ -161,17 +163,25 @@ fn ranker_training_prompts_are_the_prompts_recache_sends() {
     };
     let (item_tokens, history_items) = (5, 3);
     let cases = plan::cases(&data, 10, item_tokens, history_items, None, 3).expect("cases");
-    let tb = Titles::from_map(titles.clone());
-    let bodies: Vec<Value> = cases
-        .iter()
-        .map(|c| (*tb.body(&c.planned, &data, item_tokens, "m")).clone())
-        .collect();
+    // Each case twice: titles alone, then with item-id tokens first.
+    let mut bodies: Vec<Value> = Vec::new();
+    let mut planned: Vec<Value> = Vec::new();
+    for id_base in [None, Some(20480u32)] {
+        let tb = Titles::from_map(titles.clone()).with_id_base(id_base);
+        for c in &cases {
+            bodies.push((*tb.body(&c.planned, &data, item_tokens, "m")).clone());
+            planned.push(
+                json!({"history": c.planned.history, "items": c.planned.items,
+                                "id_base": id_base.unwrap_or(0)}),
+            );
+        }
+    }
     let ids: Vec<u64> = (1..=3000).collect();
     let input = json!({
         "prompts": prompts,
         "titles": titles.iter().map(|(k, v)| (k.to_string(), v.clone())).collect::<HashMap<_, _>>(),
         "item_tokens": item_tokens,
-        "bodies": cases.iter().map(|c| json!({"history": c.planned.history, "items": c.planned.items})).collect::<Vec<_>>(),
+        "bodies": planned,
         "users": ids,
     });
     let Some(py) = python(&input) else { return };
@@ -188,6 +198,13 @@ fn ranker_training_prompts_are_the_prompts_recache_sends() {
         assert_eq!(got, want, "prompt case {i}");
     }
     assert!(!bodies.is_empty());
+    assert_eq!(py["bodies"].as_array().map(Vec::len), Some(bodies.len()));
+    let first_item = &bodies[cases.len()]["items"][0];
+    assert_eq!(
+        first_item["tokens"][0],
+        json!(20480 + first_item["id"].as_u64().expect("id")),
+        "an item's id token leads its text"
+    );
     for (got, body) in py["bodies"].as_array().expect("bodies").iter().zip(&bodies) {
         assert_eq!(got["user"], body["user"]["tokens"], "profile");
         let items: Vec<&Value> = body["items"]

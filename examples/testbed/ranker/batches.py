@@ -47,9 +47,11 @@ class Sampler:
             self.by_len.setdefault(min(t, history_items), []).append((u, t))
         self.instruction = None
         self.label_base = layout.LABEL_BASE  # recache's `--rank-label-base`
+        self.id_base = 0  # hp `item_ids`: bench quality's `--item-id-base` (0: titles only)
 
     def item(self, i):
-        return layout.fit(self.title_tokens[self.data.title_of(i)], self.n_tok)
+        return layout.item_text(self.title_tokens[self.data.title_of(i)], self.n_tok, i,
+                                self.id_base)
 
     def profile(self, history):
         """The user's text: the last `history_items` items' titles (bench quality's profile)."""

@@ -26,6 +26,15 @@ def fit(tokens, n):
     return [tokens[i % len(tokens)] for i in range(n)]
 
 
+def item_text(title, n, item_id, id_base=0):
+    """An item's n tokens as bench gr / bench quality send them (`Titles::item`): its title
+    fitted to n, or with an item-id base (`--item-id-base`) the item's own id token
+    `id_base + item_id` first and the title fitted to the other n - 1."""
+    if not id_base:
+        return fit(title, n)
+    return [id_base + item_id] + fit(title, n - 1)
+
+
 def profile(item_texts):
     """A user's text: its history items' texts back to back (bench gr's `Titles::body` with
     the profile length bench quality sets, i.e. no cycling)."""

@@ -20,6 +20,14 @@ batch's K (Recall@10 at 100).
 Checks of the pointer alone (docs/quality.md, eleventh session): hp `copy_task` p (the
 target's title repeats as the profile's last; `copy_until`/`copy_fade` fade it into the real
 task) and `label_hint` (the target's label as the instruction's first token).
+
+With items as their own id tokens (hp `item_ids`; docs/quality.md, twelfth session), each a
+weight on a loss of its own, logged apart: `aux_item` (the final token's CE over every item's
+id token: what the user takes next), `aux_seq` (the same at every profile token: the item
+after it), `aux_label` (each candidate's last token names its own label at the last layer's
+input: the copy the readout reads) and `aux_point` (the last layer's last head at the final
+token, its attention logits over the candidates: CE to the target and KL to the teacher).
+`readout_init` starts that head as the pointer (`init_readout`).
 """
 import multiprocessing as mp
 import os, random, threading, time
@@ -30,10 +38,11 @@ import torch.nn.functional as F
 
 from . import model as fwd
 from .train import to_teacher
+from transformers.models.qwen2.modeling_qwen2 import apply_rotary_pos_emb
 
 _T = None  # the trainer, inherited by the forked workers (its CPU state only)
 KEYS = ("pooled", "tail", "tail_start", "user_start", "users", "last", "labels", "target",
-        "teacher", "kd_mask")
+        "teacher", "kd_mask", "tail_ends", "item_ends", "target_item", "seq_next")
 
 
 def _worker_init():
@@ -72,8 +81,11 @@ def make_batch(i):
         p *= max(0.0, 1.0 - (i - hp.get("copy_until", 0)) / hp["copy_fade"])
     copied = []
 
+    us_all = []
+
     def users(n):
         us = s.users(n)
+        us_all.extend(us)
         for u in us:
             copied.append(s.rng.random() < p)
             if copied[-1]:
@@ -95,7 +107,22 @@ def make_batch(i):
     b["teacher"] = sc / (sc.std(1, keepdim=True) + 1e-6) / hp["kd_temp"]
     # the teacher scores the real task: no distillation on a copied user
     b["kd_mask"] = torch.tensor([0.0 if c else 1.0 for c in copied])
+    # hp aux_label: user-first rows' item ends, in label order (group batches: tail_ends)
+    b["item_ends"] = b["last"][:, :-1].contiguous() if kind == "up" else torch.zeros(0)
+    b.setdefault("tail_ends", torch.zeros(0, dtype=torch.long))
     b["last"] = b["last"][:, -1:].contiguous()  # the loss reads the final token only
+    b["target_item"] = torch.tensor([c[t] for c, t in zip(b["candidates"], b["target"].tolist())])
+    if hp.get("aux_seq"):
+        # hp aux_seq (item tokens, item_tokens 1): every profile token also predicts the item
+        # after it (the last one: the target), a sequential recommender's loss at each step.
+        # A batch's users share one profile length, and the profile leads every row.
+        if s.n_tok != 1:
+            raise SystemExit("[plain] aux_seq needs item_ids with item_tokens 1")
+        n = len(us_all[0]["profile"])
+        b["seq_next"] = torch.tensor([(u["history"][-n:] + [u["target"]])[1:] for u in us_all])
+        b["last"] = torch.cat([torch.arange(n).expand(len(us_all), n), b["last"]], 1)
+    else:
+        b["seq_next"] = torch.zeros(0, dtype=torch.long)
     # As numpy: torch tensors would cross the process boundary as shared-memory handles,
     # one open file per kept tensor.
     return kind, {k: b[k].numpy() if torch.is_tensor(b[k]) else b[k] for k in KEYS}
@@ -106,16 +133,137 @@ def to_device(b, device):
             else v for k, v in b.items()}
 
 
-def loss_of(model, b, kd_weight, amp):
+def item_label_logits(model, b, out, tap):
+    """hp aux_label: the residual at the last layer's input at every candidate's last token,
+    read through the final norm and the tied label rows: [R, K, K] (R = 1 for a group, whose
+    items all users share), each item's row over the prompt's labels in label order."""
+    if b["pooled"] is None and b["tail"] is None:  # user-first: the items are in the rows
+        x = out["users_tap"][tap]
+        rows = torch.arange(x.shape[0])[:, None]
+        return fwd.label_scores(model, x[rows, b["item_ends"]], b["labels"])
+    parts = []
+    if b["pooled"] is not None:
+        parts.append(out["pooled_tap"][tap][:, -1])
+    if b["tail"] is not None:
+        parts.append(out["tail_tap"][tap][0, b["tail_ends"]])
+    return fwd.label_scores(model, torch.cat(parts)[None], b["labels"][:1])
+
+
+def point_logits(model, b, out, tap):
+    """hp aux_point: the last layer's last head at each user's final token, its attention
+    logits over the candidates' last tokens in label order, [B, K] (model.readout_logits
+    for plain batches, whose `last` holds the final token only): a direct handle on the
+    pointer, which the label CE alone never formed."""
+    layer = model.model.layers[-1]
+    a = layer.self_attn
+    d = a.head_dim
+    heads = a.q_proj.weight.shape[0] // d
+    h = heads - 1
+    kvh = h // (heads // (a.k_proj.weight.shape[0] // d))
+    rows = torch.arange(b["users"].shape[0])
+    final = b["last"][:, -1]
+    q = a.q_proj(layer.input_layernorm(out["users_tap"][tap][rows, final])).view(len(rows), -1,
+                                                                                 d)[:, h]
+    pos = (b["user_start"] + final)[:, None]
+    cos, sin = model.model.rotary_emb(q[:, None], pos)
+    q, _ = apply_rotary_pos_emb(q[:, None, None], q[:, None, None], cos, sin)
+    q = q[:, 0, 0]
+    if b["pooled"] is None and b["tail"] is None:
+        keys = out["users_kv"][-1][0][:, kvh][rows[:, None], b["item_ends"]]  # [B, K, d]
+        return torch.einsum("bd,bkd->bk", q, keys) * a.scaling
+    parts = []
+    if b["pooled"] is not None:
+        parts.append(out["pooled_kv"][-1][0][:, kvh, -1])
+    if b["tail"] is not None:
+        parts.append(out["tail_kv"][-1][0][0, kvh][b["tail_ends"]])
+    return q @ torch.cat(parts).T * a.scaling
+
+
+def loss_of(model, b, hp, amp):
+    """Label CE at the final token + KD towards the teacher, and the auxiliary losses:
+    hp `aux_item` (item-id rows: the final token's CE over every item's id token, the
+    sequential recommender's next-item loss; needs `item_ids`) and hp `aux_label` (every
+    candidate names its own label at the last layer's input, the copy the readout reads)."""
+    tap = hp["layers"] - 1
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-        out = fwd.forward_group(model, b)
+        taps = (tap,) if hp.get("aux_label") or hp.get("aux_point") else ()
+        out = fwd.forward_group(model, b, tap=taps)
         final = fwd.label_scores(model, out["users"][:, -1:], b["labels"])[:, 0]
+        aux = torch.zeros(4, device=final.device)  # unweighted: item, own label, pointer, seq
+        if hp.get("aux_item"):
+            base = hp["item_ids"]
+            h = model.model.norm(out["users"][:, -1])
+            logits = h @ model.model.embed_tokens.weight[base:].T
+            aux[0] = F.cross_entropy(logits.float(), b["target_item"])
+        if hp.get("aux_label"):
+            il = item_label_logits(model, b, out, tap).float()
+            want = torch.arange(il.shape[1]).expand(il.shape[0], -1)
+            aux[1] = F.cross_entropy(il.flatten(0, 1), want.flatten())
+        if hp.get("aux_seq"):
+            h = model.model.norm(out["users"][:, :-1])
+            logits = h @ model.model.embed_tokens.weight[hp["item_ids"]:].T
+            aux[3] = F.cross_entropy(logits.flatten(0, 1).float(), b["seq_next"].flatten())
+        if hp.get("aux_point"):
+            pl = point_logits(model, b, out, tap).float()
+            aux[2] = F.cross_entropy(pl, b["target"]) + to_teacher(pl, b["teacher"],
+                                                                    b["kd_mask"])
     final = final.float()
     ce = F.cross_entropy(final, b["target"])
     kd = to_teacher(final, b["teacher"], b["kd_mask"])
     top = max(1, final.shape[1] // 10)
     hit = (final > final.gather(1, b["target"][:, None])).sum(1).lt(top).float().mean()
-    return ce + kd_weight * kd, ce.detach(), kd.detach(), hit.detach()
+    weighted = (hp.get("aux_item", 0.0) * aux[0] + hp.get("aux_label", 0.0) * aux[1]
+                + hp.get("aux_point", 0.0) * aux[2] + hp.get("aux_seq", 0.0) * aux[3])
+    return ce + hp["kd"] * kd + weighted, ce.detach(), kd.detach(), hit.detach(), aux.detach()
+
+
+def init_readout(model, gain, scale, dims=32):
+    """hp readout_init (with `item_init`, one head of `hidden` dims): the last layer's
+    attention starts as the pointer the aux losses teach. Its query and key read the
+    residual's first `dims` dims (where `item_init` put the teacher's item factors) into the
+    slowest RoPE pairs, so the score barely depends on distance; its value and output pass
+    the residual through x`scale` (an item's own label, `aux_label`, to the final token).
+    Everything stays trainable."""
+    a = model.model.layers[-1].self_attn
+    d = a.head_dim
+    hidden = a.q_proj.weight.shape[1]
+    if a.q_proj.weight.shape[0] != d or d != hidden:
+        raise SystemExit("[plain] readout_init needs heads 1 and kv_heads 1")
+    half = d // 2
+    slow = [half - dims // 2 + j % (dims // 2) + half * (j // (dims // 2)) for j in range(dims)]
+    with torch.no_grad():
+        for w in (a.q_proj.weight, a.k_proj.weight):
+            w.zero_()
+        for proj in (a.q_proj, a.k_proj, a.v_proj):
+            if proj.bias is not None:
+                proj.bias.zero_()
+        for j, row in enumerate(slow):
+            a.q_proj.weight[row, j] = gain
+            a.k_proj.weight[row, j] = 1.0
+        a.v_proj.weight.copy_(torch.eye(d))
+        a.o_proj.weight.copy_(scale * torch.eye(d))
+
+
+def start_from(trainer, path, train_only):
+    """hp init_from PATH: the weights of an earlier export (train_ranker.py --export) as the
+    start; hp train_only "a,b": only parameters whose names contain one of these train (the
+    rest frozen), e.g. "layers.3.self_attn.v_proj,layers.3.self_attn.o_proj" to learn the
+    readout's copy of a pointer that formed in the first run."""
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    state = {k: v for k, v in blob["state"].items() if "rotary_emb" not in k}
+    rows = state.pop("embed_rows")
+    model = trainer.model
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or set(missing) - {"model.embed_tokens.weight", "lm_head.weight"}:
+        raise SystemExit(f"[plain] {path} does not fit: missing {missing}, unexpected {unexpected}")
+    with torch.no_grad():
+        model.model.embed_tokens.weight.copy_(rows)
+    names = [n for n in train_only.split(",") if n]
+    if names:
+        for n, p in model.named_parameters():
+            p.requires_grad_(any(x in n for x in names))
+    trainer.log(f"[plain] started from {path}; training "
+                f"{[n for n, p in model.named_parameters() if p.requires_grad]}")
 
 
 def run(trainer):
@@ -141,11 +289,15 @@ def run(trainer):
 
     feeder = threading.Thread(target=pull, daemon=True)
     feeder.start()
+    if hp.get("readout_init"):
+        init_readout(trainer.model, hp["readout_init"], hp.get("readout_scale", 1.0))
+    if hp.get("init_from"):
+        start_from(trainer, hp["init_from"], hp.get("train_only", ""))
     trainer.to(trainer.target_device)  # after the fork: the workers never touch CUDA
     device = trainer.device
     amp = device.type == "cuda"
     model = trainer.model
-    params = [p for p in model.parameters() if p is not trainer.full.weight]
+    params = [p for p in model.parameters() if p is not trainer.full.weight and p.requires_grad]
     opt = torch.optim.AdamW(params, lr=hp["lr"], betas=(0.9, 0.98),
                             weight_decay=hp.get("wd", 0.01))
     t0 = time.time()
@@ -154,7 +306,7 @@ def run(trainer):
     log(f"[plain] {workers} workers, first {len(kept)} batches in {time.time() - t0:.1f}s")
     order = random.Random(hp["seed"] + 7)
     total, step, fresh, reused = hp["steps"], 0, 0, 0
-    sums = torch.zeros(4, device=device)
+    sums = torch.zeros(8, device=device)
     curve, t_measure, t_train = [], None, time.time()
     budget = hp.get("budget_s", 0)
     plan_at = int(hp.get("plan_at", 500))  # the cosine barely moved by then (total 1e6 before)
@@ -164,12 +316,15 @@ def run(trainer):
     def window(end=False):
         """The steps since the last line, averaged: one curve point and one log line."""
         nonlocal ks
-        ce_m, kd_m, hit_m, _ = (sums / sums[3]).tolist()
+        ce_m, kd_m, hit_m, item_m, own_m, point_m, seq_m, _ = (sums / sums[7]).tolist()
         sums.zero_()
         curve.append(dict(step=step, ce=round(ce_m, 4), kd=round(kd_m, 4),
                           train_r10=round(hit_m, 4), s=round(time.time() - t_train, 1),
-                          candidates=dict(ks), lr=lr))
+                          candidates=dict(ks), lr=lr, aux_item=round(item_m, 4),
+                          aux_label=round(own_m, 4), aux_point=round(point_m, 4),
+                          aux_seq=round(seq_m, 4)))
         log(f"[plain] step {step}{' (end)' if end else f'/{total}'} ce {ce_m:.3f} kd {kd_m:.3f} "
+            f"item {item_m:.3f} own label {own_m:.3f} point {point_m:.3f} seq {seq_m:.3f} "
             f"train top-10% {hit_m:.3f} K {dict(ks)} lr {lr:.2e} fresh {fresh} reused {reused} "
             f"{time.time() - t_train:.0f}s")
         ks = {}
@@ -190,7 +345,7 @@ def run(trainer):
             kind, b = kept[order.randrange(n)]
             reused += 1
         b = to_device(b, device)
-        loss, ce, kd, hit = loss_of(model, b, hp["kd"], amp)
+        loss, ce, kd, hit, aux = loss_of(model, b, hp, amp)
         lr = trainer.lr(step, total, hp["lr"], done if timed else None)
         for g in opt.param_groups:
             g["lr"] = lr
@@ -199,7 +354,7 @@ def run(trainer):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        sums += torch.stack([ce, kd, hit, torch.ones((), device=device)])
+        sums += torch.cat([torch.stack([ce, kd, hit]), aux, torch.ones(1, device=device)])
         step += 1
         # The rate is measured over steps plan_at/3..plan_at: the first steps meet new shapes
         # (kernel selection) and ran 4x slower than the rest on the H200 (2026-11-27 run).
@@ -216,7 +371,7 @@ def run(trainer):
             log(f"[plain] {rate * 1000:.1f} ms/step, budget {budget}s: {total} steps")
         if step % hp.get("log_every", 200) == 0 or step == total:
             window()
-    if sums[3] > 0:  # a timed run's last partial window
+    if sums[7] > 0:  # a timed run's last partial window
         window(end=True)
     stop.set()
     pool.terminate()

@@ -41,7 +41,11 @@ HP = dict(hidden=128, layers=4, heads=2, kv_heads=2, ffn=512, title_tap=2, item_
 EXTRA = dict(item_dims=0, bag_decay=0.0, window_reach=4200, window_iters=3000, score_pairs=3,
              score_gain=4.0, item_probe=1.0, seed_gain=1.5, label_base=layout.LABEL_BASE,
              mid_frozen=0, end_flag=0.0, read_temp=1.0, read_frozen=0,
-             main_ce=1.0, att_ce=1.0, score_fix=0, enc_frozen=0, end_gate=0.0, plain=0)
+             main_ce=1.0, att_ce=1.0, score_fix=0, enc_frozen=0, end_gate=0.0, plain=0,
+             item_ids=0)
+# item_ids N > 0: every item's text starts with its own token N + item id (bench quality's
+# `--item-id-base N`), the title fills the other item_tokens - 1 (docs/quality.md, twelfth
+# session): a GR model's item tokens, where titles alone name 3.3 Beauty items each.
 
 
 def config(hp, tok):
@@ -73,7 +77,16 @@ class Trainer:
         hp = {**EXTRA, **hp}
         self.hp, self.log, self.data = hp, log, data
         self.model = Qwen2ForCausalLM(config(hp, tok))
-        used = self.used = hp["label_base"] + layout.MAX_ITEMS + hp["pool_slots"]
+        used = hp["label_base"] + layout.MAX_ITEMS + hp["pool_slots"]
+        if hp["item_ids"]:
+            if hp["item_ids"] < used:
+                raise SystemExit(f"[ranker] item_ids {hp['item_ids']} overlaps the label "
+                                 f"ranges (below {used})")
+            used = hp["item_ids"] + max(data.count) + 1
+            if used > len(tok):
+                raise SystemExit(f"[ranker] item_ids {hp['item_ids']}: item ids reach {used}, "
+                                 f"past the vocabulary's {len(tok)}")
+        self.used = used
         titles = [tok(t, add_special_tokens=False)["input_ids"] for t in data.titles]
         instruction = tok(layout.DEFAULT_INSTRUCTION, add_special_tokens=False)["input_ids"]
         text_ids = sorted({i for t in titles for i in layout.fit(t, hp["item_tokens"])} |
@@ -86,6 +99,7 @@ class Trainer:
                                  hp["pool_slots"], hp["seed"])
         self.s.instruction = instruction
         self.s.label_base = hp["label_base"]
+        self.s.id_base = hp["item_ids"]
         t0 = time.time()
         self.teacher = teach.Teacher(data, hp["rank"], hp["history_items"])
         self.vecs = self.teacher.item_vectors(hp["probe_dims"])
@@ -103,6 +117,8 @@ class Trainer:
         self.user_probe = torch.nn.Linear(hp["hidden"], self.user_mean.shape[0])
         # Training touches token ids below `used` only (text tokens, both label ranges): train
         # those rows as their own table, so the optimizer does not sweep all 65,536 each step.
+        if hp.get("item_init"):
+            self.init_item_rows(hp["item_init"])
         self.full = self.model.model.embed_tokens
         self.model.model.embed_tokens = torch.nn.Embedding.from_pretrained(
             self.full.weight.detach()[:used].clone(), freeze=False)
@@ -119,6 +135,22 @@ class Trainer:
         # plain: stays on the CPU until plain.run has forked its batch workers (no CUDA in them)
         self.target_device = device
         self.to("cpu" if hp["plain"] else device)
+
+    def init_item_rows(self, gain):
+        """hp `item_init` (with `item_ids`): each item token's embedding row starts from the
+        teacher's factors of the item's title (its E row and prior, fitted on training users'
+        interactions alone), standardized and scaled to `gain` x the init's std, in its first
+        `rank` + 1 dims: a collaborative item embedding to start from, as GR models start
+        from pretrained item vectors. The other dims keep their random init."""
+        hp, data = self.hp, self.data
+        e = torch.cat([self.teacher.e, self.teacher.prior[:, None]], 1)
+        e = (e - e.mean(0)) / (e.std(0) + 1e-6)
+        std = self.model.config.initializer_range
+        w = self.model.model.embed_tokens.weight
+        ids = torch.tensor(sorted(data.count))
+        with torch.no_grad():
+            w[hp["item_ids"] + ids, :e.shape[1]] = gain * std * e[[data.title_of(int(i))
+                                                                   for i in ids]]
 
     def to(self, device):
         """Moves what training computes with to `device` and makes it torch's default there

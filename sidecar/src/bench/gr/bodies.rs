@@ -1,5 +1,7 @@
 //! From planned requests to `/v1/rank` bodies: item titles tokenized once on the engine, each
 //! item's text fitted to `--item-tokens`, a user's profile from their history's item texts.
+//! With an item-id base (`bench quality --item-id-base N`) an item's text starts with its own
+//! token `N + id`, as a GR model with item tokens reads it, and the title fills the rest.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -11,13 +13,25 @@ use super::workload::{self, Data, Planned};
 use crate::bench::BenchError;
 use crate::bench::HttpClient;
 
-/// Token ids of each title in use, by title index.
-pub struct Titles(HashMap<usize, Vec<u32>>);
+/// Token ids of each title in use, by title index, and the item-id token base if any.
+pub struct Titles {
+    titles: HashMap<usize, Vec<u32>>,
+    id_base: Option<u32>,
+}
 
 impl Titles {
     /// Token ids by title index, already tokenized (tests; callers with their own tokenizer).
     pub fn from_map(tokens: HashMap<usize, Vec<u32>>) -> Self {
-        Self(tokens)
+        Self {
+            titles: tokens,
+            id_base: None,
+        }
+    }
+
+    /// Items' texts start with the token `base + id` (`None`: titles alone).
+    pub fn with_id_base(mut self, base: Option<u32>) -> Self {
+        self.id_base = base;
+        self
     }
 
     /// Tokenizes every title of `items` on the engine (8 at a time).
@@ -48,15 +62,28 @@ impl Titles {
                 out.insert(t, tokens?);
             }
         }
-        Ok(Self(out))
+        Ok(Self::from_map(out))
     }
 
-    /// Item `i`'s text tokens as every request sends them (its title fitted to `n` tokens).
+    /// Item `i`'s text tokens as every request sends them: its title fitted to `n` tokens, or
+    /// with an id base its id token and the title fitted to `n - 1`.
     pub fn item(&self, data: &Data, n: usize, i: u64) -> Vec<u32> {
-        self.0
-            .get(&data.title_of(i))
-            .map(|t| workload::fit(t, n))
-            .unwrap_or_default()
+        let title = |n| {
+            self.titles
+                .get(&data.title_of(i))
+                .map(|t| workload::fit(t, n))
+                .unwrap_or_default()
+        };
+        match self.id_base {
+            None => title(n),
+            // Saturating: an id past the vocabulary reaches the engine as one, which rejects
+            // it (a 400 naming the token), rather than wrapping to some small, valid token.
+            Some(base) => {
+                std::iter::once(base.saturating_add(u32::try_from(i).unwrap_or(u32::MAX)))
+                    .chain(title(n.saturating_sub(1)))
+                    .collect()
+            }
+        }
     }
 
     /// The `/v1/rank` body of one planned request (mode and salt are set per run).
@@ -77,5 +104,32 @@ impl Titles {
             "items": items,
             "top_k": 10,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data() -> Data {
+        Data {
+            users: vec![(1, vec![3, 5, 8])],
+            items: vec![3, 5, 8],
+            item_counts: vec![1, 1, 1],
+            titles: vec!["a".into(), "b".into()],
+        }
+    }
+
+    #[test]
+    fn an_item_id_base_puts_the_items_own_token_first() {
+        let map = HashMap::from([(0, vec![10, 11]), (1, vec![20, 21, 22])]);
+        let d = data();
+        let plain = Titles::from_map(map.clone());
+        assert_eq!(plain.item(&d, 4, 5), vec![20, 21, 22, 20]);
+        let ids = Titles::from_map(map).with_id_base(Some(1000));
+        assert_eq!(ids.item(&d, 4, 5), vec![1005, 20, 21, 22]);
+        assert_eq!(ids.item(&d, 1, 8), vec![1008]);
+        // An id past u32 saturates (the engine then rejects it) instead of wrapping.
+        assert_eq!(ids.item(&d, 1, u64::MAX), vec![u32::MAX]);
     }
 }

@@ -44,6 +44,11 @@ pub struct QualityArgs {
     /// Tokens per item text (its title cut or cycled to this length)
     #[arg(long, default_value_t = 18)]
     pub item_tokens: usize,
+    /// Item tokens: each item's text starts with the token N + its id and the title fills the
+    /// other --item-tokens - 1, as a ranker trained with hp `item_ids` N reads items
+    /// [default: titles alone]
+    #[arg(long, value_name = "N")]
+    pub item_id_base: Option<u32>,
     /// Seed of the candidate draws and their order
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -84,6 +89,9 @@ impl QualityArgs {
     /// The `bench gr` settings every layout's run uses: gr's defaults, the workload shape and
     /// engine given here, closed loop (quality does not depend on arrival times).
     pub fn gr(&self) -> Result<GrArgs, BenchError> {
+        if self.item_tokens == 0 {
+            return Err(BenchError::Setup("--item-tokens must be at least 1".into()));
+        }
         let path = |p: &PathBuf| p.to_string_lossy().into_owned();
         let argv = [
             "gr".to_string(),
@@ -140,6 +148,20 @@ mod tests {
         Cli::try_parse_from(base.iter().chain(extra))
             .unwrap()
             .quality
+    }
+
+    #[test]
+    fn item_id_base_is_optional_and_items_need_a_token() {
+        assert_eq!(parse(&[]).item_id_base, None);
+        assert_eq!(
+            parse(&["--item-id-base", "20480"]).item_id_base,
+            Some(20480)
+        );
+        let err = parse(&["--item-tokens", "0"])
+            .gr()
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("--item-tokens")));
     }
 
     /// Every layout's in-process recache gets the label base the ranker was trained with.

@@ -68,7 +68,9 @@ pub async fn run(args: QualityArgs) -> Result<(), BenchError> {
         .iter()
         .flat_map(|c| c.planned.items.iter().chain(&c.planned.history).copied())
         .chain(warm_ids.iter().copied());
-    let titles = Titles::tokenize(&client, &upstream, &model, &data, used).await?;
+    let titles = Titles::tokenize(&client, &upstream, &model, &data, used)
+        .await?
+        .with_id_base(args.item_id_base);
     let bodies: Vec<Arc<Value>> = cases
         .iter()
         .map(|c| titles.body(&c.planned, &data, args.item_tokens, &model))

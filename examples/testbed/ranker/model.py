@@ -140,7 +140,9 @@ def readout_logits(model, b, out, tap):
     layer = model.model.layers[-1]
     a = layer.self_attn
     d = a.head_dim
-    h = a.q_proj.weight.shape[0] // d - 1
+    heads = a.q_proj.weight.shape[0] // d
+    h = heads - 1
+    kvh = h // (heads // (a.k_proj.weight.shape[0] // d))  # its key/value head (GQA)
     rows = torch.arange(b["users"].shape[0])
     final = b["last"][:, -1]
     q = a.q_proj(layer.input_layernorm(tap[rows, final])).view(len(rows), -1, d)[:, h]
@@ -149,14 +151,14 @@ def readout_logits(model, b, out, tap):
     q, _ = apply_rotary_pos_emb(q[:, None, None], q[:, None, None], cos, sin)
     q = q[:, 0, 0]  # [B, d]
     if b["pooled"] is None and b["tail"] is None:  # user-first: item ends are in the rows
-        k = out["users_kv"][-1][0][:, h]  # [B, U, d]
+        k = out["users_kv"][-1][0][:, kvh]  # [B, U, d]
         keys = k[rows[:, None], b["last"][:, :-1]]  # [B, K, d]
         return torch.einsum("bd,bkd->bk", q, keys) * a.scaling
     parts = []
     if b["pooled"] is not None:
-        parts.append(out["pooled_kv"][-1][0][:, h, -1])
+        parts.append(out["pooled_kv"][-1][0][:, kvh, -1])
     if b["tail"] is not None:
-        parts.append(out["tail_kv"][-1][0][0, h][b["tail_ends"]])
+        parts.append(out["tail_kv"][-1][0][0, kvh][b["tail_ends"]])
     keys = torch.cat(parts)  # [K, d], the labels' order (pooled items first, then the tail)
     return q @ keys.T * a.scaling
 

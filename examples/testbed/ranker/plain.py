@@ -38,7 +38,6 @@ import torch.nn.functional as F
 
 from . import model as fwd
 from .train import to_teacher
-from transformers.models.qwen2.modeling_qwen2 import apply_rotary_pos_emb
 
 _T = None  # the trainer, inherited by the forked workers (its CPU state only)
 KEYS = ("pooled", "tail", "tail_start", "user_start", "users", "last", "labels", "target",
@@ -151,39 +150,18 @@ def item_label_logits(model, b, out, tap):
 
 def point_logits(model, b, out, tap):
     """hp aux_point: the last layer's last head at each user's final token, its attention
-    logits over the candidates' last tokens in label order, [B, K] (model.readout_logits
-    for plain batches, whose `last` holds the final token only): a direct handle on the
-    pointer, which the label CE alone never formed."""
-    layer = model.model.layers[-1]
-    a = layer.self_attn
-    d = a.head_dim
-    heads = a.q_proj.weight.shape[0] // d
-    h = heads - 1
-    kvh = h // (heads // (a.k_proj.weight.shape[0] // d))
-    rows = torch.arange(b["users"].shape[0])
-    final = b["last"][:, -1]
-    q = a.q_proj(layer.input_layernorm(out["users_tap"][tap][rows, final])).view(len(rows), -1,
-                                                                                 d)[:, h]
-    pos = (b["user_start"] + final)[:, None]
-    cos, sin = model.model.rotary_emb(q[:, None], pos)
-    q, _ = apply_rotary_pos_emb(q[:, None, None], q[:, None, None], cos, sin)
-    q = q[:, 0, 0]
+    logits over the candidates' last tokens in label order, [B, K]: model.readout_logits,
+    whose user-first rows read the item ends from `last` (plain batches keep them apart)."""
+    view = dict(b)
     if b["pooled"] is None and b["tail"] is None:
-        keys = out["users_kv"][-1][0][:, kvh][rows[:, None], b["item_ends"]]  # [B, K, d]
-        return torch.einsum("bd,bkd->bk", q, keys) * a.scaling
-    parts = []
-    if b["pooled"] is not None:
-        parts.append(out["pooled_kv"][-1][0][:, kvh, -1])
-    if b["tail"] is not None:
-        parts.append(out["tail_kv"][-1][0][0, kvh][b["tail_ends"]])
-    return q @ torch.cat(parts).T * a.scaling
+        view["last"] = torch.cat([b["item_ends"], b["last"][:, -1:]], 1)
+    return fwd.readout_logits(model, view, out, out["users_tap"][tap])
 
 
 def loss_of(model, b, hp, amp):
-    """Label CE at the final token + KD towards the teacher, and the auxiliary losses:
-    hp `aux_item` (item-id rows: the final token's CE over every item's id token, the
-    sequential recommender's next-item loss; needs `item_ids`) and hp `aux_label` (every
-    candidate names its own label at the last layer's input, the copy the readout reads)."""
+    """Label CE at the final token + KD towards the teacher, plus the auxiliary losses of the
+    module doc (`aux_item`, `aux_label`, `aux_point`, `aux_seq`), each weighted by its hp and
+    returned unweighted for the log."""
     tap = hp["layers"] - 1
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
         taps = (tap,) if hp.get("aux_label") or hp.get("aux_point") else ()

@@ -158,6 +158,12 @@ def point_logits(model, b, out, tap):
     return fwd.readout_logits(model, view, out, out["users_tap"][tap])
 
 
+def item_logits(model, hidden, base):
+    """Logits over every item's id token (row `base` + id of the tied embedding) from hidden
+    states before the final norm: the next-item losses `aux_item` and `aux_seq`."""
+    return model.model.norm(hidden) @ model.model.embed_tokens.weight[base:].T
+
+
 def loss_of(model, b, hp, amp):
     """Label CE at the final token + KD towards the teacher, plus the auxiliary losses of the
     module doc (`aux_item`, `aux_label`, `aux_point`, `aux_seq`), each weighted by its hp and
@@ -169,17 +175,14 @@ def loss_of(model, b, hp, amp):
         final = fwd.label_scores(model, out["users"][:, -1:], b["labels"])[:, 0]
         aux = torch.zeros(4, device=final.device)  # unweighted: item, own label, pointer, seq
         if hp.get("aux_item"):
-            base = hp["item_ids"]
-            h = model.model.norm(out["users"][:, -1])
-            logits = h @ model.model.embed_tokens.weight[base:].T
+            logits = item_logits(model, out["users"][:, -1], hp["item_ids"])
             aux[0] = F.cross_entropy(logits.float(), b["target_item"])
         if hp.get("aux_label"):
             il = item_label_logits(model, b, out, tap).float()
             want = torch.arange(il.shape[1]).expand(il.shape[0], -1)
             aux[1] = F.cross_entropy(il.flatten(0, 1), want.flatten())
         if hp.get("aux_seq"):
-            h = model.model.norm(out["users"][:, :-1])
-            logits = h @ model.model.embed_tokens.weight[hp["item_ids"]:].T
+            logits = item_logits(model, out["users"][:, :-1], hp["item_ids"])
             aux[3] = F.cross_entropy(logits.flatten(0, 1).float(), b["seq_next"].flatten())
         if hp.get("aux_point"):
             pl = point_logits(model, b, out, tap).float()

@@ -115,10 +115,10 @@ class Trainer:
         log(f"[ranker] teacher fitted in {time.time() - t0:.0f}s")
         self.probe = torch.nn.Linear(hp["item_dims"] or hp["hidden"], self.vecs.shape[1])
         self.user_probe = torch.nn.Linear(hp["hidden"], self.user_mean.shape[0])
-        # Training touches token ids below `used` only (text tokens, both label ranges): train
-        # those rows as their own table, so the optimizer does not sweep all 65,536 each step.
         if hp.get("item_init"):
             self.init_item_rows(hp["item_init"])
+        # Training touches token ids below `used` only (text tokens, both label ranges): train
+        # those rows as their own table, so the optimizer does not sweep all 65,536 each step.
         self.full = self.model.model.embed_tokens
         self.model.model.embed_tokens = torch.nn.Embedding.from_pretrained(
             self.full.weight.detach()[:used].clone(), freeze=False)

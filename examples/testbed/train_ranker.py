@@ -4,24 +4,30 @@ a small Qwen2 trained here, on this machine's CPU, to rank candidates the way re
 
 Run with the testbed venv's Python: train_ranker.py --out DIR --tokenizer TINY_QWEN2_DIR
 --data-dir SHARED_DATA_DIR. Prints the checkpoint directory on stdout; progress on stderr.
-- Task: prompt = a user's history (last 20 items as title tokens) + 100 candidates with label
-  tokens + recache's default instruction, built exactly as recache builds them (ranker/
-  layout.py, checked against the Rust code by tests/tests/engine_ranker_prompt.rs); target = the
-  label of the user's next item. Layouts: user-first, item-first, and item-first with the item
-  KV pool (items alone at a shared start position), labels over both ranges recache uses.
+- Task: prompt = a user's history (last 20 items) + 100 candidates with label tokens +
+  recache's default instruction, built exactly as recache builds them (ranker/layout.py,
+  checked against the Rust code by tests/tests/engine_ranker_prompt.rs); target = the label of
+  the user's next item. Items are their own id tokens (item i: token 20480 + i; `recache bench
+  quality --item-id-base 20480 --item-tokens 1`), labels start at 4096 (`--rank-label-base
+  4096`). Layouts: user-first, item-first, and item-first with the item KV pool (items alone
+  at a shared start position), labels over both ranges recache uses.
 - Data: Amazon Beauty (`amazon/Beauty.txt`), item i titled by `items/Industrial_and_
   Scientific.item.json` entry i mod count, as `recache bench gr` does. Users are split by a
   hash of their id (ranker/data.py = sidecar/src/bench/quality/split.rs): 5% held out for
   `recache bench quality`, 2% dev (progress only), the rest train; held-out and dev users'
   interactions never reach training.
-- Model: Qwen2ForCausalLM, 4 layers, hidden 128, 2 heads (2 KV heads, head dim 64), FFN 512,
-  tied embeddings, the testbed tokenizer's 65,536 ids, 16,384 positions; ranker/train.py says
-  how it is trained. Deterministic for a seed: one torch thread, seeded everything.
+- Model: Qwen2ForCausalLM, 4 layers, hidden 128, 1 head (head dim 128), FFN 512, tied
+  embeddings, the testbed tokenizer's 65,536 ids, 16,384 positions; ranker/train.py (HP) and
+  ranker/plain.py say how it is trained: 2,000 steps of everything, then 3,000 of the last
+  layer's attention alone (~25 min on 2 cores). Deterministic for a seed: one torch thread,
+  seeded everything, steps rather than seconds.
 - On a GPU (`--device cuda --export FILE`, what `train_ranker_device` runs where a device is
   lent): the same recipe with larger batches and a wall-clock budget (`budget_s` in --hp);
   the trained weights come back as FILE and `--import FILE` here checks them against the HF
   forward and writes the checkpoint, stamped as device-trained. `up --model ranker` keeps a
   device-trained checkpoint of the current recipe version and data: it cannot be remade here.
+- `--ready`: exit 0 when the checkpoint at --out is the current recipe's (or an import of
+  it), 1 when `up --model ranker` would train; trains nothing (the quickstart asks first).
 Written to a temp dir and renamed into place with a stamp of the recipe and the data files'
 digests, so a changed recipe or data retrains and a crash never leaves a checkpoint that
 later runs would trust.
@@ -32,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 DATA = "amazon/Beauty.txt"
 ITEMS = "items/Industrial_and_Scientific.item.json"
-VERSION = 2  # bump when the training code changes what it makes
+VERSION = 3  # bump when the training code changes what it makes
 
 
 def digest(path):
@@ -45,7 +51,7 @@ def digest(path):
 
 def recipe(hp, data_dir):
     from ranker import train
-    return json.dumps({"ranker": VERSION, "hp": {**train.HP, **hp},
+    return json.dumps({"ranker": VERSION, "hp": train.recipe_hp(hp),
                        "data": digest(os.path.join(data_dir, DATA)),
                        "items": digest(os.path.join(data_dir, ITEMS))}, sort_keys=True)
 
@@ -79,7 +85,7 @@ def trainer_for(tokenizer_dir, data_dir, hp, device="cpu"):
     from ranker import data as rdata, train
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     data = rdata.Data(os.path.join(data_dir, DATA), os.path.join(data_dir, ITEMS))
-    return tok, data, train.Trainer(data, tok, {**train.HP, **hp}, log, device)
+    return tok, data, train.Trainer(data, tok, train.recipe_hp(hp), log, device)
 
 
 def export(path, tokenizer_dir, data_dir, hp, device):
@@ -149,6 +155,9 @@ def make(out, tokenizer_dir, data_dir, hp, stamp, imported=None):
               "torch": torch.__version__}
     if device_report:
         report["trained_on"] = device_report
+    else:  # steps per stage, each stage's loss curve
+        report["steps"] = trainer.steps_run
+        report.update(getattr(trainer, "extra_report", {}))
     with open(os.path.join(tmp, "ranker-report.json"), "w") as f:
         json.dump(report, f, indent=2)
     with open(os.path.join(tmp, "recache-testbed-stamp"), "w") as f:
@@ -186,6 +195,9 @@ def main():
     ap.add_argument("--import", dest="imported", metavar="FILE", help="make the checkpoint "
                     "from an --export FILE (its recipe overrides come with it) instead of "
                     "training")
+    ap.add_argument("--ready", action="store_true", help="exit 0 if --out holds the current "
+                    "recipe's checkpoint (or an import of it), 1 if it would be trained; "
+                    "trains nothing")
     a = ap.parse_args()
     for rel in (DATA, ITEMS):
         if not os.path.exists(os.path.join(a.data_dir, rel)):
@@ -199,7 +211,11 @@ def main():
         import torch
         report = torch.load(a.imported, map_location="cpu", weights_only=True)["report"]
         from ranker import train
-        hp = {k: v for k, v in report["hp"].items() if train.HP.get(k) != v}
+        # the run's overrides: what differs from the recipe it started from (EXTRA's
+        # experiment switches at their defaults are not overrides)
+        start = {"base": 2} if report["hp"].get("base") == 2 else {}
+        base = {**train.EXTRA, **train.recipe_hp(start)}
+        hp = {k: v for k, v in report["hp"].items() if base.get(k) != v}
         stamp = json.dumps({**json.loads(recipe(hp, a.data_dir)),
                             "trained_on": report.get("gpu") or report["device"]},
                            sort_keys=True)
@@ -208,7 +224,13 @@ def main():
         return
     stamp = recipe(hp, a.data_dir)
     path = os.path.join(a.out, "recache-testbed-stamp")
-    if os.path.exists(path) and open(path).read().strip() == stamp:
+    current = os.path.exists(path) and open(path).read().strip() == stamp
+    if a.ready:
+        ok = current or (not hp and device_trained(path, stamp))
+        print(f"[testbed] ranker {'ready' if ok else 'not trained yet'}: {a.out}",
+              file=sys.stderr)
+        sys.exit(0 if ok else 1)
+    if current:
         print(f"[testbed] ranker ready (cached): {a.out}", file=sys.stderr)
     elif not hp and device_trained(path, stamp):
         print(f"[testbed] ranker ready (cached, imported from an --export run on "

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import model as fwd
+from . import layout, model as fwd
 from .train import to_teacher
 
 _T = None  # the trainer, inherited by the forked workers (its CPU state only)
@@ -239,60 +239,165 @@ def start_from(trainer, path, train_only):
         raise SystemExit(f"[plain] {path} does not fit: missing {missing}, unexpected {unexpected}")
     with torch.no_grad():
         model.model.embed_tokens.weight.copy_(rows)
-    names = [n for n in train_only.split(",") if n]
-    if names:
-        for n, p in model.named_parameters():
-            p.requires_grad_(any(x in n for x in names))
-    trainer.log(f"[plain] started from {path}; training "
-                f"{[n for n, p in model.named_parameters() if p.requires_grad]}")
+    freeze(trainer, train_only)
+    trainer.log(f"[plain] started from {path}")
+
+class Feed:
+    """The batches the workers build, in order. On a budget (device runs) a step that finds no
+    new batch draws a kept one again, so the GPU never waits; on a step count (the CPU recipe)
+    it waits for the next one and drops what it used, so a seed gives the same run."""
+
+    def __init__(self, trainer, hp):
+        self.workers = hp.get("workers") or max(1, min(14, len(os.sched_getaffinity(0)) - 2))
+        # (the device lends 16 cores; a container may report its host's count)
+        self.cap = int(hp.get("max_batches", 30000))
+        self.pool = mp.get_context("fork").Pool(self.workers, initializer=_worker_init)
+        self.kept, self.lock, self.stop, self.failed = [], threading.Lock(), threading.Event(), []
+        self.order = random.Random(hp["seed"] + 7)
+        self.fresh = self.reused = 0
+        self.feeder = threading.Thread(target=self._pull, daemon=True)
+        self.feeder.start()
+
+    def _pull(self):
+        try:
+            for item in self.pool.imap(make_batch, range(self.cap), chunksize=2):
+                with self.lock:
+                    self.kept.append(item)
+                if self.stop.is_set():
+                    break
+        except Exception as e:  # a worker's error: the loop raises it
+            self.failed.append(e)
+
+    def wait(self, n):
+        while len(self.kept) < min(n, self.cap) and self.feeder.is_alive():
+            time.sleep(0.05)
+
+    def next(self, reuse):
+        if not reuse:
+            self.wait(self.fresh + 1)
+        with self.lock:
+            n = len(self.kept)
+            if self.fresh < n:
+                kind, b = self.kept[self.fresh]
+                if not reuse:
+                    self.kept[self.fresh] = None  # never drawn again: free it
+                self.fresh += 1
+                return kind, b
+        if not n or not reuse:
+            raise RuntimeError(f"[plain] no batches: {self.failed}")
+        self.reused += 1
+        return self.kept[self.order.randrange(n)]
+
+    def close(self):
+        self.stop.set()
+        self.pool.terminate()
 
 
 def run(trainer):
+    """Stage 1 on the trainer's hp, then (hp `then`, its overrides) stage 2 from where it ended
+    on the same stream of batches; the report has each stage's curve."""
     global _T
-    hp, log = trainer.hp, trainer.log
+    hp = trainer.hp
     _T = trainer
-    # (the device lends 16 cores; a container may report its host's count)
-    workers = hp.get("workers") or max(1, min(14, len(os.sched_getaffinity(0)) - 2))
-    cap = int(hp.get("max_batches", 30000))
-    ctx = mp.get_context("fork")
-    pool = ctx.Pool(workers, initializer=_worker_init)
-    kept, lock, stop, failed = [], threading.Lock(), threading.Event(), []
-
-    def pull():
-        try:
-            for item in pool.imap(make_batch, range(cap), chunksize=2):
-                with lock:
-                    kept.append(item)
-                if stop.is_set():
-                    break
-        except Exception as e:  # a worker's error: the loop raises it
-            failed.append(e)
-
-    feeder = threading.Thread(target=pull, daemon=True)
-    feeder.start()
+    feed = Feed(trainer, hp)
     if hp.get("readout_init"):
         init_readout(trainer.model, hp["readout_init"], hp.get("readout_scale", 1.0))
     if hp.get("init_from"):
         start_from(trainer, hp["init_from"], hp.get("train_only", ""))
+    if hp.get("label_frozen"):
+        freeze_labels(trainer)
+    trainer.label_codes = label_codes(trainer) if hp.get("label_tied") else None
     trainer.to(trainer.target_device)  # after the fork: the workers never touch CUDA
-    device = trainer.device
+    t0 = time.time()
+    feed.wait(32)
+    trainer.log(f"[plain] {feed.workers} workers, first {len(feed.kept)} batches in "
+                f"{time.time() - t0:.1f}s")
+    try:
+        report = dict(stage(trainer, hp, feed), workers=feed.workers)
+        trainer.steps_run = {"rank": report["steps"]}
+        if hp.get("then"):
+            # stage 2 runs on its own steps unless `then` gives it a budget of its own
+            second = {**hp, "budget_s": 0, "init_from": None, **hp["then"]}
+            freeze(trainer, second.get("train_only", ""))
+            report["then"] = stage(trainer, second, feed)
+            trainer.steps_run["then"] = report["then"]["steps"]
+    finally:
+        feed.close()
+    report.update(fresh_batches=feed.fresh, reused_batches=feed.reused)
+    trainer.extra_report = dict(plain=report)
+    trainer.model.eval()
+    return trainer.finish()
+
+
+def freeze_labels(trainer):
+    """hp label_frozen: every label row (positional and pool slot) keeps its random init. A
+    pool slot's label is one of 12,288 and a run shows each a few times, where the 100
+    positional ones come in every prompt: trained, the two kinds drift apart and the copy
+    learnt on the positional ones does not carry to the slots. Frozen, all are alike."""
+    hp = trainer.hp
+    w = trainer.model.model.embed_tokens.weight
+    keep = torch.ones(w.shape[0], 1)
+    keep[hp["label_base"]:hp["label_base"] + layout.MAX_ITEMS + hp["pool_slots"]] = 0.0
+    w.register_hook(lambda g: g * keep.to(g.device))
+
+
+def label_rows(hp):
+    return slice(hp["label_base"], hp["label_base"] + layout.MAX_ITEMS + hp["pool_slots"])
+
+
+def label_codes(trainer):
+    """hp label_tied: each label row's fixed code, its initial row less the rows' mean, as a
+    unit vector (random, nearly orthogonal: a label only has to be told apart)."""
+    w = trainer.model.model.embed_tokens.weight.detach()[label_rows(trainer.hp)]
+    codes = w - w.mean(0)
+    return codes / codes.norm(dim=1, keepdim=True)
+
+
+def tie_labels(trainer):
+    """hp label_tied, after each step: every label row becomes the positional labels' mean
+    plus their mean spread times its own code. The 100 positional labels come in every prompt;
+    a pool slot's label is one of 12,288 and a run shows each a few times, so trained freely
+    the two kinds drift apart (model n: row norms 1.00 against 0.40, a shared direction of
+    0.37 against 0.02) and the copy learnt on the positional ones reads the slots weakly.
+    Tied, what training learns of "a label" (the mean, the scale) holds for every slot."""
+    hp, codes = trainer.hp, trainer.label_codes
+    w = trainer.model.model.embed_tokens.weight
+    rows = label_rows(hp)
+    with torch.no_grad():
+        pos = w[rows.start:rows.start + layout.MAX_ITEMS]
+        mean = pos.mean(0)
+        spread = (pos - mean).norm(dim=1).mean()
+        w[rows] = mean + spread * codes.to(w.device)
+
+
+def freeze(trainer, train_only):
+    """hp train_only "a,b": only parameters whose names contain one of these train."""
+    names = [n for n in train_only.split(",") if n]
+    if not names:
+        return
+    for n, p in trainer.model.named_parameters():
+        p.requires_grad_(any(x in n for x in names))
+    trainer.log(f"[plain] training only "
+                f"{[n for n, p in trainer.model.named_parameters() if p.requires_grad]}")
+
+
+def stage(trainer, hp, feed):
+    """One stage: AdamW over the parameters that train, `steps` steps (or as many as
+    `budget_s` allows), the cosine schedule over them; returns the stage's report."""
+    log, device, model = trainer.log, trainer.device, trainer.model
     amp = device.type == "cuda"
-    model = trainer.model
     params = [p for p in model.parameters() if p is not trainer.full.weight and p.requires_grad]
     opt = torch.optim.AdamW(params, lr=hp["lr"], betas=(0.9, 0.98),
                             weight_decay=hp.get("wd", 0.01))
-    t0 = time.time()
-    while len(kept) < min(32, cap) and feeder.is_alive():
-        time.sleep(0.05)
-    log(f"[plain] {workers} workers, first {len(kept)} batches in {time.time() - t0:.1f}s")
-    order = random.Random(hp["seed"] + 7)
-    total, step, fresh, reused = hp["steps"], 0, 0, 0
+    total, step = hp["steps"], 0
     sums = torch.zeros(8, device=device)
     curve, t_measure, t_train = [], None, time.time()
     budget = hp.get("budget_s", 0)
+    reuse = bool(budget)
     plan_at = int(hp.get("plan_at", 500))  # the cosine barely moved by then (total 1e6 before)
     timed = bool(budget and hp.get("curriculum"))  # on time: steps differ in cost
     ks = {}  # candidate counts of the steps since the last line
+    lr = hp["lr"]
 
     def window(end=False):
         """The steps since the last line, averaged: one curve point and one log line."""
@@ -306,28 +411,20 @@ def run(trainer):
                           aux_seq=round(seq_m, 4)))
         log(f"[plain] step {step}{' (end)' if end else f'/{total}'} ce {ce_m:.3f} kd {kd_m:.3f} "
             f"item {item_m:.3f} own label {own_m:.3f} point {point_m:.3f} seq {seq_m:.3f} "
-            f"train top-10% {hit_m:.3f} K {dict(ks)} lr {lr:.2e} fresh {fresh} reused {reused} "
-            f"{time.time() - t_train:.0f}s")
+            f"train top-10% {hit_m:.3f} K {dict(ks)} lr {lr:.2e} fresh {feed.fresh} "
+            f"reused {feed.reused} {time.time() - t_train:.0f}s")
         ks = {}
 
     while step < total:
+        done = None
         if timed:
             done = (time.time() - t_train) / budget
             if done >= 1.0:
                 break
-        with lock:
-            n = len(kept)
-        if not n:
-            raise RuntimeError(f"[plain] no batches: {failed}")
-        if fresh < n:
-            kind, b = kept[fresh]
-            fresh += 1
-        else:
-            kind, b = kept[order.randrange(n)]
-            reused += 1
+        kind, b = feed.next(reuse)
         b = to_device(b, device)
         loss, ce, kd, hit, aux = loss_of(model, b, hp, amp)
-        lr = trainer.lr(step, total, hp["lr"], done if timed else None)
+        lr = trainer.lr(step, total, hp["lr"], done, hp["warmup"])
         for g in opt.param_groups:
             g["lr"] = lr
         ks[b["labels"].shape[1]] = ks.get(b["labels"].shape[1], 0) + 1
@@ -335,6 +432,8 @@ def run(trainer):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
+        if trainer.label_codes is not None and trainer.model.model.embed_tokens.weight.requires_grad:
+            tie_labels(trainer)
         sums += torch.cat([torch.stack([ce, kd, hit]), aux, torch.ones(1, device=device)])
         step += 1
         # The rate is measured over steps plan_at/3..plan_at: the first steps meet new shapes
@@ -354,14 +453,6 @@ def run(trainer):
             window()
     if sums[7] > 0:  # a timed run's last partial window
         window(end=True)
-    stop.set()
-    pool.terminate()
     wall = time.time() - t_train
-    total = step
-    trainer.steps_run = {"rank": total}
-    trainer.extra_report = dict(plain=dict(
-        steps=total, train_s=round(wall, 1), ms_per_step=round(1000 * wall / total, 2),
-        fresh_batches=fresh, reused_batches=reused, workers=workers, curve=curve,
-        ce_first_last=[curve[0]["ce"], curve[-1]["ce"]] if curve else None))
-    model.eval()
-    return trainer.finish()
+    return dict(steps=step, train_s=round(wall, 1), ms_per_step=round(1000 * wall / max(step, 1), 2),
+                curve=curve, ce_first_last=[curve[0]["ce"], curve[-1]["ce"]] if curve else None)

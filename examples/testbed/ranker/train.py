@@ -38,6 +38,7 @@ HP = dict(hidden=128, layers=4, heads=1, kv_heads=1, ffn=512, title_tap=2, item_
           read_scale=1.0, read_gain=12.0, out_gain=10.0,
           plain=1, item_ids=20480, label_base=4096, dev_users=489,
           aux_item=1.0, aux_label=1.0, aux_point=2.0, aux_seq=1.0, item_init=2.0, readout_init=1.0,
+          label_frozen=1, label_gain=4.4,
           then=dict(steps=3000, warmup=30, train_only="layers.3.self_attn,model.norm",
                     aux_point=1.0, aux_item=0.0, aux_label=0.0, aux_seq=0.0))
 # Recipe VERSION 2 (titles only, hand-built channels: at chance, docs/quality.md 2026-11-25),
@@ -46,7 +47,7 @@ HP = dict(hidden=128, layers=4, heads=1, kv_heads=1, ffn=512, title_tap=2, item_
 HP_V2 = dict(HP, heads=2, kv_heads=2, item_tokens=18, group_users=16, up_users=2,
              enc_steps=1200, steps=900, warmup=60, plain=0, item_ids=0, label_base=layout.LABEL_BASE,
              dev_users=200, aux_item=0.0, aux_label=0.0, aux_point=0.0, aux_seq=0.0,
-             item_init=0.0, readout_init=0.0, then=None)
+             item_init=0.0, readout_init=0.0, label_frozen=0, label_gain=0.0, then=None)
 
 
 def recipe_hp(overrides):

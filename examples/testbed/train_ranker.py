@@ -236,7 +236,7 @@ def main():
         print(f"[testbed] ranker ready (cached, imported from an --export run on "
               f"{json.loads(open(path).read())['trained_on']}): {a.out}", file=sys.stderr)
     else:
-        print(f"[testbed] training the GR ranker into {a.out} (CPU, one thread: ~30 min)",
+        print(f"[testbed] training the GR ranker into {a.out} (CPU, one thread: ~25 min)",
               file=sys.stderr)
         make(a.out, a.tokenizer, a.data_dir, hp, stamp)
     print(a.out)

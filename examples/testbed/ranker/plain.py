@@ -1,14 +1,23 @@
-"""Plain training of the GR ranker (issue 21 experiment, hp `plain` 1; docs/quality.md,
-2026-11-27): an ordinary Qwen2 init (no hand-built channels or flags) trained end to end on
-recache's layouts (batches.py: UP, IP, pooled) with the label CE at the final token plus
-distillation towards the teacher over the prompt's candidates, and nothing else, for as many
-steps as a wall-clock budget allows.
+"""Training of the GR ranker's recipe (hp `plain` 1, recipe VERSION 3; docs/quality.md): an
+ordinary Qwen2 init (no hand-built channels or flags) trained end to end on recache's layouts
+(batches.py: UP, IP, pooled) with the label CE at the final token, distillation towards the
+teacher over the prompt's candidates and the auxiliary losses below; then, with hp `then`, a
+second stage from where the first ended (its hp overrides: which weights train, the losses,
+the steps) on the same stream of batches.
 
-Owns the fast loop. Batches (batches.py's, with the teacher's normalized scores attached and
-`last` cut to the final token) are built by CPU worker processes forked before the model
-moves to the GPU, streamed in and kept; when the workers fall behind, the loop draws a kept
-batch again, so the GPU never waits. The step count is fixed once from the measured step time
-(hp `budget_s`), so the cosine schedule runs its whole course. bf16 autocast on CUDA.
+Owns the fast loop (`Feed`, `stage`). Batches (batches.py's, with the teacher's normalized
+scores attached and `last` cut to the final token) are built by CPU worker processes forked
+before the model moves to the GPU, streamed in order. On a step count (the CPU recipe) each
+step waits for its batch, so a seed gives the same weights; with hp `budget_s` (device runs)
+a step that finds no new batch draws a kept one again, so the GPU never waits, and the step
+count is fixed once from the measured step time, so the cosine schedule runs its whole
+course. bf16 autocast on CUDA.
+
+Label rows (hp `label_frozen`, `label_gain`; docs/quality.md, thirteenth session): every label
+row, positional and pool slot, keeps its random init scaled by `label_gain`, so the copy
+learnt on the positional labels (in every prompt) reads the pool slots' (a few times each in
+a run) alike. hp `label_tied` (an experiment that failed) ties them to the positional
+labels' mean and spread instead.
 
 hp `curriculum` "K1:N1,K2:N2,...": the first N1 batches hold K1 candidates, the next N2 K2, the
 rest `candidates` (a pointer over 100 candidates never formed from the start: docs/quality.md,
@@ -304,6 +313,9 @@ def run(trainer):
         init_readout(trainer.model, hp["readout_init"], hp.get("readout_scale", 1.0))
     if hp.get("init_from"):
         start_from(trainer, hp["init_from"], hp.get("train_only", ""))
+    if hp.get("label_gain"):
+        with torch.no_grad():  # every label row scaled alike (a frozen row keeps this scale)
+            trainer.model.model.embed_tokens.weight[label_rows(hp)] *= hp["label_gain"]
     if hp.get("label_frozen"):
         freeze_labels(trainer)
     trainer.label_codes = label_codes(trainer) if hp.get("label_tied") else None

@@ -251,6 +251,7 @@ def start_from(trainer, path, train_only):
     freeze(trainer, train_only)
     trainer.log(f"[plain] started from {path}")
 
+
 class Feed:
     """The batches the workers build, in order. On a budget (device runs) a step that finds no
     new batch draws a kept one again, so the GPU never waits; on a step count (the CPU recipe)
@@ -264,6 +265,7 @@ class Feed:
         self.kept, self.lock, self.stop, self.failed = [], threading.Lock(), threading.Event(), []
         self.order = random.Random(hp["seed"] + 7)
         self.fresh = self.reused = 0
+        self.base = 0  # batches below it were freed (used on a step count): never drawn again
         self.feeder = threading.Thread(target=self._pull, daemon=True)
         self.feeder.start()
 
@@ -290,12 +292,13 @@ class Feed:
                 kind, b = self.kept[self.fresh]
                 if not reuse:
                     self.kept[self.fresh] = None  # never drawn again: free it
+                    self.base = self.fresh + 1
                 self.fresh += 1
                 return kind, b
-        if not n or not reuse:
+        if n <= self.base or not reuse:
             raise RuntimeError(f"[plain] no batches: {self.failed}")
         self.reused += 1
-        return self.kept[self.order.randrange(n)]
+        return self.kept[self.base + self.order.randrange(n - self.base)]
 
     def close(self):
         self.stop.set()
@@ -313,7 +316,7 @@ def run(trainer):
         init_readout(trainer.model, hp["readout_init"], hp.get("readout_scale", 1.0))
     if hp.get("init_from"):
         start_from(trainer, hp["init_from"], hp.get("train_only", ""))
-    if hp.get("label_gain"):
+    if hp.get("label_gain") and not hp.get("init_from"):  # (a started run has its scale)
         with torch.no_grad():  # every label row scaled alike (a frozen row keeps this scale)
             trainer.model.model.embed_tokens.weight[label_rows(hp)] *= hp["label_gain"]
     if hp.get("label_frozen"):

@@ -1,7 +1,14 @@
 """Training of the GR ranker (see train_ranker.py for the recipe and the checkpoint).
 
-One model (an HF Qwen2ForCausalLM trained through model.py's forward), a teacher fitted on
-the training users (teacher.py), two stages:
+Owns the model, the teacher, the hp (HP: the recipe) and the Trainer the loops share: one
+model (an HF Qwen2ForCausalLM trained through model.py's forward), a teacher fitted on the
+training users (teacher.py), the batch sampler (batches.py) and the dev metric.
+
+The recipe (VERSION 3, hp `plain` 1) trains in plain.py: an ordinary init, items as their own
+id tokens, a loss per part of the circuit, then a second stage for the copy to the labels.
+
+The code below `Trainer.run`'s `plain` branch is recipe VERSION 2 (hp `base` 2, HP_V2; at
+chance, docs/quality.md 2026-11-25/26), kept for the device experiments written against it:
 1. Encoders (cheap: a title alone is 19 tokens): one layer before the last, a candidate's
    last token (`[label, title]` alone from position 0: the pooled layout) must carry its
    title's teacher vector and name its label (through the tied unembedding), and the final
@@ -11,9 +18,9 @@ the training users (teacher.py), two stages:
    the final token, distillation towards the teacher's ranking of the same candidates, and
    the stage-1 losses at every candidate and final token whatever the layout, so the
    representations the last layer compares stay the same in UP, IP and pooled prompts.
-The copy of a label into its item and from the preferred item to the output is built into the
-weights (`weights.py`: a frozen positional head in layer 0, a readout head in the last
-layer); training has to learn the comparison (which item the user prefers).
+   The copy of a label into its item and from the preferred item to the output is built into
+   the weights (`weights.py`: a frozen positional head in layer 0, a readout head in the last
+   layer); training has to learn the comparison (which item the user prefers).
 """
 import math, random, time
 

@@ -16,8 +16,7 @@ course. bf16 autocast on CUDA.
 Label rows (hp `label_frozen`, `label_gain`; docs/quality.md, thirteenth session): every label
 row, positional and pool slot, keeps its random init scaled by `label_gain`, so the copy
 learnt on the positional labels (in every prompt) reads the pool slots' (a few times each in
-a run) alike. hp `label_tied` (an experiment that failed) ties them to the positional
-labels' mean and spread instead.
+a run) alike.
 
 hp `curriculum` "K1:N1,K2:N2,...": the first N1 batches hold K1 candidates, the next N2 K2, the
 rest `candidates` (a pointer over 100 candidates never formed from the start: docs/quality.md,
@@ -321,7 +320,6 @@ def run(trainer):
             trainer.model.model.embed_tokens.weight[label_rows(hp)] *= hp["label_gain"]
     if hp.get("label_frozen"):
         freeze_labels(trainer)
-    trainer.label_codes = label_codes(trainer) if hp.get("label_tied") else None
     trainer.to(trainer.target_device)  # after the fork: the workers never touch CUDA
     t0 = time.time()
     feed.wait(32)
@@ -352,37 +350,13 @@ def freeze_labels(trainer):
     hp = trainer.hp
     w = trainer.model.model.embed_tokens.weight
     keep = torch.ones(w.shape[0], 1)
-    keep[hp["label_base"]:hp["label_base"] + layout.MAX_ITEMS + hp["pool_slots"]] = 0.0
+    keep[label_rows(hp)] = 0.0
     w.register_hook(lambda g: g * keep.to(g.device))
 
 
 def label_rows(hp):
+    """Token ids of every label: the positional ones, then the pool slots'."""
     return slice(hp["label_base"], hp["label_base"] + layout.MAX_ITEMS + hp["pool_slots"])
-
-
-def label_codes(trainer):
-    """hp label_tied: each label row's fixed code, its initial row less the rows' mean, as a
-    unit vector (random, nearly orthogonal: a label only has to be told apart)."""
-    w = trainer.model.model.embed_tokens.weight.detach()[label_rows(trainer.hp)]
-    codes = w - w.mean(0)
-    return codes / codes.norm(dim=1, keepdim=True)
-
-
-def tie_labels(trainer):
-    """hp label_tied, after each step: every label row becomes the positional labels' mean
-    plus their mean spread times its own code. The 100 positional labels come in every prompt;
-    a pool slot's label is one of 12,288 and a run shows each a few times, so trained freely
-    the two kinds drift apart (model n: row norms 1.00 against 0.40, a shared direction of
-    0.37 against 0.02) and the copy learnt on the positional ones reads the slots weakly.
-    Tied, what training learns of "a label" (the mean, the scale) holds for every slot."""
-    hp, codes = trainer.hp, trainer.label_codes
-    w = trainer.model.model.embed_tokens.weight
-    rows = label_rows(hp)
-    with torch.no_grad():
-        pos = w[rows.start:rows.start + layout.MAX_ITEMS]
-        mean = pos.mean(0)
-        spread = (pos - mean).norm(dim=1).mean()
-        w[rows] = mean + spread * codes.to(w.device)
 
 
 def freeze(trainer, train_only):
@@ -447,8 +421,6 @@ def stage(trainer, hp, feed):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        if trainer.label_codes is not None and trainer.model.model.embed_tokens.weight.requires_grad:
-            tie_labels(trainer)
         sums += torch.cat([torch.stack([ce, kd, hit]), aux, torch.ones(1, device=device)])
         step += 1
         # The rate is measured over steps plan_at/3..plan_at: the first steps meet new shapes

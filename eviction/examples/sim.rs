@@ -1,5 +1,6 @@
-//! Stand-alone `recache sim` until the sidecar binary embeds it:
+//! Stand-alone `recache sim` without the serving crate:
 //! `cargo run --release -p recache-eviction --example sim -- --trace FILE ...`
+//! (`--plot` needs `recache sim`, which draws it with the recache-bench binary).
 
 use clap::Parser;
 use recache_eviction::sim::{SimArgs, run};
@@ -16,7 +17,7 @@ struct Cli {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    match run(&cli.args) {
+    match run(&cli.args, None) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             let mut msg = format!("error: {e}");

@@ -18,14 +18,10 @@
 //! - [`future`]: a trace's future (OPT and the oracle need it).
 //! - [`trace`]: trace parsing (Mooncake JSONL).
 //! - [`sim`]: the simulator and its clap arguments ([`sim::SimArgs`],
-//!   [`sim::run`]), embedded by `recache sim`.
-//! - [`bench`]: the predictor benchmark (timings, and ranking quality per
-//!   feature set against OPT's decisions).
-//! - [`tracegen`]: deterministic trace generators (Mooncake-style conversations, an
-//!   adversarial trace for learned eviction, GR ranking traffic).
+//!   [`sim::run`]), embedded by `recache sim`. Its `--plot` is drawn by the caller
+//!   (the `recache-bench` crate), so this crate links no plotting library.
 //! - `hash`: fast id hashing and seeded deterministic coins.
 
-pub mod bench;
 pub mod cache;
 pub mod future;
 pub mod hash;
@@ -34,7 +30,6 @@ pub mod policy;
 pub mod predict;
 pub mod sim;
 pub mod trace;
-pub mod tracegen;
 
 /// A KV block id (engine block hash, or a trace's hash id).
 pub type BlockId = u64;

@@ -8,6 +8,8 @@
 //! - [`server`]: the accept loop. [`server::run`] takes an already-bound listener (so tests bind
 //!   `127.0.0.1:0`) and a shutdown future, and drains in-flight requests before returning.
 //! - [`local`]: an in-process server on `127.0.0.1:0` for benchmarks and tests.
+//! - [`harness`]: everything the benchmarks (the `recache-bench` crate) use of this library,
+//!   in one module.
 //! - [`service`]: builds the server's parts once ([`service::AppState`]) and routes one
 //!   request to the part that answers it; modules below it receive only what they use.
 //! - [`proxy`]: forwarding a client's request: the request [`proxy::pipeline`] (parse once,
@@ -26,20 +28,23 @@
 //!   the eviction order published to the engine shim (`--kv-events`, `--publish`).
 //! - [`error`]: every error recache itself answers with, rendered in OpenAI's error shape.
 //! - [`metrics`]: the Prometheus registry behind `/metrics`.
-//! - [`bench`]: benchmark commands (`recache bench ...`) that print JSON. `recache sim` is the
-//!   eviction crate's simulator (`recache_eviction::sim`), embedded as a subcommand.
-//! - [`progress`]: progress bars / lines on stderr for long commands (benchmarks, `items
-//!   index`); a leaf module so that `retrieve` need not depend on `bench`.
+//! - [`progress`]: progress bars / lines on stderr for long commands (`items index`, and the
+//!   benchmarks of the `recache-bench` crate).
+//!
+//! The benchmarks (`recache bench ...`) are the `recache-bench` crate and binary; the `recache`
+//! binary hands `bench` to it. `recache sim` is the eviction crate's simulator
+//! (`recache_eviction::sim`), embedded as a subcommand (its `--plot` is drawn by
+//! `recache-bench`).
 //!
 //! Engine specifics (routes, health path, request shapes, prompt fields, priority routes,
 //! uncached blocks) live in the `recache-adapters` crate, `Engine`'s methods.
 
 pub mod admin;
-pub mod bench;
 pub mod body;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod harness;
 pub mod kvloop;
 pub mod limits;
 pub mod local;

@@ -1,10 +1,13 @@
-//! The `recache` command: parses the command line and hands over to the library.
+//! The `recache` command: parses the command line and hands over to the library, or, for
+//! `recache bench` (and `recache sim --plot`), to the `recache-bench` binary beside this one
+//! (as git runs `git-foo`): the serving binary links no benchmark or plotting code.
+
+use std::ffi::OsString;
 
 use anyhow::Context;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use tokio::net::TcpListener;
 
-use recache::bench::BenchCmd;
 use recache::config::ServeArgs;
 
 /// recache: a drop-in OpenAI-compatible proxy that makes generative-recommendation serving on
@@ -25,9 +28,15 @@ enum Command {
     Serve(Box<ServeCmd>),
     /// Replay a block-hash trace through every eviction policy and report hit ratios.
     Sim(recache_eviction::sim::SimArgs),
-    /// Benchmarks that print JSON.
-    #[command(subcommand)]
-    Bench(BenchCmd),
+    /// Benchmarks that print JSON (`recache bench --help` lists them). Run by the
+    /// recache-bench binary, which must sit beside this one (`cargo build --release -p
+    /// recache -p recache-bench`).
+    #[command(disable_help_flag = true, disable_version_flag = true)]
+    Bench {
+        /// The benchmark and its flags, passed to recache-bench as they are.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<OsString>,
+    },
     /// Catalog tools: `recache items index` builds the retrieval index.
     #[command(subcommand)]
     Items(recache::retrieve::cli::ItemsCmd),
@@ -72,12 +81,54 @@ fn main() -> anyhow::Result<()> {
             }
         }
         Command::Serve(cmd) => serve_blocking(cmd.args),
-        Command::Bench(cmd) => {
-            let runtime = tokio::runtime::Runtime::new().context("starting the tokio runtime")?;
-            Ok(runtime.block_on(cmd.run())?)
-        }
+        Command::Bench { args } => Err(hand_off(args)),
         Command::Items(cmd) => Ok(cmd.run()?),
-        Command::Sim(args) => Ok(recache_eviction::sim::run(&args)?),
+        // The plot is drawn by recache-bench (plotting is no part of this binary); the
+        // simulation itself runs here.
+        Command::Sim(args) if args.plot.is_some() => {
+            let mut all = vec![OsString::from("sim")];
+            all.extend(std::env::args_os().skip(2));
+            Err(hand_off(all))
+        }
+        Command::Sim(args) => Ok(recache_eviction::sim::run(&args, None)?),
+    }
+}
+
+/// The benchmarks' binary, beside this executable.
+const BENCH_BIN: &str = "recache-bench";
+
+/// Runs `recache-bench ARGS` in place of this process (its exit status and output are the
+/// command's); returns only the error when it cannot be started.
+fn hand_off(args: Vec<OsString>) -> anyhow::Error {
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return anyhow::anyhow!("recache bench: locating the recache executable: {e}"),
+    };
+    let bin = exe.with_file_name(format!("{BENCH_BIN}{}", std::env::consts::EXE_SUFFIX));
+    if !bin.is_file() {
+        return anyhow::anyhow!(
+            "`recache bench` and `recache sim --plot` run the {BENCH_BIN} binary, and there is \
+             none beside {}: build it with `cargo build --release -p recache -p {BENCH_BIN}` \
+             (or `cargo build -p {BENCH_BIN}` for target/debug)",
+            exe.display()
+        );
+    }
+    let mut cmd = std::process::Command::new(&bin);
+    cmd.args(args);
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        // exec replaces this process: signals, stdin/stdout and the exit status are the
+        // benchmark's own.
+        let e = cmd.exec();
+        anyhow::anyhow!("running {}: {e}", bin.display())
+    }
+    #[cfg(not(unix))]
+    {
+        match cmd.status() {
+            Ok(status) => std::process::exit(status.code().unwrap_or(1)),
+            Err(e) => anyhow::anyhow!("running {}: {e}", bin.display()),
+        }
     }
 }
 

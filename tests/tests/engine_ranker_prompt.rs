@@ -16,12 +16,12 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use recache::bench::gr::bodies::Titles;
-use recache::bench::gr::workload::Data;
-use recache::bench::quality::{plan, split};
 use recache::rank::config::{DEFAULT_INSTRUCTION, DEFAULT_LABEL_BASE, DEFAULT_MAX_ITEMS};
 use recache::rank::layout;
 use recache::rank::select::PrefixKind;
+use recache_bench::gr::bodies::Titles;
+use recache_bench::gr::workload::Data;
+use recache_bench::quality::{plan, split};
 use serde_json::{Value, json};
 
 const PY: &str = r#"

@@ -8,9 +8,11 @@
 //! its blocks become resident (accessed at time i), evicting as the policy
 //! says; the request's own blocks are never victims. Capacity is a fraction
 //! of the trace's distinct blocks (floored) or `--capacity-blocks`.
+//!
+//! `--plot` is drawn by a [`Plotter`] the caller passes: this crate links no plotting library
+//! (the serving binary embeds the simulator; `recache-bench` draws the PNG).
 
 mod args;
-mod plot;
 pub mod predictor;
 mod report;
 mod runner;
@@ -19,7 +21,7 @@ use std::path::PathBuf;
 
 pub use args::{PredictorKind, SimArgs, TraceFormat};
 pub use report::SimRow;
-pub use runner::{Run, simulate};
+pub use runner::{Plotter, Run, simulate};
 
 use crate::policy::PolicyError;
 use crate::trace::TraceError;
@@ -42,6 +44,11 @@ pub enum SimError {
     PredictorUnavailable(&'static str),
     #[error("cannot write {path}: {msg}")]
     Plot { path: PathBuf, msg: String },
+    #[error(
+        "--plot {0}: this build of the simulator draws no plots (`recache sim --plot` draws \
+         with the recache-bench binary)"
+    )]
+    NoPlotter(PathBuf),
     #[error("cannot write results")]
     Output(#[source] std::io::Error),
 }

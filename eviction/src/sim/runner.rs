@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget};
 
+use super::SimError;
 use super::args::{PredictorKind, SimArgs};
 use super::predictor::{self, Sources};
 use super::report::{self, SimRow};
-use super::{SimError, plot};
 use crate::cache::{Access, Cache};
 use crate::future::FutureIndex;
 use crate::policy::{self, PolicyConfig, PolicyEnv};
@@ -103,10 +103,18 @@ fn window<T>(mut requests: Vec<T>, skip: usize, n: Option<usize>) -> Result<Vec<
     Ok(requests)
 }
 
+/// Draws `--plot FILE` from the result rows (an error message on failure). The simulator
+/// itself links no plotting library; `recache-bench` passes one.
+pub type Plotter<'a> = &'a dyn Fn(&std::path::Path, &[SimRow]) -> Result<(), String>;
+
 /// Runs the simulator: results to stdout (JSON array with `--json`, else a
-/// table), a progress bar to stderr, an optional PNG plot.
-pub fn run(args: &SimArgs) -> Result<(), SimError> {
+/// table), a progress bar to stderr, the `--plot` PNG by `plot`. `--plot` without a plotter
+/// is refused before anything runs.
+pub fn run(args: &SimArgs, plot: Option<Plotter<'_>>) -> Result<(), SimError> {
     check(args)?;
+    if let (Some(path), None) = (&args.plot, plot) {
+        return Err(SimError::NoPlotter(path.clone()));
+    }
     let configs = args
         .policies
         .iter()
@@ -172,8 +180,11 @@ pub fn run(args: &SimArgs) -> Result<(), SimError> {
         report::write_table(&mut out, &rows, distinct, requests.len())?;
     }
     out.flush().map_err(SimError::Output)?;
-    if let Some(path) = &args.plot {
-        plot::draw(path, &rows)?;
+    if let (Some(path), Some(draw)) = (&args.plot, plot) {
+        draw(path, &rows).map_err(|msg| SimError::Plot {
+            path: path.clone(),
+            msg,
+        })?;
     }
     Ok(())
 }

@@ -250,7 +250,7 @@ fn select(
 
 /// Awaits every future together and returns their outputs in input order (the calls run
 /// concurrently on the engine, which batches them).
-pub(crate) async fn join_all<F: Future>(futs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+pub async fn join_all<F: Future>(futs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
     let mut pending: Vec<_> = futs.into_iter().map(|f| Some(Box::pin(f))).collect();
     let mut out: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {

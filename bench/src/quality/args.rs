@@ -1,0 +1,185 @@
+//! `recache bench quality`'s command line, and the `bench gr` settings each layout runs with
+//! (gr's own defaults for everything quality does not set).
+
+use std::path::PathBuf;
+
+use clap::{FromArgMatches, Parser};
+
+use crate::error::BenchError;
+use crate::gr::GrArgs;
+use crate::gr::modes::Mode;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct QualityArgs {
+    /// Interaction file: one line per user, `user_id item_id item_id ...` in time order
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Item file: JSON object `{"<index>": {"title": ...}}`; item id i takes title i mod count
+    #[arg(long)]
+    pub items: PathBuf,
+    /// Engine base URL; the pool layouts need it started with the item pool's connector
+    /// (`examples/testbed/up --model ranker --item-pool`)
+    #[arg(long)]
+    pub upstream: String,
+    /// Layouts to measure, in order (any `bench gr` mode: up, ip, ip-pool, bat, bat-pool, ...)
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "up,ip,ip-pool,bat,bat-pool"
+    )]
+    pub layouts: Vec<Mode>,
+    /// Print one JSON object per layout and baseline (else a table)
+    #[arg(long)]
+    pub json: bool,
+    /// Held-out users to rank at most (in a fixed pseudo-random order) [default: all]
+    #[arg(long)]
+    pub users: Option<usize>,
+    /// Profile: the user's last N items before the held-out one, as title tokens
+    #[arg(long, default_value_t = 20)]
+    pub history_items: usize,
+    /// Candidates per request: the held-out item + others drawn by popularity
+    #[arg(long, default_value_t = 100)]
+    pub candidates: usize,
+    /// Tokens per item text (its title cut or cycled to this length)
+    #[arg(long, default_value_t = 18)]
+    pub item_tokens: usize,
+    /// Item tokens: each item's text starts with the token N + its id and the title fills the
+    /// other --item-tokens - 1, as a ranker trained with hp `item_ids` N reads items
+    /// [default: titles alone]
+    #[arg(long, value_name = "N")]
+    pub item_id_base: Option<u32>,
+    /// Seed of the candidate draws and their order
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Served model name [default: the engine's first model]
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The engine's dialect: vllm or sglang [default: detected]
+    #[arg(long)]
+    pub engine: Option<recache_adapters::Engine>,
+    /// The engine's KV-event publisher: bat layouts then read the engine's cache, as `recache
+    /// serve --kv-events` does
+    #[arg(long)]
+    pub kv_events: Option<String>,
+    /// The engine's KV cache in blocks (as started), to size bat's user-prefix cache
+    #[arg(long)]
+    pub kv_blocks: Option<u64>,
+    /// Requests in flight at most
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Token id of the first candidate's label, as the ranker was trained (`recache serve
+    /// --rank-label-base`; a ranker with `label_base` 4096 in its recipe needs 4096)
+    #[arg(long, default_value_t = recache::harness::DEFAULT_LABEL_BASE)]
+    pub rank_label_base: u32,
+    /// Pool layouts: items computed into the pool before the requests, most popular first
+    /// [default: every item of --data]; the rest are filled while serving, as recache does
+    #[arg(long)]
+    pub pool_warm: Option<usize>,
+}
+
+/// `bench gr`'s command line with only the required flags: its defaults, from clap itself.
+#[derive(Parser)]
+struct GrDefaults {
+    #[command(flatten)]
+    gr: GrArgs,
+}
+
+impl QualityArgs {
+    /// The `bench gr` settings every layout's run uses: gr's defaults, the workload shape and
+    /// engine given here, closed loop (quality does not depend on arrival times).
+    pub fn gr(&self) -> Result<GrArgs, BenchError> {
+        if self.item_tokens == 0 {
+            return Err(BenchError::Setup("--item-tokens must be at least 1".into()));
+        }
+        let path = |p: &PathBuf| p.to_string_lossy().into_owned();
+        let argv = [
+            "gr".to_string(),
+            "--data".into(),
+            path(&self.data),
+            "--items".into(),
+            path(&self.items),
+            "--upstream".into(),
+            self.upstream.clone(),
+        ];
+        let matches = <GrDefaults as clap::CommandFactory>::command()
+            .try_get_matches_from(argv)
+            .map_err(|e| BenchError::Setup(format!("bench gr defaults: {e}")))?;
+        let mut gr = GrDefaults::from_arg_matches(&matches)
+            .map_err(|e| BenchError::Setup(format!("bench gr defaults: {e}")))?
+            .gr;
+        gr.modes = self.layouts.clone();
+        gr.json = self.json;
+        gr.seed = self.seed;
+        gr.candidates = self.candidates;
+        gr.item_tokens = self.item_tokens;
+        gr.rate = 0.0;
+        gr.concurrency = self.concurrency;
+        gr.model = self.model.clone();
+        gr.engine = self.engine;
+        gr.kv_events = self.kv_events.clone();
+        gr.kv_blocks = self.kv_blocks;
+        gr.pool_warm = self.pool_warm;
+        gr.rank_label_base = self.rank_label_base;
+        // Quality compares rankings, not throughput: a pool on top of the engine's cache
+        // changes no answer.
+        gr.allow_unequal_memory = true;
+        Ok(gr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        quality: QualityArgs,
+    }
+
+    fn parse(extra: &[&str]) -> QualityArgs {
+        let base = [
+            "quality",
+            "--data",
+            "d",
+            "--items",
+            "i",
+            "--upstream",
+            "http://e",
+        ];
+        Cli::try_parse_from(base.iter().chain(extra))
+            .unwrap()
+            .quality
+    }
+
+    #[test]
+    fn item_id_base_is_optional_and_items_need_a_token() {
+        assert_eq!(parse(&[]).item_id_base, None);
+        assert_eq!(
+            parse(&["--item-id-base", "20480"]).item_id_base,
+            Some(20480)
+        );
+        let err = parse(&["--item-tokens", "0"])
+            .gr()
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("--item-tokens")));
+    }
+
+    /// Every layout's in-process recache gets the label base the ranker was trained with.
+    #[test]
+    fn rank_label_base_reaches_every_layouts_recache() {
+        for (extra, want) in [(&[][..], 256), (&["--rank-label-base", "4096"][..], 4096)] {
+            let q = parse(extra);
+            assert_eq!(q.rank_label_base, want);
+            let gr = q.gr().unwrap();
+            for mode in [Mode::Up, Mode::Ip, Mode::IpPool, Mode::Bat, Mode::BatPool] {
+                let rank = crate::gr::proxy::setup_for(mode, &gr, 32768, 100)
+                    .rank
+                    .resolve();
+                assert_eq!(rank.label_base, want, "{}", mode.name());
+            }
+        }
+    }
+}

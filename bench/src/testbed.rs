@@ -1,0 +1,148 @@
+//! The one place that knows the engine testbed (`examples/testbed`: vLLM and SGLang CPU
+//! engines with a tiny model): where its scripts are, the model's KV geometry the benchmarks'
+//! defaults assume, how to tell a user to start an engine, and `bench gr --testbed`'s engines,
+//! started and stopped with the testbed's own scripts (`up` / `down`), one instance per memory
+//! layout (KV blocks, item pool bytes), kept up across modes and rounds so paired runs need no
+//! restart, and all stopped when the benchmark ends (also on error, by `Drop`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::error::BenchError;
+
+/// The testbed's scripts, relative to the repository root (`--testbed-dir`'s default).
+pub const DIR: &str = "examples/testbed";
+/// Tokens per KV block of the testbed's engines (`--block-size`'s default).
+pub const BLOCK_TOKENS: u64 = 32;
+/// KV bytes of one token of the testbed model: 4 layers x 2 KV heads x 64 dims x 2 (K, V) x 2
+/// bytes (bf16) (`--kv-token-bytes`' default).
+pub const KV_TOKEN_BYTES: u64 = 2048;
+
+/// How to start a testbed engine with `flags`, for messages: `examples/testbed/up FLAGS`.
+pub fn up_command(flags: &str) -> String {
+    format!("{DIR}/up {flags}")
+}
+
+/// A memory layout one engine is started with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Layout {
+    pub kv_blocks: u64,
+    /// Host bytes of the item pool's connector; 0 = no connector.
+    pub pool_bytes: u64,
+}
+
+/// A running engine of the testbed.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub name: String,
+    pub upstream: String,
+    pub kv_events: Option<String>,
+}
+
+/// The engines started so far.
+pub struct Testbed {
+    dir: PathBuf,
+    /// KV bytes of one 32-token block, to size vLLM's CPU KV space.
+    block_bytes: u64,
+    started: Vec<(Layout, Instance)>,
+}
+
+impl Testbed {
+    pub fn new(dir: &Path, block_bytes: u64) -> Result<Self, BenchError> {
+        if !dir.join("up").is_file() {
+            return Err(BenchError::Setup(format!(
+                "--testbed: no {}/up (run from the repository root or set --testbed-dir)",
+                dir.display()
+            )));
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            block_bytes,
+            started: Vec::new(),
+        })
+    }
+
+    /// The engine for `layout`, started now if it is not running yet (a minute or two).
+    pub fn get(&mut self, layout: Layout) -> Result<Instance, BenchError> {
+        if let Some((_, i)) = self.started.iter().find(|(l, _)| *l == layout) {
+            return Ok(i.clone());
+        }
+        let name = format!(
+            "gr-{}b-{}m",
+            layout.kv_blocks,
+            layout.pool_bytes.div_ceil(1 << 20)
+        );
+        let mut cmd = Command::new(self.dir.join("up"));
+        cmd.args([
+            "--name",
+            &name,
+            "--kv-blocks",
+            &layout.kv_blocks.to_string(),
+        ]);
+        if layout.pool_bytes > 0 {
+            cmd.args([
+                "--item-pool",
+                "--item-pool-bytes",
+                &layout.pool_bytes.to_string(),
+            ]);
+        }
+        // vLLM's CPU KV space (GiB) must hold the blocks; the block count is the real cap.
+        let gib = (layout.kv_blocks * self.block_bytes).div_ceil(1 << 30) + 1;
+        cmd.env("VLLM_CPU_KVCACHE_SPACE", gib.to_string());
+        eprintln!(
+            "bench gr: starting testbed engine {name} ({} KV blocks, pool {} bytes) ...",
+            layout.kv_blocks, layout.pool_bytes
+        );
+        let out = cmd
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(BenchError::io(format!("running {}/up", self.dir.display())))?;
+        if !out.status.success() {
+            return Err(BenchError::Setup(format!(
+                "{}/up --name {name} failed ({})",
+                self.dir.display(),
+                out.status
+            )));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let field = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(k))
+                .map(|v| v.trim().to_string())
+        };
+        let instance = Instance {
+            upstream: field("UPSTREAM=").ok_or_else(|| {
+                BenchError::Setup(format!(
+                    "{}/up printed no UPSTREAM= line",
+                    self.dir.display()
+                ))
+            })?,
+            kv_events: field("KV_EVENTS="),
+            name,
+        };
+        self.started.push((layout, instance.clone()));
+        Ok(instance)
+    }
+
+    /// Stops every engine this testbed started.
+    pub fn stop_all(&mut self) {
+        for (_, i) in self.started.drain(..) {
+            let status = Command::new(self.dir.join("down"))
+                .args(["--name", &i.name])
+                .stdout(std::process::Stdio::null())
+                .status();
+            if !matches!(status, Ok(s) if s.success()) {
+                eprintln!(
+                    "bench gr: warning: could not stop testbed engine {}",
+                    i.name
+                );
+            }
+        }
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}

@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# recache's image: the `recache` binary, and the engine plugin (shim/python with
+# recache's image: the `recache` binary (and `recache-bench` beside it, which runs `recache
+# bench ...` and `recache sim --plot`), and the engine plugin (shim/python with
 # librecache_shim.so and its entry points) under /opt/recache/python, which charts/recache
 # copies onto a volume the engine container imports it from.
 #   docker build -t recache:0.1.0 .
@@ -22,8 +23,9 @@ ENV RECACHE_SHIM_NO_NVCC=1 RECACHE_TOOLS_HOME=/opt/tools
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     eval "$(tests/prereqs)" \
- && cargo build --release --locked -p recache -p recache-shim \
+ && cargo build --release --locked -p recache -p recache-bench -p recache-shim \
  && install -D -m 0755 target/release/recache /opt/recache/bin/recache \
+ && install -D -m 0755 target/release/recache-bench /opt/recache/bin/recache-bench \
  && cp target/release/librecache_shim.so shim/python/recache_shim/ \
  && /opt/tools/venv/bin/pip install --no-cache-dir --no-deps --target /opt/recache/python ./shim/python
 
@@ -36,7 +38,7 @@ RUN apt-get update \
  && groupadd --system --gid 65532 recache \
  && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin recache
-COPY --from=build /opt/recache/bin/recache /usr/local/bin/recache
+COPY --from=build /opt/recache/bin/recache /opt/recache/bin/recache-bench /usr/local/bin/
 COPY --from=build /opt/recache/python /opt/recache/python
 ENV RECACHE_LISTEN=0.0.0.0:8080
 USER 65532:65532

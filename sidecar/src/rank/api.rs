@@ -23,6 +23,9 @@ pub struct RankRequest {
     /// The request's deadline in ms from its arrival (instead of the
     /// `x-recache-deadline-ms` header); see `crate::slo`.
     pub deadline_ms: Option<u64>,
+    /// This request's pool recompute setting (`--rank-pool-recompute`'s spelling), instead
+    /// of the one in force.
+    pub pool_recompute: Option<String>,
 }
 
 /// A user or an item: an id and either text (tokenized by the engine) or token ids.
@@ -58,7 +61,7 @@ pub struct Checked {
 }
 
 /// A request that passed every check.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Validated {
     pub model: Option<String>,
     pub user: Checked,
@@ -68,6 +71,7 @@ pub struct Validated {
     pub mode: Mode,
     pub cache_salt: Option<String>,
     pub deadline: Option<std::time::Duration>,
+    pub pool_recompute: Option<super::recompute::RecomputeSpec>,
 }
 
 #[derive(Debug, Serialize)]
@@ -199,6 +203,13 @@ pub fn validate(req: RankRequest, max_items: usize) -> Result<Validated, ApiErro
         ),
         None => None,
     };
+    let pool_recompute = match req.pool_recompute.as_deref() {
+        Some(spec) => Some(
+            spec.parse::<super::recompute::RecomputeSpec>()
+                .map_err(|e| bad(e.to_string(), "pool_recompute"))?,
+        ),
+        None => None,
+    };
     Ok(Validated {
         model: req.model,
         user,
@@ -208,6 +219,7 @@ pub fn validate(req: RankRequest, max_items: usize) -> Result<Validated, ApiErro
         mode,
         cache_salt: req.cache_salt,
         deadline,
+        pool_recompute,
     })
 }
 
@@ -248,6 +260,10 @@ mod tests {
         assert!(m.contains("'user' (u) needs a non-empty"), "{m}");
         let m = err(serde_json::json!({"user": user, "items": [item("a")], "mode": "x"}));
         assert!(m.contains("'mode' must be one of"), "{m}");
+        let m = err(
+            serde_json::json!({"user": user, "items": [item("a")], "pool_recompute": "link:k=0"}),
+        );
+        assert!(m.contains("pool recompute 'link:k=0'"), "{m}");
         let four = [item("a"), item("b"), item("c"), item("d")];
         let m = err(serde_json::json!({"user": user, "items": four}));
         assert!(m.contains("has 4 candidates; at most 3"), "{m}");

@@ -9,6 +9,7 @@ use hyper::body::Incoming;
 use super::RankError;
 use super::api::{self, RankResponse, Scored, Usage, Validated};
 use super::engine;
+use super::guard::shadow::{self, Shadow};
 use super::pipeline::{Prepared, prepare};
 use crate::Body;
 use crate::error::json_response;
@@ -56,6 +57,8 @@ pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, 
         prompt,
         pool,
         route,
+        pooled,
+        spec,
         ..
     } = prepare(state, req).await?;
     let engine_started = Instant::now();
@@ -91,6 +94,7 @@ pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, 
         .zip(&scores.logprobs)
         .map(|((_, item), lp)| (*item, *lp))
         .collect();
+    check_quality(state, req, &scored, pool.is_some() && pooled > 0, spec);
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     let ranking = scored
         .into_iter()
@@ -108,4 +112,37 @@ pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, 
             cached_tokens: scores.cached_tokens,
         },
     })
+}
+
+/// Hands a sampled answer to the quality guard: a pool-served one is scored again
+/// user-first, and one served without the pool while the guard holds it off is scored again
+/// pooled. `scored`: (request item index, score) of every candidate.
+fn check_quality(
+    state: &Arc<Ranker>,
+    req: &Validated,
+    scored: &[(usize, f64)],
+    served_pooled: bool,
+    spec: crate::rank::recompute::RecomputeSpec,
+) {
+    let Some(guard) = &state.rank.guard else {
+        return;
+    };
+    let model = req.model.as_deref().unwrap_or("");
+    let shadow = if served_pooled {
+        Shadow::UserFirst
+    } else if !guard.pool_allowed(model, &spec.to_string()) {
+        Shadow::Pooled
+    } else {
+        return;
+    };
+    let Some(slot) = guard.sample(model) else {
+        return;
+    };
+    let mut served = vec![f64::NEG_INFINITY; req.items.len()];
+    for &(i, score) in scored {
+        if let Some(s) = served.get_mut(i) {
+            *s = score;
+        }
+    }
+    shadow::spawn(state, guard, slot, req, served, shadow, spec);
 }

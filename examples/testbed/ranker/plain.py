@@ -334,12 +334,35 @@ def run(trainer):
             freeze(trainer, second.get("train_only", ""))
             report["then"] = stage(trainer, second, feed)
             trainer.steps_run["then"] = report["then"]["steps"]
+        if hp.get("tune"):
+            feed = tune(trainer, hp, feed, report)
     finally:
         feed.close()
     report.update(fresh_batches=feed.fresh, reused_batches=feed.reused)
     trainer.extra_report = dict(plain=report)
     trainer.model.eval()
     return trainer.finish()
+
+
+def tune(trainer, hp, feed, report):
+    """hp `tune` (its overrides): a last stage on batches of its own (another `mix`, share of
+    fully pooled batches `pool_full`, pooled positions `pool_pos`), every weight learning
+    again but the frozen label rows. Batches are made from the trainer's hp, so it gets the
+    stage's and a new feed from batch 0: the same batches as a run started from the first
+    stages' weights with these overrides. Returns the new feed (the caller closes it)."""
+    third = {**hp, "budget_s": 0, "init_from": None, "then": None, "tune": None, **hp["tune"]}
+    feed.close()
+    trainer.hp = third
+    trainer.s.pool_full = third.get("pool_full", 0.3)
+    fwd.POOLED_POS = third.get("pool_pos", "shared")
+    for p in trainer.model.parameters():
+        p.requires_grad_(p is not trainer.full.weight)
+    freeze(trainer, third.get("train_only", ""))
+    feed = Feed(trainer, third)
+    feed.wait(32)
+    report["tune"] = stage(trainer, third, feed)
+    trainer.steps_run["tune"] = report["tune"]["steps"]
+    return feed
 
 
 def freeze_labels(trainer):

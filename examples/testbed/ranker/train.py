@@ -87,6 +87,8 @@ class Trainer:
         self.s.instruction = instruction
         self.s.label_base = hp["label_base"]
         self.s.id_base = hp["item_ids"]
+        self.s.pool_full = hp.get("pool_full", 0.3)
+        fwd.POOLED_POS = hp.get("pool_pos", "shared")
         t0 = time.time()
         self.teacher = teach.Teacher(data, hp["rank"], hp["history_items"])
         self.vecs = self.teacher.item_vectors(hp["probe_dims"])

@@ -84,6 +84,13 @@ pub struct Scored {
 pub struct Usage {
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
+    /// With the item pool on: prompt tokens the engine's pool supplied (the connector's own
+    /// count; 0 when the request was not built for the pool).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool_tokens: Option<u64>,
+    /// With the item pool on: tokens the recompute setting sent again (computed in context).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_tokens: Option<u64>,
 }
 
 /// `POST /v1/rank` answer: candidates best first, the layout used and the engine's token usage.

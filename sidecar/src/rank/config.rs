@@ -30,8 +30,10 @@ pub const DEFAULT_POOL_RECOMPUTE: &str = "none";
 /// Share of pool-served rankings the quality guard scores again user-first: at 1%, its
 /// shadow prompts add about 1% of a user-first prompt's tokens per request.
 pub const DEFAULT_QUALITY_SAMPLE: f64 = 0.01;
-/// Mean top-10 overlap with user-first below which the guard turns the pool off.
-pub const DEFAULT_QUALITY_MIN: f64 = 0.5;
+/// Relative agreement (pooled top-10 overlap with user-first over reversed user-first's)
+/// below which the guard turns the pool off: on dev users the trained testbed ranker reads
+/// 1.27 and one never trained pooled 0.54 (docs/quality.md).
+pub const DEFAULT_QUALITY_MIN: f64 = 0.75;
 /// Used when a request gives no instruction: the discriminant position follows it.
 pub const DEFAULT_INSTRUCTION: &str =
     "Rank the candidate items for this user. The label of the best item is:";
@@ -154,8 +156,9 @@ pub struct RankArgs {
     /// background (0 = off); agreement per model in /metrics and /ready [default: 0.01]
     #[arg(long, env = "RECACHE_RANK_QUALITY_SAMPLE", value_name = "F")]
     pub rank_quality_sample: Option<f64>,
-    /// Quality guard: mean top-10 overlap with user-first below which bat stops using the
-    /// item pool for that model (and resumes once it recovers) [default: 0.5]
+    /// Quality guard: relative agreement (the pooled ranking's top-10 overlap with user-first
+    /// over that of user-first in reverse order) below which bat stops using the item pool
+    /// for that model and setting, and resumes once it recovers [default: 0.75]
     #[arg(long, env = "RECACHE_RANK_QUALITY_MIN", value_name = "X")]
     pub rank_quality_min: Option<f64>,
 }
@@ -315,7 +318,7 @@ impl RankArgs {
         {
             return invalid(
                 "--rank-quality-min",
-                "must be a top-10 overlap from 0 to 1 (0 never turns the pool off)",
+                "must be a relative agreement from 0 to 1 (0 never turns the pool off)",
             );
         }
         if self.rank_item_catalog.is_some() && self.rank_item_pool.unwrap_or(0) == 0 {

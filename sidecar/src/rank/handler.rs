@@ -59,6 +59,7 @@ pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, 
         route,
         pooled,
         spec,
+        link_tokens,
         ..
     } = prepare(state, req).await?;
     let engine_started = Instant::now();
@@ -83,6 +84,12 @@ pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, 
         pools.get(served.unwrap_or(0)).observe(used, &answer);
     }
     let scores = engine::read_scores(dialect, &answer, &prompt)?;
+    let pool_tokens = match &pool {
+        Some(_) => answer["kv_transfer_params"]["recache_pool"]["loaded_tokens"]
+            .as_u64()
+            .unwrap_or(0),
+        None => 0,
+    };
     m.prompt_tokens.inc_by(scores.prompt_tokens);
     m.cached_tokens.inc_by(scores.cached_tokens);
     m.reused_tokens.observe(scores.cached_tokens as f64);
@@ -110,13 +117,15 @@ pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, 
         usage: Usage {
             prompt_tokens: scores.prompt_tokens,
             cached_tokens: scores.cached_tokens,
+            pool_tokens: state.rank.pool.as_ref().map(|_| pool_tokens),
+            link_tokens: state.rank.pool.as_ref().map(|_| link_tokens as u64),
         },
     })
 }
 
-/// Hands a sampled answer to the quality guard: a pool-served one is scored again
-/// user-first, and one served without the pool while the guard holds it off is scored again
-/// pooled. `scored`: (request item index, score) of every candidate.
+/// Hands a sampled answer to the quality guard (`guard::shadow`): a pool-served one, or one
+/// served without the pool while the guard holds it off (a probe). `scored`: (request item
+/// index, score) of every candidate.
 fn check_quality(
     state: &Arc<Ranker>,
     req: &Validated,
@@ -129,9 +138,9 @@ fn check_quality(
     };
     let model = req.model.as_deref().unwrap_or("");
     let shadow = if served_pooled {
-        Shadow::UserFirst
+        Shadow::Served
     } else if !guard.pool_allowed(model, &spec.to_string()) {
-        Shadow::Pooled
+        Shadow::Probe
     } else {
         return;
     };

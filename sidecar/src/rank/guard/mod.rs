@@ -1,16 +1,24 @@
 //! The online quality guard (`--rank-quality-sample F`, `--rank-quality-min X`): does the
 //! pooled layout still rank like user-first for this model and recompute setting?
 //!
-//! A sampled share of pool-served rankings is scored again user-first in the background
-//! ([`shadow`]), off the request path: the answer already served is never touched, and a
-//! shadow score that fails or times out is only counted and logged. Their agreement
-//! ([`agreement`]: top-10 overlap, Spearman) is kept per (model, recompute setting) over the
-//! last [`WINDOW`] samples. Once [`MIN_SAMPLES`] are in and the mean top-10 overlap is below
-//! `--rank-quality-min`, the pool is off for that pair: bat chooses among the other layouts,
-//! and a warning says why. While it is off, the guard samples the other way round (a
-//! user-first ranking is scored again pooled), so it sees the agreement recover and turns the
-//! pool back on. Why a window and not a lifetime mean: a model or setting swap, or a pool that
-//! refilled, changes the answer, and old samples would hide it.
+//! A sampled share of pool-served rankings is scored again in the background ([`shadow`]),
+//! off the request path: user-first in the request's order (the reference) and user-first in
+//! the reverse order. The answer already served is never touched, and a shadow that fails or
+//! times out is only counted and logged. Why the second one: a ranker's own order sensitivity
+//! sets how far two rankings of one request can agree at all. The trained testbed ranker
+//! agrees with itself on 13% of the top 10 when only the candidates' order changes (its label
+//! tokens carry order-dependent noise), so an absolute overlap would call any layout bad. The
+//! guard judges the **relative agreement**: the pooled ranking's top-10 overlap with the
+//! reference divided by the reversed ranking's, both means over the last [`WINDOW`] samples
+//! of a (model, recompute setting) pair ([`agreement`]). 1 means the pool changes rankings no
+//! more than reordering the candidates does.
+//!
+//! Once [`MIN_SAMPLES`] are in and the relative agreement is below `--rank-quality-min`, the
+//! pool is off for that pair: bat chooses among the other layouts, fills go on, and a warning
+//! says why. While it is off, sampled requests are scored pooled as well (the probe), so the
+//! guard sees the agreement recover and turns the pool back on. Why a window and not a
+//! lifetime mean: a model or setting swap, or a pool that refilled, changes the answer, and
+//! old samples would hide it.
 
 pub mod agreement;
 pub mod shadow;
@@ -38,13 +46,42 @@ pub const MAX_IN_FLIGHT: usize = 2;
 pub struct GuardConfig {
     /// Share of eligible rankings scored again (0: the guard is off).
     pub sample: f64,
-    /// Mean top-10 overlap below which the pool turns off.
+    /// Relative agreement (pooled vs reference top-10 overlap over reversed vs reference)
+    /// below which the pool turns off.
     pub min: f64,
+}
+
+/// One sample: the pooled ranking against the reference (user-first, request order), and the
+/// reversed user-first ranking against the same reference.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    pub pooled: Agreement,
+    pub reversed: Agreement,
+}
+
+/// Window means of a pair's samples.
+#[derive(Debug, Clone, Copy)]
+struct Means {
+    pooled: Agreement,
+    reversed: Agreement,
+}
+
+impl Means {
+    /// Pooled overlap over reversed overlap: 1 when the pool moves rankings no more than
+    /// reordering does. A model that agrees with itself on nothing (reversed 0) is not
+    /// judged by the pool: 1.
+    fn relative(&self) -> f64 {
+        if self.reversed.top_k_overlap <= 0.0 {
+            1.0
+        } else {
+            self.pooled.top_k_overlap / self.reversed.top_k_overlap
+        }
+    }
 }
 
 #[derive(Default)]
 struct Pair {
-    samples: VecDeque<Agreement>,
+    samples: VecDeque<Sample>,
     pool_on: bool,
 }
 
@@ -56,13 +93,15 @@ impl Pair {
         }
     }
 
-    fn mean(&self) -> Option<(f64, f64)> {
-        let n = self.samples.len();
-        (n > 0).then(|| {
-            let (o, s) = (self.samples.iter()).fold((0.0, 0.0), |(o, s), a| {
-                (o + a.top_k_overlap, s + a.spearman)
-            });
-            (o / n as f64, s / n as f64)
+    fn means(&self) -> Option<Means> {
+        let n = self.samples.len() as f64;
+        let mean = |f: fn(&Sample) -> Agreement| Agreement {
+            top_k_overlap: self.samples.iter().map(|s| f(s).top_k_overlap).sum::<f64>() / n,
+            spearman: self.samples.iter().map(|s| f(s).spearman).sum::<f64>() / n,
+        };
+        (!self.samples.is_empty()).then(|| Means {
+            pooled: mean(|s| s.pooled),
+            reversed: mean(|s| s.reversed),
         })
     }
 }
@@ -90,8 +129,11 @@ impl QualityGuard {
         let agreement = GaugeVec::new(
             Opts::new(
                 "rank_quality_agreement",
-                "Pooled against user-first rankings of sampled requests, mean over the guard's \
-                 window: measure top10_overlap or spearman",
+                "Agreement of sampled rankings with user-first in the request's order, mean over \
+                 the guard's window: top10_overlap and spearman of the pooled ranking, \
+                 reversed_top10_overlap and reversed_spearman of user-first in reverse order, \
+                 relative = top10_overlap / reversed_top10_overlap (what --rank-quality-min \
+                 judges)",
             ),
             &["model", "setting", "measure"],
         )?;
@@ -182,38 +224,46 @@ impl QualityGuard {
             .inc_by(computed);
     }
 
-    /// One measured agreement for (model, setting); turns the pool off or on when the window
-    /// says so, with a log line saying why.
-    pub fn record(&self, model: &str, setting: &str, a: Agreement) {
+    /// One sample for (model, setting); turns the pool off or on when the window says so,
+    /// with a log line saying why.
+    pub fn record(&self, model: &str, setting: &str, sample: Sample) {
         let mut pairs = self.lock();
         let pair = pairs
             .entry((model.to_string(), setting.to_string()))
             .or_insert_with(Pair::new);
-        pair.samples.push_back(a);
+        pair.samples.push_back(sample);
         while pair.samples.len() > WINDOW {
             pair.samples.pop_front();
         }
-        let Some((overlap, rho)) = pair.mean() else {
+        let Some(means) = pair.means() else {
             return;
         };
+        let relative = means.relative();
         let m = &self.metrics;
-        m.agreement
-            .with_label_values(&[model, setting, "top10_overlap"])
-            .set(overlap);
-        m.agreement
-            .with_label_values(&[model, setting, "spearman"])
-            .set(rho);
+        for (measure, value) in [
+            ("top10_overlap", means.pooled.top_k_overlap),
+            ("spearman", means.pooled.spearman),
+            ("reversed_top10_overlap", means.reversed.top_k_overlap),
+            ("reversed_spearman", means.reversed.spearman),
+            ("relative", relative),
+        ] {
+            m.agreement
+                .with_label_values(&[model, setting, measure])
+                .set(value);
+        }
         if pair.samples.len() >= MIN_SAMPLES {
-            let on = overlap >= self.config.min;
+            let on = relative >= self.config.min;
             if on != pair.pool_on {
                 let n = pair.samples.len();
-                let min = self.config.min;
+                let (min, overlap) = (self.config.min, means.pooled.top_k_overlap);
+                let reversed = means.reversed.top_k_overlap;
                 if on {
                     tracing::info!(
                         model,
                         setting,
+                        relative,
                         overlap,
-                        rho,
+                        reversed,
                         n,
                         min,
                         "quality guard: pooled rankings agree with user-first again; item pool back on"
@@ -222,11 +272,12 @@ impl QualityGuard {
                     tracing::warn!(
                         model,
                         setting,
+                        relative,
                         overlap,
-                        rho,
+                        reversed,
                         n,
                         min,
-                        "quality guard: pooled rankings disagree with user-first (mean top-10 overlap below --rank-quality-min); item pool off for this model"
+                        "quality guard: pooled rankings agree with user-first less than reordered user-first does (relative top-10 overlap below --rank-quality-min); item pool off for this model and setting"
                     );
                 }
                 pair.pool_on = on;
@@ -244,9 +295,14 @@ impl QualityGuard {
         let pairs = self.lock();
         let mut out: Vec<Value> = (pairs.iter())
             .map(|((model, setting), p)| {
-                let (overlap, rho) = p.mean().unzip();
+                let m = p.means();
                 json!({"model": model, "setting": setting, "pool": if p.pool_on {"on"} else {"off"},
-                       "samples": p.samples.len(), "top10_overlap": overlap, "spearman": rho})
+                       "samples": p.samples.len(),
+                       "relative": m.map(|m| m.relative()),
+                       "top10_overlap": m.map(|m| m.pooled.top_k_overlap),
+                       "spearman": m.map(|m| m.pooled.spearman),
+                       "reversed_top10_overlap": m.map(|m| m.reversed.top_k_overlap),
+                       "reversed_spearman": m.map(|m| m.reversed.spearman)})
             })
             .collect();
         out.sort_by_key(|v| (v["model"].to_string(), v["setting"].to_string()));

@@ -1,9 +1,10 @@
-//! The guard's shadow scoring: a sampled request ranked again in the other layout, in a
-//! background task, and the two rankings compared.
+//! The guard's shadow scoring: a sampled request ranked again in a background task, and the
+//! rankings compared.
 //!
-//! - Served pooled → scored again user-first (the reference the pool must match).
-//! - Served without the pool while the guard holds it off → scored again pooled (the probe
-//!   that sees the agreement recover).
+//! - Served pooled → scored again user-first in the request's order (the reference) and in
+//!   the reverse order (how far the model agrees with itself when only the order changes).
+//! - Served without the pool while the guard holds it off → the same two, and pooled (the
+//!   probe that sees the agreement recover).
 //!
 //! It reads the token cache, the hotness order and the pool's residency, but records nothing
 //! (no hotness, no fills, no decisions metric), so the served traffic's state is the same with
@@ -16,7 +17,7 @@ use std::time::Duration;
 use super::{QualityGuard, Slot};
 use crate::client::route::GrHint;
 use crate::rank::api::Validated;
-use crate::rank::layout;
+use crate::rank::layout as prompt_layout;
 use crate::rank::pooled::{self, Parts};
 use crate::rank::recompute::RecomputeSpec;
 use crate::rank::select::PrefixKind;
@@ -25,16 +26,23 @@ use crate::rank::{RankError, Ranker, engine, pipeline};
 /// A shadow scoring that does not answer within this long is given up (counted `timeout`).
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Which layout the shadow scores.
+/// Why a request is sampled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shadow {
-    /// The request was served pooled; the shadow is user-first.
-    UserFirst,
-    /// The request was served without the pool (held off); the shadow is pooled.
+    /// It was served pooled: its answer is the pooled ranking.
+    Served,
+    /// It was served without the pool (held off): the pooled ranking is a shadow too.
+    Probe,
+}
+
+/// The layouts a shadow scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    UserFirst { reversed: bool },
     Pooled,
 }
 
-/// Starts a shadow scoring of `req` in the background; `served[i]` is the score the answer
+/// Starts the shadow scorings of `req` in the background; `served[i]` is the score the answer
 /// gave request item i. Returns at once.
 pub fn spawn(
     state: &Arc<Ranker>,
@@ -50,17 +58,26 @@ pub fn spawn(
         let _slot = slot;
         let model = req.model.clone().unwrap_or_default();
         let setting = spec.to_string();
-        match tokio::time::timeout(TIMEOUT, score(&state, &req, shadow, spec)).await {
-            Ok(Ok((scores, computed))) => {
+        let all = async {
+            let reference = score(&state, &req, Layout::UserFirst { reversed: false }, spec);
+            let reversed = score(&state, &req, Layout::UserFirst { reversed: true }, spec);
+            let (reference, reversed) = tokio::try_join!(reference, reversed)?;
+            let pooled = match shadow {
+                Shadow::Served => (served, 0),
+                Shadow::Probe => score(&state, &req, Layout::Pooled, spec).await?,
+            };
+            Ok::<_, RankError>((reference, reversed, pooled))
+        };
+        match tokio::time::timeout(TIMEOUT, all).await {
+            Ok(Ok(((reference, a), (reversed, b), (pooled, c)))) => {
                 guard.count(&model, "ok");
-                guard.count_tokens(&model, computed);
-                let (pooled, user_first) = match shadow {
-                    Shadow::UserFirst => (&served, &scores),
-                    Shadow::Pooled => (&scores, &served),
-                };
-                match super::agreement::agreement(pooled, user_first) {
-                    Some(a) => guard.record(&model, &setting, a),
-                    None => guard.count(&model, "failed"),
+                guard.count_tokens(&model, a + b + c);
+                let compare = super::agreement::agreement;
+                match (compare(&pooled, &reference), compare(&reversed, &reference)) {
+                    (Some(pooled), Some(reversed)) => {
+                        guard.record(&model, &setting, super::Sample { pooled, reversed })
+                    }
+                    _ => guard.count(&model, "failed"),
                 }
             }
             Ok(Err(e)) => {
@@ -80,7 +97,7 @@ pub fn spawn(
 async fn score(
     state: &Arc<Ranker>,
     req: &Validated,
-    shadow: Shadow,
+    layout: Layout,
     spec: RecomputeSpec,
 ) -> Result<(Vec<f64>, u64), RankError> {
     let rank = &state.rank;
@@ -88,8 +105,8 @@ async fn score(
     let (user, items, instruction) = pipeline::resolve_parts(state, req).await?;
     let item_refs: Vec<&[u32]> = items.iter().map(|t| t.as_slice()).collect();
     let base = rank.config.label_base;
-    let (prompt, used, route) = match (shadow, rank.pool.as_ref()) {
-        (Shadow::Pooled, Some(pools)) => {
+    let (prompt, used, route) = match (layout, rank.pool.as_ref()) {
+        (Layout::Pooled, Some(pools)) => {
             let keys: Vec<&str> = req.items.iter().map(|i| i.key.as_str()).collect();
             let hot_first = rank.popularity.order(&keys);
             let hot_keys: Vec<String> = (hot_first.iter())
@@ -113,7 +130,7 @@ async fn score(
         }
         _ => {
             let order: Vec<usize> = (0..item_refs.len()).collect();
-            let p = layout::build(
+            let p = prompt_layout::build(
                 PrefixKind::User,
                 &user,
                 &item_refs,

@@ -5,10 +5,15 @@ fn guard(sample: f64, min: f64) -> Arc<QualityGuard> {
     Arc::new(QualityGuard::new(GuardConfig { sample, min }, &registry).expect("guard"))
 }
 
-fn agree(overlap: f64) -> Agreement {
-    Agreement {
-        top_k_overlap: overlap,
-        spearman: overlap,
+/// A sample whose pooled ranking agrees `relative` times as well as the reversed one (0.4).
+fn agree(relative: f64) -> Sample {
+    let a = |o: f64| Agreement {
+        top_k_overlap: o,
+        spearman: o,
+    };
+    Sample {
+        pooled: a(0.4 * relative),
+        reversed: a(0.4),
     }
 }
 
@@ -83,4 +88,25 @@ fn the_window_forgets_old_samples() {
         g.record("m", "none", agree(0.0));
     }
     assert!(!g.pool_allowed("m", "none"), "{}", g.detail());
+}
+
+#[test]
+fn a_model_that_never_agrees_with_itself_is_not_judged_by_the_pool() {
+    let g = guard(1.0, 0.5);
+    let zero = Agreement {
+        top_k_overlap: 0.0,
+        spearman: 0.0,
+    };
+    for _ in 0..MIN_SAMPLES {
+        g.record(
+            "m",
+            "none",
+            Sample {
+                pooled: zero,
+                reversed: zero,
+            },
+        );
+    }
+    assert!(g.pool_allowed("m", "none"), "{}", g.detail());
+    assert_eq!(g.detail()["pairs"][0]["relative"], 1.0);
 }

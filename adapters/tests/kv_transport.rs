@@ -1,6 +1,8 @@
 //! The ZMQ transport without vLLM: a zeromq PUB socket stands in for vLLM's publisher and a
 //! ROUTER for its replay endpoint, speaking the same frames (topic, 8-byte BE seq, msgpack).
 
+mod support;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -8,6 +10,7 @@ use bytes::Bytes;
 use recache_adapters::kv_events::KvEvent;
 use recache_adapters::kv_subscriber::{Incoming, SubscriberConfig, replay, run};
 use rmpv::Value;
+use support::wait_for;
 use zeromq::{PubSocket, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
 fn payload(hash: u64) -> Bytes {
@@ -47,19 +50,28 @@ async fn subscriber_receives_decoded_batches_and_malformed_ones() {
         sink.lock().expect("lock").push(inc);
         true
     }));
-    // Publish until the subscription has reached the publisher (ZMQ's slow joiner).
-    for seq in 0..50u64 {
-        let frames = vec![
-            Bytes::from_static(b"kv"),
-            Bytes::copy_from_slice(&seq.to_be_bytes()),
-            payload(seq),
-        ];
-        publisher.send(message(frames)).await.expect("send");
-        if got.lock().expect("lock").len() > 3 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // Publish until the subscription has reached the publisher (ZMQ's slow joiner drops
+    // what is published before): a batch delivered says it has.
+    let mut seq = 0u64;
+    wait_for(
+        "a batch delivered to the subscriber (its subscription reaching the publisher)",
+        Duration::from_secs(10),
+        async || {
+            let frames = vec![
+                Bytes::from_static(b"kv"),
+                Bytes::copy_from_slice(&seq.to_be_bytes()),
+                payload(seq),
+            ];
+            seq += 1;
+            publisher.send(message(frames)).await.expect("send");
+            let got = got.lock().expect("lock");
+            match got.iter().any(|i| matches!(i, Incoming::Batch(_))) {
+                true => Ok(()),
+                false => Err(format!("{} messages, no batch", got.len())),
+            }
+        },
+    )
+    .await;
     publisher
         .send(message(vec![
             Bytes::from_static(b"kv"),
@@ -67,7 +79,15 @@ async fn subscriber_receives_decoded_batches_and_malformed_ones() {
         ]))
         .await
         .expect("send");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_for(
+        "the malformed message reported",
+        Duration::from_secs(10),
+        async || match got.lock().expect("lock").last() {
+            Some(Incoming::Malformed(_)) => Ok(()),
+            last => Err(format!("last message {last:?}")),
+        },
+    )
+    .await;
     task.abort();
     let got = got.lock().expect("lock");
     assert!(matches!(got[0], Incoming::Connected));

@@ -1,5 +1,6 @@
 //! The admin API, behind a bearer token: `GET` / `PUT /admin/eviction-policy` (the policy
-//! slot) and `GET` / `PUT /admin/routing` (the engine client's routing rule).
+//! slot), `GET` / `PUT /admin/routing` (the engine client's routing rule) and `GET` / `PUT
+//! /admin/rank-pool-recompute` (the item pool's recompute setting, `rank::recompute`).
 //!
 //! Without `--admin-token` the admin API is off (403 saying how to turn it on): an
 //! unauthenticated policy switch on a shared proxy would be a foot-gun.
@@ -13,14 +14,18 @@ use crate::client::EngineClient;
 use crate::client::route::Routing;
 use crate::error::{ApiError, error_json, json_response};
 use crate::policy_slot::PolicySlot;
+use crate::rank::recompute::RecomputeSpec;
+use arc_swap::ArcSwap;
 
 pub const EVICTION_POLICY: &str = "/admin/eviction-policy";
 pub const ROUTING: &str = "/admin/routing";
+pub const POOL_RECOMPUTE: &str = "/admin/rank-pool-recompute";
 
 /// What an admin route reads and swaps.
 pub enum Target<'a> {
     Policy(&'a PolicySlot),
     Routing(&'a EngineClient),
+    PoolRecompute(&'a ArcSwap<RecomputeSpec>),
 }
 
 impl Target<'_> {
@@ -28,6 +33,7 @@ impl Target<'_> {
         match self {
             Self::Policy(_) => EVICTION_POLICY,
             Self::Routing(_) => ROUTING,
+            Self::PoolRecompute(_) => POOL_RECOMPUTE,
         }
     }
 }
@@ -61,6 +67,7 @@ pub async fn handle(
         Method::GET => match target {
             Target::Policy(slot) => current(slot),
             Target::Routing(client) => current_routing(client),
+            Target::PoolRecompute(slot) => current_recompute(slot),
         },
         Method::PUT => {
             let bytes = match Limited::new(body, MAX_ADMIN_BODY).collect().await {
@@ -75,6 +82,7 @@ pub async fn handle(
             match target {
                 Target::Policy(slot) => put(slot, bytes),
                 Target::Routing(client) => put_routing(client, &bytes),
+                Target::PoolRecompute(slot) => put_recompute(slot, &bytes),
             }
         }
         _ => {
@@ -124,6 +132,34 @@ fn put_routing(client: &EngineClient, body: &[u8]) -> http::Response<Body> {
         }
         .into_response(),
     }
+}
+
+/// `{"pool_recompute": "link:k=1"}`: parsed and checked here, then one pointer swap; ranking
+/// requests load the setting without locking.
+fn put_recompute(slot: &ArcSwap<RecomputeSpec>, body: &[u8]) -> http::Response<Body> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Put {
+        pool_recompute: RecomputeSpec,
+    }
+    match serde_json::from_slice::<Put>(body) {
+        Ok(put) => {
+            slot.store(std::sync::Arc::new(put.pool_recompute));
+            tracing::info!(setting = %put.pool_recompute, "pool recompute switched");
+            current_recompute(slot)
+        }
+        Err(e) => ApiError::BadRequest {
+            message: format!("body must be like {{\"pool_recompute\": \"link:k=1\"}}: {e}"),
+            param: Some("pool_recompute".into()),
+        }
+        .into_response(),
+    }
+}
+
+fn current_recompute(slot: &ArcSwap<RecomputeSpec>) -> http::Response<Body> {
+    let body = serde_json::json!({"pool_recompute": **slot.load(),
+        "valid": "none | link:k=N, each optionally with :pos=true"});
+    json_response(StatusCode::OK, &body)
 }
 
 fn current_routing(client: &EngineClient) -> http::Response<Body> {

@@ -52,6 +52,7 @@ const KNOWN_ROUTES: &[&str] = &[
     "/metrics",
     "/admin/eviction-policy",
     "/admin/routing",
+    "/admin/rank-pool-recompute",
 ];
 
 /// The label a request path is counted under.

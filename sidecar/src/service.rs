@@ -194,7 +194,10 @@ pub async fn handle(
             )
             .into_response(),
         },
-        (_, crate::admin::EVICTION_POLICY | crate::admin::ROUTING) => {
+        (
+            _,
+            crate::admin::EVICTION_POLICY | crate::admin::ROUTING | crate::admin::POOL_RECOMPUTE,
+        ) => {
             if state.config.admin_listen.is_some() {
                 ApiError::Forbidden(
                     "the admin API is served on the --admin-listen address only, not this port",
@@ -220,7 +223,12 @@ pub fn answers_itself(method: &Method, path: &str) -> bool {
         (method, route_label(path)),
         (&Method::GET, "/health" | "/ready" | "/metrics")
             | (&Method::POST, "/v1/rank" | "/v1/retrieve")
-            | (_, crate::admin::EVICTION_POLICY | crate::admin::ROUTING)
+            | (
+                _,
+                crate::admin::EVICTION_POLICY
+                    | crate::admin::ROUTING
+                    | crate::admin::POOL_RECOMPUTE
+            )
     )
 }
 
@@ -314,15 +322,16 @@ fn hold(resp: Response<Body>, permit: Option<per_client::Permit>) -> Response<Bo
 /// The `--admin-listen` port: the admin API and a liveness answer, nothing else.
 async fn admin_port(state: &AppState, route: &str, req: Request<Incoming>) -> Response<Body> {
     match (req.method(), route) {
-        (_, crate::admin::EVICTION_POLICY | crate::admin::ROUTING) => {
-            admin(state, route, req).await
-        }
+        (
+            _,
+            crate::admin::EVICTION_POLICY | crate::admin::ROUTING | crate::admin::POOL_RECOMPUTE,
+        ) => admin(state, route, req).await,
         (&Method::GET, "/health") => {
             json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))
         }
         _ => ApiError::NotFound(format!(
-            "{} is not on the admin port: it serves /admin/eviction-policy, /admin/routing \
-             and /health",
+            "{} is not on the admin port: it serves /admin/eviction-policy, /admin/routing, \
+             /admin/rank-pool-recompute and /health",
             req.uri().path()
         ))
         .into_response(),
@@ -331,10 +340,10 @@ async fn admin_port(state: &AppState, route: &str, req: Request<Incoming>) -> Re
 
 async fn admin(state: &AppState, route: &str, req: Request<Incoming>) -> Response<Body> {
     use crate::admin::Target;
-    let target = if route == crate::admin::ROUTING {
-        Target::Routing(&state.client)
-    } else {
-        Target::Policy(&state.policy)
+    let target = match route {
+        crate::admin::ROUTING => Target::Routing(&state.client),
+        crate::admin::POOL_RECOMPUTE => Target::PoolRecompute(&state.ranker.rank.recompute),
+        _ => Target::Policy(&state.policy),
     };
     let (parts, body) = req.into_parts();
     let token = state.config.admin_token.as_ref().map(|t| t.expose());
@@ -346,7 +355,11 @@ fn ready(state: &AppState) -> Response<Body> {
         let upstreams = state.client.replica_detail();
         json_response(
             StatusCode::OK,
-            &serde_json::json!({"status": "ready", "upstreams": upstreams}),
+            &match &state.ranker.rank.guard {
+                Some(g) => serde_json::json!({"status": "ready", "upstreams": upstreams,
+                                              "quality": g.detail()}),
+                None => serde_json::json!({"status": "ready", "upstreams": upstreams}),
+            },
         )
     } else {
         let err = ApiError::from(ClientError::NoHealthyUpstream);

@@ -1,6 +1,8 @@
 //! The engine loop's worker without an engine: synthetic KV-event batches (in order, gap,
 //! restart, malformed), request arrivals and the published order.
 
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::mpsc::channel;
@@ -16,6 +18,7 @@ use recache_adapters::kv_events::{DecodeError, KvBatch, KvEvent};
 use recache_adapters::kv_subscriber::Incoming;
 use recache_adapters::order::Order;
 use recache_eviction::PolicyConfig;
+use support::wait::wait_for_blocking;
 
 fn stored(hashes: &[u64], parent: Option<u64>, tokens: &[u32]) -> KvEvent {
     KvEvent::BlockStored {
@@ -105,14 +108,19 @@ fn worker_follows_events_resyncs_and_publishes() {
     for p in [vec![1, 1, 2, 2, 3, 3], vec![4, 4, 5, 5]] {
         tx.send(Msg::Arrival(p)).expect("send");
     }
-    std::thread::sleep(Duration::from_millis(200));
-    let o = Order::decode(&std::fs::read(&order).expect("order file")).expect("valid order");
-    assert_eq!(o.generation, slot.load().generation);
-    assert_eq!(
-        o.victims,
-        vec![2, 1],
-        "deepest first: the shadow evicted both engine blocks"
+    // The worker publishes after arrivals (and every 20 ms): wait for the order that lists
+    // what the two arrivals evicted. Deepest first: the shadow evicted both engine blocks.
+    let o = wait_for_blocking(
+        "an order listing victims [2, 1] (deepest first: both engine blocks)",
+        Duration::from_secs(10),
+        || match std::fs::read(&order).map(|b| Order::decode(&b)) {
+            Ok(Ok(o)) if o.victims == [2, 1] => Ok(o),
+            Ok(Ok(o)) => Err(format!("victims {:?}", o.victims)),
+            Ok(Err(e)) => Err(format!("undecodable order: {e}")),
+            Err(e) => Err(format!("no order file: {e}")),
+        },
     );
+    assert_eq!(o.generation, slot.load().generation);
 
     // A gap without a replay endpoint clears the mirror; then events apply again.
     tx.send(batch(9, vec![stored(&[20], None, &[1, 1])]))

@@ -4,14 +4,16 @@
 
 mod support;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use http::Response;
-use support::{FakeUpstream, TestProxy, body, error_code, json};
+use support::{FakeUpstream, TestProxy, body, error_code, json, wait_for, wait_until};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 #[tokio::test]
 async fn forwards_method_path_query_headers_and_body_unchanged() {
@@ -169,25 +171,38 @@ async fn slow_upstream_gets_504() {
     assert_eq!(error_code(resp).await, "upstream_timeout");
 }
 
-/// An upstream speaking raw HTTP/1.1: answers one SSE response per connection, sending
-/// `chunks` with `gap` between them, then either finishes or drops the socket mid-stream.
-async fn raw_sse_upstream(chunks: Vec<&'static str>, gap: Duration, die: bool) -> String {
+/// An upstream speaking raw HTTP/1.1: answers a POST with one SSE response on its
+/// connection, sending the first of `chunks` at once and each later one, and then the end,
+/// only when `gate` gives a permit (the test releases them once it has seen what it waits
+/// for); the end is the terminating chunk, or with `die` the socket dropped mid-stream. Other
+/// requests (health probes) get `{}` at once.
+async fn raw_sse_upstream(chunks: Vec<&'static str>, gate: Arc<Semaphore>, die: bool) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
         while let Ok((mut s, _)) = listener.accept().await {
-            let chunks = chunks.clone();
+            let (chunks, gate) = (chunks.clone(), gate.clone());
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 4096];
                 let _ = s.read(&mut buf).await;
+                if !buf.starts_with(b"POST ") {
+                    let ok = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}";
+                    let _ = s.write_all(ok.as_bytes()).await;
+                    return;
+                }
                 let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
                 let _ = s.write_all(head.as_bytes()).await;
-                for c in chunks {
+                for (i, c) in chunks.into_iter().enumerate() {
+                    if i > 0 {
+                        let Ok(p) = gate.acquire().await else { return };
+                        p.forget();
+                    }
                     let _ = s
                         .write_all(format!("{:x}\r\n{c}\r\n", c.len()).as_bytes())
                         .await;
-                    tokio::time::sleep(gap).await;
                 }
+                let Ok(p) = gate.acquire().await else { return };
+                p.forget();
                 if !die {
                     let _ = s.write_all(b"0\r\n\r\n").await;
                 }
@@ -200,27 +215,29 @@ async fn raw_sse_upstream(chunks: Vec<&'static str>, gap: Duration, die: bool) -
 
 #[tokio::test]
 async fn streams_pass_through_chunk_by_chunk() {
+    // The upstream holds the rest of the stream back until the client has the first chunk:
+    // a proxy that buffered would never deliver it (no clock involved).
+    let gate = Arc::new(Semaphore::new(0));
     let url = raw_sse_upstream(
         vec!["data: one\n\n", "data: two\n\n", "data: [DONE]\n\n"],
-        Duration::from_millis(400),
+        gate.clone(),
         false,
     )
     .await;
     let proxy = TestProxy::start(&[url], |_| {}).await;
-    let t = Instant::now();
     let mut resp = reqwest::Client::new()
         .post(proxy.url("/v1/completions"))
         .body(r#"{"prompt":"x","stream":true}"#)
         .send()
         .await
         .expect("send");
-    let first = resp.chunk().await.expect("chunk").expect("first chunk");
+    let first = tokio::time::timeout(Duration::from_secs(10), resp.chunk())
+        .await
+        .expect("the first chunk never reached the client while the upstream held the rest back")
+        .expect("chunk")
+        .expect("first chunk");
     assert_eq!(&first[..], b"data: one\n\n");
-    assert!(
-        t.elapsed() < Duration::from_millis(350),
-        "first chunk was held back: {:?}",
-        t.elapsed()
-    );
+    gate.add_permits(3);
     let mut rest = Vec::new();
     while let Some(c) = resp.chunk().await.expect("chunk") {
         rest.extend_from_slice(&c);
@@ -233,7 +250,8 @@ async fn streams_pass_through_chunk_by_chunk() {
 
 #[tokio::test]
 async fn upstream_death_mid_stream_ends_with_an_error_event_and_recache_keeps_serving() {
-    let dying = raw_sse_upstream(vec!["data: one\n\n"], Duration::from_millis(50), true).await;
+    let gate = Arc::new(Semaphore::new(0));
+    let dying = raw_sse_upstream(vec!["data: one\n\n"], gate.clone(), true).await;
     let proxy = TestProxy::start(&[dying], |_| {}).await;
     let client = reqwest::Client::new();
     let mut resp = client
@@ -243,12 +261,20 @@ async fn upstream_death_mid_stream_ends_with_an_error_event_and_recache_keeps_se
         .await
         .expect("send");
     let mut got = Vec::new();
+    let mut released = false;
     let ended_with_error = loop {
         match tokio::time::timeout(Duration::from_secs(5), resp.chunk())
             .await
             .expect("stream hung")
         {
-            Ok(Some(c)) => got.extend_from_slice(&c),
+            Ok(Some(c)) => {
+                got.extend_from_slice(&c);
+                // The first chunk is through: now the upstream dies.
+                if !released {
+                    released = true;
+                    gate.add_permits(1);
+                }
+            }
             Ok(None) => break false,
             Err(_) => break true,
         }
@@ -272,15 +298,49 @@ async fn upstream_death_mid_stream_ends_with_an_error_event_and_recache_keeps_se
     assert_eq!(health.status(), 200);
 }
 
+/// recache's `/metrics` as text.
+async fn metrics(client: &reqwest::Client, proxy: &TestProxy) -> String {
+    client
+        .get(proxy.url("/metrics"))
+        .send()
+        .await
+        .expect("m")
+        .text()
+        .await
+        .expect("t")
+}
+
+/// Waits until recache's health gauge for `addr` reads `value` (probes run every 100 ms).
+async fn wait_health(client: &reqwest::Client, proxy: &TestProxy, addr: SocketAddr, value: u8) {
+    let line = format!("recache_upstream_healthy{{upstream=\"{addr}\"}} {value}");
+    wait_for(
+        format_args!("`{line}` in /metrics"),
+        Duration::from_secs(10),
+        async || {
+            let m = metrics(client, proxy).await;
+            if m.contains(&line) { Ok(()) } else { Err(m) }
+        },
+    )
+    .await
+}
+
 #[tokio::test]
 async fn picks_least_outstanding_replica_and_takes_failed_ones_out_and_back() {
+    // The slow replica holds each completion until the test releases it, so it is busy for
+    // exactly as long as the test needs (no race against a fixed delay).
     let slow_hits = Arc::new(AtomicUsize::new(0));
-    let s = slow_hits.clone();
+    let busy = Arc::new(AtomicUsize::new(0));
+    let release = Arc::new(Semaphore::new(0));
+    let (s, b, r) = (slow_hits.clone(), busy.clone(), release.clone());
     let slow = FakeUpstream::start(move |req| {
         s.fetch_add(1, Ordering::SeqCst);
+        let (b, r) = (b.clone(), r.clone());
         async move {
             if req.uri().path() == "/v1/completions" {
-                tokio::time::sleep(Duration::from_millis(800)).await;
+                b.fetch_add(1, Ordering::SeqCst);
+                if let Ok(p) = r.acquire().await {
+                    p.forget();
+                }
             }
             json("{}")
         }
@@ -298,7 +358,12 @@ async fn picks_least_outstanding_replica_and_takes_failed_ones_out_and_back() {
         let u = proxy.url("/v1/completions");
         tokio::spawn(async move { c.post(u).body(r#"{"prompt":"x"}"#).send().await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    wait_until(
+        "the first completion reaching the slow replica",
+        Duration::from_secs(10),
+        async || busy.load(Ordering::SeqCst) == 1,
+    )
+    .await;
     let before = slow_hits.load(Ordering::SeqCst);
     for _ in 0..5 {
         let resp = client
@@ -314,11 +379,12 @@ async fn picks_least_outstanding_replica_and_takes_failed_ones_out_and_back() {
         probes_only <= 3,
         "{probes_only} extra requests reached the busy replica"
     );
+    release.add_permits(1);
     assert_eq!(slow_req.await.expect("join").expect("slow").status(), 200);
 
-    // Kill the fast replica: requests fail over, it is marked unhealthy.
-    drop(fast);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Kill the fast replica (its port refuses connections once stop returns): requests fail
+    // over, and it is marked unhealthy.
+    fast.stop().await;
     for _ in 0..3 {
         let resp = client
             .get(proxy.url("/v1/models"))
@@ -327,48 +393,34 @@ async fn picks_least_outstanding_replica_and_takes_failed_ones_out_and_back() {
             .expect("send");
         assert_eq!(resp.status(), 200);
     }
-    let metrics = client
-        .get(proxy.url("/metrics"))
-        .send()
-        .await
-        .expect("m")
-        .text()
-        .await
-        .expect("t");
-    assert!(
-        metrics.contains(&format!(
-            "recache_upstream_healthy{{upstream=\"{fast_addr}\"}} 0"
-        )),
-        "{metrics}"
-    );
+    wait_health(&client, &proxy, fast_addr, 0).await;
     // Bring it back on the same port: probes take it back in.
     let fast = FakeUpstream::on(
         TcpListener::bind(fast_addr).await.expect("rebind"),
         |_| async { json(r#"{"from":"fast"}"#) },
     );
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    let metrics = client
-        .get(proxy.url("/metrics"))
-        .send()
-        .await
-        .expect("m")
-        .text()
-        .await
-        .expect("t");
-    assert!(
-        metrics.contains(&format!(
-            "recache_upstream_healthy{{upstream=\"{fast_addr}\"}} 1"
-        )),
-        "{metrics}"
-    );
+    wait_health(&client, &proxy, fast_addr, 1).await;
     drop(fast);
 }
 
 #[tokio::test]
 async fn graceful_shutdown_drains_in_flight_requests() {
-    let up = FakeUpstream::start(|_| async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        json(r#"{"done":true}"#)
+    // The upstream answers only when released: the request is in flight for as long as the
+    // test needs, whatever the machine's speed.
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let release = Arc::new(Semaphore::new(0));
+    let (a, r) = (arrived.clone(), release.clone());
+    let up = FakeUpstream::start(move |req| {
+        let (a, r) = (a.clone(), r.clone());
+        async move {
+            if req.uri().path() == "/v1/models" {
+                a.fetch_add(1, Ordering::SeqCst);
+                if let Ok(p) = r.acquire().await {
+                    p.forget();
+                }
+            }
+            json(r#"{"done":true}"#)
+        }
     })
     .await;
     let mut proxy = TestProxy::start(&[up.url()], |a| {
@@ -380,8 +432,26 @@ async fn graceful_shutdown_drains_in_flight_requests() {
         let (c, u) = (client.clone(), proxy.url("/v1/models"));
         tokio::spawn(async move { c.get(u).send().await?.text().await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    wait_until(
+        "the request reaching the upstream",
+        Duration::from_secs(10),
+        async || arrived.load(Ordering::SeqCst) == 1,
+    )
+    .await;
     proxy.stop();
+    // The drain has begun (the listener is closed) while the request is still in flight.
+    let addr = proxy.addr;
+    wait_until(
+        "recache closing its listener after stop()",
+        Duration::from_secs(10),
+        async || tokio::net::TcpStream::connect(addr).await.is_err(),
+    )
+    .await;
+    assert!(
+        !in_flight.is_finished(),
+        "the in-flight request ended before the upstream answered (the drain cut it)"
+    );
+    release.add_permits(1);
     let body = in_flight
         .await
         .expect("join")

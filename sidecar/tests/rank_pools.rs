@@ -15,7 +15,7 @@ use std::time::Duration;
 use http_body_util::BodyExt;
 use recache_adapters::Engine;
 use serde_json::{Value, json};
-use support::{FakeUpstream, TestProxy, body};
+use support::{FakeUpstream, TestProxy, body, wait_for};
 
 /// What one stand-in engine saw.
 #[derive(Default)]
@@ -107,13 +107,19 @@ async fn start(routing: &str) -> (TestProxy, [(FakeUpstream, Arc<Mutex<Seen>>); 
 /// Waits until no fill is pending in any replica's pool.
 async fn settled(proxy: &TestProxy) {
     let pools = proxy.state.ranker.rank.pool.as_ref().expect("pools");
-    for _ in 0..200 {
-        if pools.iter().all(|p| p.counts().1 == 0) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("fills never finished");
+    wait_for(
+        "every pool's fills finishing",
+        Duration::from_secs(10),
+        async || {
+            let pending: Vec<usize> = pools.iter().map(|p| p.counts().1).collect();
+            if pending.iter().all(|&n| n == 0) {
+                Ok(())
+            } else {
+                Err(format!("pending fills per replica {pending:?}"))
+            }
+        },
+    )
+    .await
 }
 
 fn key(i: u32) -> String {

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use recache::kvloop::blocks::prompt_ids;
 use rmpv::Value;
-use support::{FakeUpstream, TestProxy, body};
+use support::{FakeUpstream, TestProxy, body, wait_for};
 use tokio::sync::mpsc;
 use zeromq::{PubSocket, Socket, SocketSend, ZmqMessage};
 
@@ -127,23 +127,48 @@ async fn ready(proxy: &TestProxy) -> serde_json::Value {
 
 /// Polls `/ready` until every upstream's mirror state is in `want` (in order), or panics.
 async fn wait_states(proxy: &TestProxy, want: &[&str]) -> serde_json::Value {
-    let mut last = serde_json::Value::Null;
-    for _ in 0..150 {
-        if let Ok(r) = reqwest::get(proxy.url("/ready")).await
-            && r.status() == 200
-        {
-            last = r.json().await.expect("json");
-            let got: Vec<&str> = last["upstreams"]
+    wait_for(
+        format_args!("mirror states {want:?}"),
+        Duration::from_secs(15),
+        async || {
+            let r = reqwest::get(proxy.url("/ready"))
+                .await
+                .map_err(|e| e.to_string())?;
+            if r.status() != 200 {
+                return Err(format!("/ready {}", r.status()));
+            }
+            let v: serde_json::Value = r.json().await.map_err(|e| e.to_string())?;
+            let got: Vec<&str> = v["upstreams"]
                 .as_array()
                 .map(|a| a.iter().filter_map(|u| u["mirror"].as_str()).collect())
                 .unwrap_or_default();
             if got == want {
-                return last;
+                Ok(v.clone())
+            } else {
+                Err(format!("/ready {v}"))
             }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("mirror states never became {want:?}; last /ready: {last}");
+        },
+    )
+    .await
+}
+
+/// Waits until `proxy`'s mirror of replica `replica` holds every full block of `tokens`: the
+/// engine's KV events for that prompt have reached this recache.
+async fn wait_mirrored(proxy: &TestProxy, replica: usize, tokens: &[u32]) {
+    let keys = prompt_ids(tokens, BS);
+    let mirror = &proxy.state.client.replicas()[replica].mirror;
+    wait_for(
+        format_args!(
+            "replica {replica}'s mirror holding the {} blocks of a prompt sent to it",
+            keys.len()
+        ),
+        Duration::from_secs(10),
+        async || match mirror.held_prefix(&keys) {
+            n if n == keys.len() => Ok(()),
+            n => Err(format!("{n} blocks held")),
+        },
+    )
+    .await
 }
 
 async fn post(url: &str, tokens: &[u32]) -> serde_json::Value {
@@ -199,7 +224,9 @@ async fn canaries_verify_mirrors_and_prefix_routes_by_events() {
         )
         .await;
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (user, home) in homes.iter().enumerate() {
+        wait_mirrored(&proxy, usize::from(*home == "b"), &prompt(user as u32)).await;
+    }
     for (user, want) in homes.iter().enumerate() {
         let user = user as u32;
         let got = post(&proxy.url("/v1/completions"), &prompt(user)).await;
@@ -281,7 +308,8 @@ async fn two_instances_route_consistently_from_the_same_events() {
             (two, one)
         };
         let went = post(&first.url("/v1/completions"), &prompt(100 + user)).await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let home = usize::from(went["replica"] == "b");
+        wait_mirrored(second, home, &prompt(100 + user)).await;
         let again = post(&second.url("/v1/completions"), &prompt(100 + user)).await;
         assert_eq!(
             again["replica"], went["replica"],

@@ -7,6 +7,7 @@
 //! - [`Proxy`]: recache's server, in this process, on `127.0.0.1:0` in front of testbeds.
 //! - [`Engine`]: which testbed engine a suite body runs against, so one body per behaviour
 //!   serves both (its instance names, `up` flags and recache's serve arguments).
+//! - [`wait`]: how a test waits for an event (poll with a deadline, fail naming it).
 //!
 //! Every engine test is `#[ignore = "needs the real engine (tests/run runs it with
 //! --include-ignored)"]`: plain `cargo test` lists them as ignored (nothing asserted, and it says
@@ -20,6 +21,9 @@ use std::time::Duration;
 use recache::config::ServeArgs;
 use recache::local::LocalServer;
 use recache::service::AppState;
+
+pub mod wait;
+pub use wait::wait_for;
 
 /// Health-probe interval (and probe limit) for recache in front of the SGLang testbed: its
 /// HTTP loop stalls for seconds during prefills on a busy 2-core CI machine, and at the default
@@ -229,39 +233,67 @@ impl Proxy {
 
     /// Waits until `/ready` lists these routing-mirror states, in replica order.
     pub async fn wait_mirrors(&self, want: &[&str], limit: Duration) {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            let v: serde_json::Value = match reqwest::get(self.url("/ready")).await {
-                Ok(r) if r.status() == 200 => r.json().await.unwrap_or_default(),
-                _ => serde_json::Value::Null,
-            };
-            let got: Vec<&str> = v["upstreams"]
-                .as_array()
-                .map(|a| a.iter().filter_map(|u| u["mirror"].as_str()).collect())
-                .unwrap_or_default();
-            if got == want {
-                return;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "routing mirrors never became {want:?}: /ready {v}"
-            );
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        let url = self.url("/ready");
+        wait_for(
+            format_args!("routing mirrors {want:?}"),
+            limit,
+            async || {
+                let v: serde_json::Value = match reqwest::get(&url).await {
+                    Ok(r) if r.status() == 200 => r.json().await.unwrap_or_default(),
+                    _ => serde_json::Value::Null,
+                };
+                let got: Vec<&str> = v["upstreams"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|u| u["mirror"].as_str()).collect())
+                    .unwrap_or_default();
+                if got == want {
+                    Ok(())
+                } else {
+                    Err(format!("/ready {v}"))
+                }
+            },
+        )
+        .await
+    }
+
+    /// Waits until the engine loop receives the engine's KV events: `ping(k)` sends the test's
+    /// k-th ping (a prompt sharing no block with the test's others) and returns its token ids;
+    /// pings go on until the mirror holds one. A ZMQ subscription takes a moment to reach the
+    /// publisher, and what is published before is lost: the pings sent until then stay
+    /// unknown to the mirror.
+    pub async fn wait_kv_events(&self, mut ping: impl AsyncFnMut(u32) -> Vec<u32>) {
+        let kv = self.state.kvloop.as_ref().expect("engine loop on");
+        let mut sent: Vec<Vec<u32>> = Vec::new();
+        wait_for(
+            "the engine loop receiving KV events (a ping prompt in the mirror)",
+            Duration::from_secs(60),
+            async || {
+                sent.push(ping(sent.len() as u32).await);
+                let held = sent
+                    .iter()
+                    .any(|p| kv.cached_prefix(p.clone()).is_some_and(|(n, _)| n > 0));
+                if held {
+                    Ok(())
+                } else {
+                    Err(format!("{} pings sent, none mirrored", sent.len()))
+                }
+            },
+        )
+        .await
     }
 
     /// Waits until `/ready` is 200.
     pub async fn wait_ready(&self, limit: Duration) {
-        let deadline = tokio::time::Instant::now() + limit;
-        while tokio::time::Instant::now() < deadline {
-            if reqwest::get(self.url("/ready"))
-                .await
-                .is_ok_and(|r| r.status() == 200)
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        panic!("recache at {} not ready within {limit:?}", self.base);
+        let url = self.url("/ready");
+        wait_for(
+            format_args!("recache at {} ready", self.base),
+            limit,
+            async || match reqwest::get(&url).await {
+                Ok(r) if r.status() == 200 => Ok(()),
+                Ok(r) => Err(format!("/ready {}", r.status())),
+                Err(e) => Err(e.to_string()),
+            },
+        )
+        .await
     }
 }

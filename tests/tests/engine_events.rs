@@ -11,12 +11,26 @@
 //!   `BlockRemoved` per evicted radix node, `AllBlocksCleared` on `/flush_cache`): a flush
 //!   empties the mirror.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use recache::config::ServeArgs;
+use recache::kvloop::KvLoopHandle;
 use recache::kvloop::config::KvLoopArgs;
-use recache_integration::{Engine, Proxy, Testbed};
+use recache_adapters::order::Order;
+use recache_integration::{Engine, Proxy, Testbed, wait_for};
 use serde_json::{Value, json};
+
+/// The shim's default age limit: an order published longer ago than this is stale
+/// (`recache_shim.order_reader.DEFAULT_MAX_AGE_MS`).
+const SHIM_ORDER_MAX_AGE_MS: u64 = 2000;
+
+/// The order file as the shim reads it.
+fn read_order(path: &std::path::Path) -> Result<Order, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Order::decode(&bytes).map_err(|e| format!("undecodable order: {e}"))
+}
 
 /// vLLM's cache: 200 testbed blocks of 32 tokens; the mirror counts blocks.
 const VLLM_KV_BLOCKS: usize = 200;
@@ -40,9 +54,40 @@ async fn start_vllm(tb: &Testbed, order: &str) -> Proxy {
         ..Default::default()
     };
     let proxy = Proxy::start_with(&args).await;
-    // ZMQ subscriptions take a moment to reach the publisher.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    wait_subscribed(tb, &proxy).await;
     proxy
+}
+
+/// Waits until the engine loop receives the engine's KV events: one-block pings through
+/// recache (conversations 1000 and up: no block shared with the test's prompts).
+async fn wait_subscribed(tb: &Testbed, local: &Proxy) {
+    local
+        .wait_kv_events(async |k| {
+            let ping = prompt(1000 + k, 1, 0);
+            let (s, _) = complete(&local.base, &tb.model, &ping).await;
+            assert_eq!(s, 200, "ping");
+            ping
+        })
+        .await
+}
+
+/// Waits until the mirror holds every full 32-token block of `last`, the prompt of the last
+/// request sent: its blocks' `BlockStored` left the engine after every event that request
+/// caused before (a removal to make room comes first), so the mirror has caught up with the
+/// engine. `last` must have stored a block of its own (a prompt that was a full hit causes
+/// no event to wait for).
+async fn wait_caught_up(kv: &KvLoopHandle, unit: u64, last: &[u32], what: &str) {
+    let want = (last.len() / 32 * 32) as u64;
+    wait_for(
+        format_args!("the engine's KV events for {what} reaching the mirror ({want} tokens)"),
+        Duration::from_secs(30),
+        async || match kv.cached_prefix(last.to_vec()) {
+            Some((n, _)) if n as u64 * unit >= want => Ok(()),
+            Some((n, size)) => Err(format!("{n} x {unit} tokens held (mirror size {size})")),
+            None => Err("the engine loop did not answer".to_string()),
+        },
+    )
+    .await
 }
 
 /// Deterministic prompt: `blocks` 32-token runs of conversation `conv` (turns of one
@@ -79,18 +124,23 @@ async fn mirror_equals_the_engines_cache(engine: Engine, tb: &Testbed, local: &P
         Engine::Vllm => (32u64, VLLM_KV_BLOCKS),
         Engine::Sglang => (1u64, SGLANG_KV_TOKENS),
     };
-    // 12 conversations x 4 growing turns of up to 24 blocks (768 tokens) each.
+    // 12 conversations x 4 growing turns of up to 24 blocks (768 tokens) each; every turn
+    // stores the 6 blocks it grew by.
+    let mut last = Vec::new();
     for turn in 1..=4u32 {
         for conv in 0..12u32 {
-            let (s, _) = complete(&local.base, &tb.model, &prompt(conv, turn * 6, turn)).await;
+            last = prompt(conv, turn * 6, turn);
+            let (s, _) = complete(&local.base, &tb.model, &last).await;
             assert_eq!(s, 200);
         }
     }
+    wait_caught_up(kv, unit, &last, "the workload").await;
     let (mut hits, mut misses) = (0, 0);
     // Newest conversation first: full hits, then partial ones, then evicted conversations.
+    // Each probe is 25 blocks: the 24 the workload may have left cached, and a 25th never
+    // sent before, which the engine stores, so the next probe can wait for its events.
     for conv in (0..12u32).rev() {
-        let p = prompt(conv, 24, 999);
-        tokio::time::sleep(Duration::from_millis(300)).await; // let the events land
+        let p = prompt(conv, 25, 999);
         let (mirrored, size) = kv.cached_prefix(p.clone()).expect("mirror answers");
         let (s, cached) = complete(&local.base, &tb.model, &p).await;
         assert_eq!(s, 200);
@@ -109,6 +159,7 @@ async fn mirror_equals_the_engines_cache(engine: Engine, tb: &Testbed, local: &P
             "mirror holds {size}, more than the engine's {capacity}"
         );
         eprintln!("probe conversation {conv}: {mirrored} x {unit} tokens cached (mirror {size})");
+        wait_caught_up(kv, unit, &p, &format!("conversation {conv}'s probe")).await;
         if mirrored > 0 {
             hits += 1;
         } else {
@@ -167,19 +218,24 @@ async fn vllm_mirror_policy_swap_and_fallback() {
     mirror_equals_the_engines_cache(Engine::Vllm, &tb, &local).await;
     assert!(order.exists(), "recache published no order");
 
-    // 2. Policy hot-swap under load: every request answers 200.
+    // 2. Policy hot-swap under load: every request answers 200. After each swap the test
+    // waits for a few more answers, so every swap lands while requests are being served.
+    let answered = Arc::new(AtomicUsize::new(0));
     let load = {
-        let (base, model) = (local.base.clone(), tb.model.clone());
+        let (base, model, answered) = (local.base.clone(), tb.model.clone(), answered.clone());
         tokio::spawn(async move {
             let mut statuses = Vec::new();
             for i in 0..40u32 {
                 statuses.push(complete(&base, &model, &prompt(100 + i % 5, 8, i)).await.0);
+                answered.fetch_add(1, Ordering::SeqCst);
             }
             statuses
         })
     };
     let client = reqwest::Client::new();
     for policy in ["laru", "lru", "sieve", "laru"] {
+        let before = answered.load(Ordering::SeqCst);
+        assert!(before < 40, "the load ended before the switch to {policy}");
         let r = client
             .put(format!("{}/admin/eviction-policy", local.base))
             .bearer_auth(TOKEN)
@@ -188,18 +244,29 @@ async fn vllm_mirror_policy_swap_and_fallback() {
             .await
             .expect("admin");
         assert_eq!(r.status(), 200, "switch to {policy}");
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        wait_for(
+            format_args!("3 more requests answered after the switch to {policy}"),
+            Duration::from_secs(60),
+            async || match answered.load(Ordering::SeqCst) {
+                n if n >= before + 3 => Ok(()),
+                n => Err(format!("{n} of 40 answered")),
+            },
+        )
+        .await;
     }
     let statuses = load.await.expect("load task");
     assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
     // The swap reached the engine side: the published order carries the new generation.
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    let bytes = std::fs::read(&order).expect("order file");
-    let generation = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
-    assert_eq!(
-        generation, 4,
-        "order still from policy generation {generation}"
-    );
+    wait_for(
+        "an order published from policy generation 4",
+        Duration::from_secs(10),
+        async || match read_order(&order) {
+            Ok(o) if o.generation == 4 => Ok(()),
+            Ok(o) => Err(format!("generation {}", o.generation)),
+            Err(e) => Err(e),
+        },
+    )
+    .await;
 
     // While recache runs, the engine's shim says in recache's metrics that it follows the
     // order (it checked a fresh order while evicting in step 1).
@@ -217,16 +284,24 @@ async fn vllm_mirror_policy_swap_and_fallback() {
     // 3. recache stops: the order file stays behind and goes stale; vLLM keeps serving (and
     // keeps caching) with its own LRU.
     drop(local);
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let age = std::fs::metadata(&order)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.elapsed().ok())
-        .unwrap_or_default();
-    assert!(
-        age > Duration::from_secs(2),
-        "order still refreshed {age:?} ago after recache stopped"
-    );
+    // Stale is what the shim calls an order published more than its age limit ago (2 s by
+    // default): wait until the order left behind is that old.
+    wait_for(
+        "the order left behind going stale (published over 2 s ago)",
+        Duration::from_secs(20),
+        async || {
+            let o = read_order(&order)?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_millis() as u64;
+            match now.saturating_sub(o.publish_unix_ms) {
+                age if age > SHIM_ORDER_MAX_AGE_MS => Ok(()),
+                age => Err(format!("published {age} ms ago: recache still publishing?")),
+            }
+        },
+    )
+    .await;
     for i in 0..10u32 {
         let p = prompt(200 + i % 2, 10, i);
         let (s, cached) = complete(&tb.upstream, &tb.model, &p).await;
@@ -280,7 +355,7 @@ async fn sglang_mirror_and_flush() {
         local.state.config.kvloop.as_ref().map(|k| k.block_size),
         Some(1)
     );
-    tokio::time::sleep(Duration::from_millis(1500)).await; // ZMQ subscription
+    wait_subscribed(&tb, &local).await;
 
     mirror_equals_the_engines_cache(Engine::Sglang, &tb, &local).await;
 
@@ -292,8 +367,14 @@ async fn sglang_mirror_and_flush() {
         .await
         .expect("flush");
     assert_eq!(flushed.status(), 200);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let (mirror_tokens, size) = kv.cached_prefix(prompt(11, 24, 999)).expect("mirror");
-    assert_eq!((mirror_tokens, size), (0, 0));
+    wait_for(
+        "the mirror emptying after /flush_cache (AllBlocksCleared)",
+        Duration::from_secs(30),
+        async || match kv.cached_prefix(prompt(11, 24, 999)) {
+            Some((0, 0)) => Ok(()),
+            other => Err(format!("(prefix, size) {other:?}")),
+        },
+    )
+    .await;
     tb.down();
 }

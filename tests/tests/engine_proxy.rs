@@ -15,7 +15,7 @@ use std::time::Duration;
 use engine_proxy_support::{
     all_200, assert_json_200, open_two_streams, post, read_to_end_or_cut, sse_events,
 };
-use recache_integration::{Engine, Proxy};
+use recache_integration::{Engine, Proxy, wait_for};
 use serde_json::{Value, json};
 
 async fn routes_pass_through(engine: Engine) {
@@ -194,7 +194,16 @@ async fn routes_pass_through(engine: Engine) {
             text.chars().rev().take(400).collect::<String>()
         );
         // The dead engine refuses connections: recache takes it out and answers 503 itself.
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        let engine_addr = tb.upstream.trim_start_matches("http://").to_string();
+        wait_for(
+            format_args!("the killed engine's port {engine_addr} refusing connections"),
+            Duration::from_secs(30),
+            async || match tokio::net::TcpStream::connect(&engine_addr).await {
+                Err(_) => Ok(()),
+                Ok(_) => Err("still accepting"),
+            },
+        )
+        .await;
         let (status, err) = post(
             proxy.url("/generate"),
             json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 1}}),

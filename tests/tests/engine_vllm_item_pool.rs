@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use recache::config::ServeArgs;
 use recache::rank::config::RankArgs;
-use recache_integration::{Proxy, Testbed};
+use recache_integration::{Proxy, Testbed, wait_for};
 use serde_json::{Value, json};
 
 const ITEMS: usize = 30;
@@ -113,21 +113,19 @@ async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
     let first = proxy.rank(&request(&tb.model, "u-a", "s1")).await;
     assert_eq!(first["ranking"].as_array().map(Vec::len), Some(ITEMS));
     // Fills run in the background; the request above did not wait for them.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    while pool.counts() != (ITEMS, 0) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "fills: {:?}",
-            pool.counts()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for(
+        format_args!("every item filled ({ITEMS} resident, 0 pending)"),
+        Duration::from_secs(120),
+        async || match pool.counts() {
+            (ITEMS, 0) => Ok(()),
+            counts => Err(format!("(resident, pending) {counts:?}")),
+        },
+    )
+    .await;
     let ext0 = tb.metric("vllm:external_prefix_cache_hits_total").await;
     let second = proxy.rank(&request(&tb.model, "u-b", "s2")).await;
-    // vLLM updates its counters as it processes outputs; give the last ones a moment.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let ext1 = tb.metric("vllm:external_prefix_cache_hits_total").await;
     let region = (ITEMS * (ITEM_TOKENS + 1)) as f64;
+    let ext1 = external_hits_reach(&tb, ext0, region).await;
     assert_eq!(ext1 - ext0, region, "every item token came from the pool");
     assert_eq!(pool.metrics.loaded_tokens.get() as f64, region);
     assert_eq!(second["ranking"].as_array().map(Vec::len), Some(ITEMS));
@@ -138,6 +136,21 @@ async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
         "pool loads are deterministic"
     );
     tb.down();
+}
+
+/// Waits until vLLM's external prefix-cache hits counter has grown by `region` tokens from
+/// `before` (vLLM updates its counters as it processes outputs, a moment after the answer),
+/// and returns it.
+async fn external_hits_reach(tb: &Testbed, before: f64, region: f64) -> f64 {
+    wait_for(
+        format_args!("vLLM counting {region} external prefix-cache hit tokens"),
+        Duration::from_secs(30),
+        async || match tb.metric("vllm:external_prefix_cache_hits_total").await {
+            now if now - before >= region => Ok(now),
+            now => Err(format!("{} counted", now - before)),
+        },
+    )
+    .await
 }
 
 fn pool_args(upstream: &str, items: usize) -> ServeArgs {
@@ -197,8 +210,7 @@ async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked
     assert_eq!((done.adopted, done.evicted), (ITEMS, 0));
     let ext0 = tb.metric("vllm:external_prefix_cache_hits_total").await;
     let answer = second.rank(&body).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let ext1 = tb.metric("vllm:external_prefix_cache_hits_total").await;
+    let ext1 = external_hits_reach(&tb, ext0, (ITEMS * (ITEM_TOKENS + 1)) as f64).await;
     assert_eq!(answer["ranking"].as_array().map(Vec::len), Some(ITEMS));
     assert_eq!(
         ext1 - ext0,
@@ -231,15 +243,15 @@ async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked
             &events_port,
         ],
     );
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while pool.counts().0 != 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "pool still counts {:?} (resident, pending) 10 s after the engine came back",
-            pool.counts()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for(
+        "the pool reconciled to 0 resident after the engine came back",
+        Duration::from_secs(10),
+        async || match pool.counts() {
+            (0, _) => Ok(()),
+            counts => Err(format!("(resident, pending) {counts:?}")),
+        },
+    )
+    .await;
     assert!(
         pool.metrics.evictions.with_label_values(&["engine"]).get() >= ITEMS as u64,
         "forgotten items count as engine evictions"
@@ -251,16 +263,17 @@ async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked
     assert_eq!(answer["ranking"].as_array().map(Vec::len), Some(ITEMS));
     // The answer started background refills of the forgotten items (in flight for a moment):
     // they finish, the count returns to 0, and the pool holds items again.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while replica.in_flight() != 0 || pool.counts().0 == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "after 60 s: {} in flight, pool {:?} (resident, pending)",
-            replica.in_flight(),
-            pool.counts()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for(
+        "the refills finishing (nothing in flight, items resident again)",
+        Duration::from_secs(60),
+        async || match (replica.in_flight(), pool.counts()) {
+            (0, (resident, _)) if resident > 0 => Ok(()),
+            (n, counts) => Err(format!(
+                "{n} in flight, pool {counts:?} (resident, pending)"
+            )),
+        },
+    )
+    .await;
 
     // Labels beyond the model's vocabulary: the engine refuses the highest, recache says which
     // flag to change and refuses ranking requests instead of scoring the wrong tokens.

@@ -96,9 +96,9 @@ mod tests {
         let closed = summarize(&[row("re", 0.0, 1.0)]);
         let e = plot_sweep(&path, &closed).err().map(|e| e.to_string());
         assert!(e.is_some_and(|e| e.contains("--rates")));
-        if plot::register_font().is_err() {
-            eprintln!("no TTF font here: PNG not checked");
-            return Ok(());
+        // No font is a failure, not a pass: tests/prereqs installs one.
+        if let Err(e) = plot::register_font() {
+            panic!("the PNG cannot be checked: {e}");
         }
         let rows: Vec<ModeResult> = [1.0, 2.0, 4.0]
             .into_iter()

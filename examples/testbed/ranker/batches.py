@@ -48,6 +48,7 @@ class Sampler:
         self.instruction = None
         self.label_base = layout.LABEL_BASE  # recache's `--rank-label-base`
         self.id_base = 0  # hp `item_ids`: bench quality's `--item-id-base` (0: titles only)
+        self.pool_full = 0.3  # hp `pool_full`: share of pooled batches with every item resident
 
     def item(self, i):
         return layout.item_text(self.title_tokens[self.data.title_of(i)], self.n_tok, i,
@@ -85,7 +86,7 @@ class Sampler:
         """Which items the pool holds and their slots (a slot without residency: a fill in
         flight)."""
         k, mode = len(ids), self.rng.random()
-        if mode < 0.3:
+        if mode < self.pool_full:
             resident = [True] * k
         elif mode < 0.7:
             cut = sorted(self.data.count[i] for i in ids)[self.rng.randrange(k)]

@@ -15,6 +15,12 @@ import torch
 import torch.nn.functional as F
 from transformers.models.qwen2.modeling_qwen2 import apply_rotary_pos_emb
 
+# hp `pool_pos`: where pooled items sit in RoPE position space. "shared": every item from 0
+# (the pool's fill, recache's `--rank-pool-recompute none`); "true": each at its token index
+# (the connector re-rotates K there: `none:pos=true`). A segment alone has the same hidden
+# states either way; only its K differs.
+POOLED_POS = "shared"
+
 
 def _attend(attn, x, cos, sin, ctx, last=None):
     """One attention block; `ctx`: (k, v) of earlier parts ([1, kvh, C, d]) or None. With
@@ -116,6 +122,8 @@ def forward_group(model, b, tap=()):
     if b["pooled"] is not None:
         ids = b["pooled"]
         pos = torch.arange(ids.shape[1]).expand_as(ids)
+        if POOLED_POS == "true":  # segment j (all of one length) starts at token j * length
+            pos = pos + (torch.arange(ids.shape[0]) * ids.shape[1])[:, None]
         out["pooled"], kvs, out["pooled_tap"] = run_part(model, ids, pos, tap=tap)
         out["pooled_kv"] = kvs
         ctx = flat(kvs)
@@ -170,7 +178,8 @@ def hf_reference(model, tokens, segments, labels):
     pos = torch.arange(n)
     allowed = torch.ones(n, n).tril().bool()
     for start, length in segments:
-        pos[start:start + length] = torch.arange(length)
+        if POOLED_POS != "true":
+            pos[start:start + length] = torch.arange(length)
         allowed[start:start + length, :start] = False
     mask = torch.zeros(1, 1, n, n)
     mask[0, 0][~allowed] = torch.finfo(torch.float32).min

@@ -13,23 +13,23 @@ a step that finds no new batch draws a kept one again, so the GPU never waits, a
 count is fixed once from the measured step time, so the cosine schedule runs its whole
 course. bf16 autocast on CUDA.
 
-Label rows (hp `label_frozen`, `label_gain`; docs/quality.md, thirteenth session): every label
+Label rows (hp `label_frozen`, `label_gain`; docs/quality.md, How the ranker is made): every label
 row, positional and pool slot, keeps its random init scaled by `label_gain`, so the copy
 learnt on the positional labels (in every prompt) reads the pool slots' (a few times each in
 a run) alike.
 
 hp `curriculum` "K1:N1,K2:N2,...": the first N1 batches hold K1 candidates, the next N2 K2, the
-rest `candidates` (a pointer over 100 candidates never formed from the start: docs/quality.md,
-2026-11-27; with few candidates the right one carries a larger share of the gradient). Steps
+rest `candidates` (a pointer over 100 candidates never formed from the start: docs/history.md,
+Ranking quality; with few candidates the right one carries a larger share of the gradient). Steps
 then differ in cost, so the schedule runs on time instead: the cosine follows elapsed/budget_s
 and training stops at the budget. Train recall is reported as the top-10% hit rate at the
 batch's K (Recall@10 at 100).
 
-Checks of the pointer alone (docs/quality.md, eleventh session): hp `copy_task` p (the
+Checks of the pointer alone (docs/history.md, Ranking quality): hp `copy_task` p (the
 target's title repeats as the profile's last; `copy_until`/`copy_fade` fade it into the real
 task) and `label_hint` (the target's label as the instruction's first token).
 
-With items as their own id tokens (hp `item_ids`; docs/quality.md, twelfth session), each a
+With items as their own id tokens (hp `item_ids`; docs/quality.md, How the ranker is made), each a
 weight on a loss of its own, logged apart: `aux_item` (the final token's CE over every item's
 id token: what the user takes next), `aux_seq` (the same at every profile token: the item
 after it), `aux_label` (each candidate's last token names its own label at the last layer's
@@ -334,12 +334,35 @@ def run(trainer):
             freeze(trainer, second.get("train_only", ""))
             report["then"] = stage(trainer, second, feed)
             trainer.steps_run["then"] = report["then"]["steps"]
+        if hp.get("tune"):
+            feed = tune(trainer, hp, feed, report)
     finally:
         feed.close()
     report.update(fresh_batches=feed.fresh, reused_batches=feed.reused)
     trainer.extra_report = dict(plain=report)
     trainer.model.eval()
     return trainer.finish()
+
+
+def tune(trainer, hp, feed, report):
+    """hp `tune` (its overrides): a last stage on batches of its own (another `mix`, share of
+    fully pooled batches `pool_full`, pooled positions `pool_pos`), every weight learning
+    again but the frozen label rows. Batches are made from the trainer's hp, so it gets the
+    stage's and a new feed from batch 0: the same batches as a run started from the first
+    stages' weights with these overrides. Returns the new feed (the caller closes it)."""
+    third = {**hp, "budget_s": 0, "init_from": None, "then": None, "tune": None, **hp["tune"]}
+    feed.close()
+    trainer.hp = third
+    trainer.s.pool_full = third.get("pool_full", 0.3)
+    fwd.POOLED_POS = third.get("pool_pos", "shared")
+    for p in trainer.model.parameters():
+        p.requires_grad_(p is not trainer.full.weight)
+    freeze(trainer, third.get("train_only", ""))
+    feed = Feed(trainer, third)
+    feed.wait(32)
+    report["tune"] = stage(trainer, third, feed)
+    trainer.steps_run["tune"] = report["tune"]["steps"]
+    return feed
 
 
 def freeze_labels(trainer):

@@ -8,7 +8,7 @@ The recipe (VERSION 3, hp `plain` 1) trains in plain.py: an ordinary init, items
 id tokens, a loss per part of the circuit, then a second stage for the copy to the labels.
 
 The code below `Trainer.run`'s `plain` branch is recipe VERSION 2 (hp `base` 2, HP_V2; at
-chance, docs/quality.md 2026-11-25/26), kept for the device experiments written against it:
+chance, docs/history.md), kept for the device experiments written against it:
 1. Encoders (cheap: a title alone is 19 tokens): one layer before the last, a candidate's
    last token (`[label, title]` alone from position 0: the pooled layout) must carry its
    title's teacher vector and name its label (through the tied unembedding), and the final
@@ -87,6 +87,8 @@ class Trainer:
         self.s.instruction = instruction
         self.s.label_base = hp["label_base"]
         self.s.id_base = hp["item_ids"]
+        self.s.pool_full = hp.get("pool_full", 0.3)
+        fwd.POOLED_POS = hp.get("pool_pos", "shared")
         t0 = time.time()
         self.teacher = teach.Teacher(data, hp["rank"], hp["history_items"])
         self.vecs = self.teacher.item_vectors(hp["probe_dims"])

@@ -83,10 +83,12 @@ mod tests {
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
+        let (probed, mut probing) = tokio::sync::mpsc::unbounded_channel();
         let accepted = tokio::spawn(async move {
             let mut held = Vec::new();
             while let Ok((conn, _)) = listener.accept().await {
                 held.push(conn);
+                let _ = probed.send(());
             }
         });
         let upstream: http::Uri = format!("http://{addr}").parse().expect("uri");
@@ -101,7 +103,10 @@ mod tests {
         };
         let metrics = Metrics::new().expect("metrics");
         let guard = spawn(EngineClient::new(&[upstream], settings, &metrics));
-        tokio::time::sleep(Duration::from_millis(200)).await; // the first probe is in flight
+        // The first probe is in flight once its connection is accepted.
+        tokio::time::timeout(Duration::from_secs(10), probing.recv())
+            .await
+            .expect("the first health probe never connected");
         tokio::time::timeout(Duration::from_secs(3), guard.shutdown())
             .await
             .expect("shutdown waited for the probe in flight");

@@ -54,6 +54,9 @@ pub(super) struct FileConfig {
     rank_item_pool_refresh: Option<f64>,
     rank_item_catalog: Option<PathBuf>,
     rank_trace_out: Option<PathBuf>,
+    rank_pool_recompute: Option<String>,
+    rank_quality_sample: Option<f64>,
+    rank_quality_min: Option<f64>,
     retrieve_index: Option<PathBuf>,
     retrieve_max_beam_width: Option<usize>,
     retrieve_align: Option<usize>,
@@ -131,6 +134,10 @@ impl ServeArgs {
                 rank_item_pool_refresh: rank.rank_item_pool_refresh.or(file.rank_item_pool_refresh),
                 rank_item_catalog: rank.rank_item_catalog.clone().or(file.rank_item_catalog),
                 rank_trace_out: rank.rank_trace_out.clone().or(file.rank_trace_out),
+                rank_pool_recompute: (rank.rank_pool_recompute.clone())
+                    .or(file.rank_pool_recompute),
+                rank_quality_sample: rank.rank_quality_sample.or(file.rank_quality_sample),
+                rank_quality_min: rank.rank_quality_min.or(file.rank_quality_min),
             },
             retrieve: RetrieveArgs {
                 retrieve_index: self.retrieve.retrieve_index.clone().or(file.retrieve_index),

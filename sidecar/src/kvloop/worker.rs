@@ -28,7 +28,7 @@ const SHIM_STATUS_EVERY: std::time::Duration = std::time::Duration::from_secs(1)
 /// and a listed block the engine evicted meanwhile is one it no longer has. Each publish
 /// costs a ranking here and a re-read in the engine. Most publishes follow arrivals, so this
 /// saved little where measured (the loop's publish time per 1,000 Mooncake requests at
-/// concurrency 4: 3.6 s before, 3.3-3.4 s after; docs/measured.md, 2026-11-27).
+/// concurrency 4: 3.6 s before, 3.3-3.4 s after; docs/history.md, steering inside vLLM).
 const EVENTS_PUBLISH_GAP: Duration = Duration::from_millis(50);
 
 /// What the worker receives.

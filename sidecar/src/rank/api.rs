@@ -23,6 +23,9 @@ pub struct RankRequest {
     /// The request's deadline in ms from its arrival (instead of the
     /// `x-recache-deadline-ms` header); see `crate::slo`.
     pub deadline_ms: Option<u64>,
+    /// This request's pool recompute setting (`--rank-pool-recompute`'s spelling), instead
+    /// of the one in force.
+    pub pool_recompute: Option<String>,
 }
 
 /// A user or an item: an id and either text (tokenized by the engine) or token ids.
@@ -58,7 +61,7 @@ pub struct Checked {
 }
 
 /// A request that passed every check.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Validated {
     pub model: Option<String>,
     pub user: Checked,
@@ -68,6 +71,7 @@ pub struct Validated {
     pub mode: Mode,
     pub cache_salt: Option<String>,
     pub deadline: Option<std::time::Duration>,
+    pub pool_recompute: Option<super::recompute::RecomputeSpec>,
 }
 
 #[derive(Debug, Serialize)]
@@ -80,6 +84,13 @@ pub struct Scored {
 pub struct Usage {
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
+    /// With the item pool on: prompt tokens the engine's pool supplied (the connector's own
+    /// count; 0 when the request was not built for the pool).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool_tokens: Option<u64>,
+    /// With the item pool on: tokens the recompute setting sent again (computed in context).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_tokens: Option<u64>,
 }
 
 /// `POST /v1/rank` answer: candidates best first, the layout used and the engine's token usage.
@@ -199,6 +210,13 @@ pub fn validate(req: RankRequest, max_items: usize) -> Result<Validated, ApiErro
         ),
         None => None,
     };
+    let pool_recompute = match req.pool_recompute.as_deref() {
+        Some(spec) => Some(
+            spec.parse::<super::recompute::RecomputeSpec>()
+                .map_err(|e| bad(e.to_string(), "pool_recompute"))?,
+        ),
+        None => None,
+    };
     Ok(Validated {
         model: req.model,
         user,
@@ -208,6 +226,7 @@ pub fn validate(req: RankRequest, max_items: usize) -> Result<Validated, ApiErro
         mode,
         cache_salt: req.cache_salt,
         deadline,
+        pool_recompute,
     })
 }
 
@@ -248,6 +267,10 @@ mod tests {
         assert!(m.contains("'user' (u) needs a non-empty"), "{m}");
         let m = err(serde_json::json!({"user": user, "items": [item("a")], "mode": "x"}));
         assert!(m.contains("'mode' must be one of"), "{m}");
+        let m = err(
+            serde_json::json!({"user": user, "items": [item("a")], "pool_recompute": "link:k=0"}),
+        );
+        assert!(m.contains("pool recompute 'link:k=0'"), "{m}");
         let four = [item("a"), item("b"), item("c"), item("d")];
         let m = err(serde_json::json!({"user": user, "items": four}));
         assert!(m.contains("has 4 candidates; at most 3"), "{m}");

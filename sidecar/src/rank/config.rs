@@ -24,6 +24,16 @@ pub const DEFAULT_USER_CACHE_TOKENS: u64 = 32 * 1024;
 pub const DEFAULT_POOL_REFRESH_PER_S: f64 = 4.0;
 /// Background fills of the item pool in flight: the engine batches them.
 pub const DEFAULT_POOL_FILLS: usize = 32;
+/// The pool recompute setting when none is given (`rank::recompute`); chosen on dev users
+/// (docs/quality.md).
+pub const DEFAULT_POOL_RECOMPUTE: &str = "none";
+/// Share of pool-served rankings the quality guard scores again user-first: at 1%, its
+/// shadow prompts add about 1% of a user-first prompt's tokens per request.
+pub const DEFAULT_QUALITY_SAMPLE: f64 = 0.01;
+/// Relative agreement (pooled top-10 overlap with user-first over reversed user-first's)
+/// below which the guard turns the pool off: on dev users the trained testbed ranker reads
+/// 1.27 and one never trained pooled 0.54 (docs/quality.md).
+pub const DEFAULT_QUALITY_MIN: f64 = 0.75;
 /// Used when a request gives no instruction: the discriminant position follows it.
 pub const DEFAULT_INSTRUCTION: &str =
     "Rank the candidate items for this user. The label of the best item is:";
@@ -136,6 +146,21 @@ pub struct RankArgs {
     /// start), to compare eviction policies offline on this traffic
     #[arg(long, env = "RECACHE_RANK_TRACE_OUT", value_name = "FILE")]
     pub rank_trace_out: Option<std::path::PathBuf>,
+    /// What the item pool's prompts compute again in context: none, link:k=N (each pooled
+    /// item's first N tokens sent again after the pooled items), each optionally with
+    /// :pos=true (pooled K re-rotated to its true position); switch later with PUT
+    /// /admin/rank-pool-recompute, or per request with "pool_recompute" [default: none]
+    #[arg(long, env = "RECACHE_RANK_POOL_RECOMPUTE", value_name = "SPEC")]
+    pub rank_pool_recompute: Option<String>,
+    /// Quality guard: share of pool-served rankings scored again user-first in the
+    /// background (0 = off); agreement per model in /metrics and /ready [default: 0.01]
+    #[arg(long, env = "RECACHE_RANK_QUALITY_SAMPLE", value_name = "F")]
+    pub rank_quality_sample: Option<f64>,
+    /// Quality guard: relative agreement (the pooled ranking's top-10 overlap with user-first
+    /// over that of user-first in reverse order) below which bat stops using the item pool
+    /// for that model and setting, and resumes once it recovers [default: 0.75]
+    #[arg(long, env = "RECACHE_RANK_QUALITY_MIN", value_name = "X")]
+    pub rank_quality_min: Option<f64>,
 }
 
 /// Resolved ranking settings.
@@ -151,6 +176,10 @@ pub struct RankConfig {
     pub item_catalog: Option<std::path::PathBuf>,
     /// `--rank-trace-out`: where prepared prompts are traced.
     pub trace_out: Option<std::path::PathBuf>,
+    /// `--rank-pool-recompute`: the recompute setting at start-up.
+    pub pool_recompute: super::recompute::RecomputeSpec,
+    /// `--rank-quality-sample`, `--rank-quality-min`.
+    pub quality: super::guard::GuardConfig,
 }
 
 impl Default for RankConfig {
@@ -221,7 +250,24 @@ impl RankArgs {
             }),
             item_catalog: self.rank_item_catalog.clone(),
             trace_out: self.rank_trace_out.clone(),
+            pool_recompute: self.pool_recompute()?,
+            quality: super::guard::GuardConfig {
+                sample: self.rank_quality_sample.unwrap_or(DEFAULT_QUALITY_SAMPLE),
+                min: self.rank_quality_min.unwrap_or(DEFAULT_QUALITY_MIN),
+            },
         })
+    }
+
+    fn pool_recompute(&self) -> Result<super::recompute::RecomputeSpec, InvalidRank> {
+        let spec = self
+            .rank_pool_recompute
+            .as_deref()
+            .unwrap_or(DEFAULT_POOL_RECOMPUTE);
+        spec.parse()
+            .map_err(|e: super::recompute::BadSpec| InvalidRank {
+                setting: "--rank-pool-recompute",
+                why: e.to_string(),
+            })
     }
 
     /// The first value that cannot be used, with what to change.
@@ -257,6 +303,22 @@ impl RankArgs {
             return invalid(
                 "--rank-item-pool-refresh",
                 "must be a finite number of fills per second, >= 0 (0 = unbounded)",
+            );
+        }
+        if let Some(f) = self.rank_quality_sample
+            && !(0.0..=1.0).contains(&f)
+        {
+            return invalid(
+                "--rank-quality-sample",
+                "must be a share from 0 to 1 of pool-served rankings (0 turns the guard off)",
+            );
+        }
+        if let Some(x) = self.rank_quality_min
+            && !(0.0..=1.0).contains(&x)
+        {
+            return invalid(
+                "--rank-quality-min",
+                "must be a relative agreement from 0 to 1 (0 never turns the pool off)",
             );
         }
         if self.rank_item_catalog.is_some() && self.rank_item_pool.unwrap_or(0) == 0 {
@@ -332,6 +394,27 @@ mod tests {
                     ..Default::default()
                 },
                 "--rank-item-catalog",
+            ),
+            (
+                RankArgs {
+                    rank_pool_recompute: Some("blend".into()),
+                    ..Default::default()
+                },
+                "--rank-pool-recompute",
+            ),
+            (
+                RankArgs {
+                    rank_quality_sample: Some(1.5),
+                    ..Default::default()
+                },
+                "--rank-quality-sample",
+            ),
+            (
+                RankArgs {
+                    rank_quality_min: Some(f64::NAN),
+                    ..Default::default()
+                },
+                "--rank-quality-min",
             ),
         ];
         for (args, setting) in cases {

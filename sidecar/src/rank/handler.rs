@@ -9,6 +9,7 @@ use hyper::body::Incoming;
 use super::RankError;
 use super::api::{self, RankResponse, Scored, Usage, Validated};
 use super::engine;
+use super::guard::shadow::{self, Shadow};
 use super::pipeline::{Prepared, prepare};
 use crate::Body;
 use crate::error::json_response;
@@ -56,6 +57,9 @@ pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, 
         prompt,
         pool,
         route,
+        pooled,
+        spec,
+        link_tokens,
         ..
     } = prepare(state, req).await?;
     let engine_started = Instant::now();
@@ -80,6 +84,12 @@ pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, 
         pools.get(served.unwrap_or(0)).observe(used, &answer);
     }
     let scores = engine::read_scores(dialect, &answer, &prompt)?;
+    let pool_tokens = match &pool {
+        Some(_) => answer["kv_transfer_params"]["recache_pool"]["loaded_tokens"]
+            .as_u64()
+            .unwrap_or(0),
+        None => 0,
+    };
     m.prompt_tokens.inc_by(scores.prompt_tokens);
     m.cached_tokens.inc_by(scores.cached_tokens);
     m.reused_tokens.observe(scores.cached_tokens as f64);
@@ -91,6 +101,7 @@ pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, 
         .zip(&scores.logprobs)
         .map(|((_, item), lp)| (*item, *lp))
         .collect();
+    check_quality(state, req, &scored, pool.is_some() && pooled > 0, spec);
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     let ranking = scored
         .into_iter()
@@ -106,6 +117,41 @@ pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, 
         usage: Usage {
             prompt_tokens: scores.prompt_tokens,
             cached_tokens: scores.cached_tokens,
+            pool_tokens: state.rank.pool.as_ref().map(|_| pool_tokens),
+            link_tokens: state.rank.pool.as_ref().map(|_| link_tokens as u64),
         },
     })
+}
+
+/// Hands a sampled answer to the quality guard (`guard::shadow`): a pool-served one, or one
+/// served without the pool while the guard holds it off (a probe). `scored`: (request item
+/// index, score) of every candidate.
+fn check_quality(
+    state: &Arc<Ranker>,
+    req: &Validated,
+    scored: &[(usize, f64)],
+    served_pooled: bool,
+    spec: crate::rank::recompute::RecomputeSpec,
+) {
+    let Some(guard) = &state.rank.guard else {
+        return;
+    };
+    let model = req.model.as_deref().unwrap_or("");
+    let shadow = if served_pooled {
+        Shadow::Served
+    } else if !guard.pool_allowed(model, &spec.to_string()) {
+        Shadow::Probe
+    } else {
+        return;
+    };
+    let Some(slot) = guard.sample(model) else {
+        return;
+    };
+    let mut served = vec![f64::NEG_INFINITY; req.items.len()];
+    for &(i, score) in scored {
+        if let Some(s) = served.get_mut(i) {
+            *s = score;
+        }
+    }
+    shadow::spawn(state, guard, slot, req, served, shadow, spec);
 }

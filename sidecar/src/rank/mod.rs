@@ -19,6 +19,9 @@
 //! - [`pool`]: the item KV pool's residency, labels, admission and background fills.
 //! - [`startup`]: label check, pool adoption and catalog precompute once a replica is healthy.
 //! - [`vocab`]: whether the served model has every label token recache may send.
+//! - [`recompute`]: the pool recompute setting (what pooled prompts compute again in context).
+//! - [`pooled`]: the item-first prompt for one replica's pool.
+//! - [`guard`]: the online quality guard (pooled vs user-first agreement, pool on or off).
 //! - [`trace`]: the GR block trace of every prepared prompt (`--rank-trace-out`), for
 //!   `recache sim`.
 
@@ -26,13 +29,16 @@ pub mod api;
 pub mod config;
 pub mod engine;
 pub mod extension;
+pub mod guard;
 pub mod handler;
 pub mod item_prefix;
 pub mod layout;
 pub mod metrics;
 pub mod pipeline;
 pub mod pool;
+pub mod pooled;
 pub mod popularity;
+pub mod recompute;
 pub mod select;
 pub mod startup;
 pub mod tokens;
@@ -76,6 +82,11 @@ pub struct RankState {
     pub vocab: vocab::VocabCheck,
     /// Where prepared prompts are traced (`--rank-trace-out`), if anywhere.
     pub trace: Option<Arc<trace::TraceSink>>,
+    /// The pool recompute setting in force (`--rank-pool-recompute`, swapped by the admin
+    /// API off the request path; a request's `pool_recompute` overrides it).
+    pub recompute: arc_swap::ArcSwap<recompute::RecomputeSpec>,
+    /// The quality guard, when the pool is on and `--rank-quality-sample` > 0.
+    pub guard: Option<Arc<guard::QualityGuard>>,
 }
 
 /// Blocks of the `--rank-trace-out` trace, in tokens: vLLM's (and the testbed's) KV block.
@@ -121,9 +132,18 @@ impl RankState {
             )),
             None => None,
         };
+        let guard = match (&pool, config.quality.sample > 0.0) {
+            (Some(_), true) => Some(Arc::new(guard::QualityGuard::new(
+                config.quality,
+                registry,
+            )?)),
+            _ => None,
+        };
         Ok(Self {
             trace,
             pool,
+            guard,
+            recompute: arc_swap::ArcSwap::from_pointee(config.pool_recompute),
             vocab: vocab::VocabCheck::new(&config),
             selector: select::build(&config.selector),
             config,

@@ -9,6 +9,8 @@ use tokio::task::JoinSet;
 use super::api::{Mode, Validated};
 use super::config::ItemReuse;
 use super::layout::{self, Prompt};
+use super::pooled::{self, Parts};
+use super::recompute::RecomputeSpec;
 use super::select::{CacheProbe, EngineView, PrefixKind, SelectInput};
 use super::{RankError, tokens};
 use crate::client::route::{GrHint, RouteHint, RouteKeys, placement};
@@ -33,6 +35,10 @@ pub struct Prepared {
     pub pool: Option<super::pool::PoolUse>,
     /// Leading items the pool holds (item-first prompts with the pool), as recache sees it.
     pub pooled: usize,
+    /// Tokens the pool recompute setting sends again after the pooled run (computed).
+    pub link_tokens: usize,
+    /// The pool recompute setting this request was built with.
+    pub spec: RecomputeSpec,
     /// Tokens of the user's profile, and of each item in prompt order (label included).
     pub user_len: usize,
     pub item_lens: Vec<usize>,
@@ -64,6 +70,21 @@ async fn item_tokens(
         .collect()
 }
 
+/// Token ids of the request's user, items and instruction (the default one if it gave none).
+pub async fn resolve_parts(
+    state: &Arc<Ranker>,
+    req: &Validated,
+) -> Result<(Arc<Vec<u32>>, Vec<Arc<Vec<u32>>>, Arc<Vec<u32>>), RankError> {
+    let model = req.model.as_deref();
+    let user = tokens::resolve(state, model, "user", &req.user.key, &req.user.content).await?;
+    let items = item_tokens(state, req).await?;
+    let default_instruction =
+        super::api::TextOrTokens::Text(state.rank.config.default_instruction.clone());
+    let instruction = req.instruction.as_ref().unwrap_or(&default_instruction);
+    let instruction = tokens::resolve(state, model, "instruction", "", instruction).await?;
+    Ok((user, items, instruction))
+}
+
 /// Tokenizes, chooses the layout, orders the items and builds the prompt.
 pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, RankError> {
     let rank = &state.rank;
@@ -71,17 +92,21 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
         return Err(refused);
     }
     let model = req.model.as_deref();
-    let user = tokens::resolve(state, model, "user", &req.user.key, &req.user.content).await?;
-    let items = item_tokens(state, req).await?;
-    let default_instruction =
-        super::api::TextOrTokens::Text(rank.config.default_instruction.clone());
-    let instruction = req.instruction.as_ref().unwrap_or(&default_instruction);
-    let instruction = tokens::resolve(state, model, "instruction", "", instruction).await?;
+    let (user, items, instruction) = resolve_parts(state, req).await?;
     let item_refs: Vec<&[u32]> = items.iter().map(|t| t.as_slice()).collect();
     let keys: Vec<&str> = req.items.iter().map(|i| i.key.as_str()).collect();
     let hot_first = rank.popularity.order(&keys);
     let hot_keys: Vec<&str> = hot_first.iter().map(|&i| keys[i]).collect();
-    let pools = rank.pool.as_ref();
+    // The request's recompute setting, else the one in force (hot-swapped by the admin API).
+    let spec = req
+        .pool_recompute
+        .unwrap_or_else(|| **rank.recompute.load());
+    // The pool as far as layout goes: off for this model and setting while the quality guard
+    // measures pooled rankings disagreeing with user-first. Fills go on (`rank.pool` below),
+    // so the guard's probes find resident items when it looks again.
+    let pools = rank.pool.as_ref().filter(|_| {
+        (rank.guard.as_ref()).is_none_or(|g| g.pool_allowed(model.unwrap_or(""), &spec.to_string()))
+    });
     // Item-first order. With the item pool, resident items go first: the connector supplies a
     // leading run, and their order does not matter (each was computed alone from the same
     // start position); the rest follow hot-first. With several replicas each has its own
@@ -102,7 +127,9 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
                 .filter(|&j| res[j])
                 .map(|j| item_refs[hot_first[j]])
                 .collect();
-            layout::item_tokens(&pooled)
+            // Link tokens are computed again: what the pool supplies is the rest.
+            let link: usize = pooled.iter().map(|t| spec.link_count(t.len() + 1)).sum();
+            layout::item_tokens(&pooled).saturating_sub(link)
         })
         .collect();
     // The pool that serves the item side best, as far as recache knows before routing.
@@ -163,39 +190,32 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
         }
         _ => None,
     };
-    let mut resident_items = 0;
-    let mut ip_order = hot_first.clone();
-    let mut pool_keys: Vec<String> = Vec::new();
-    if let Some(res) = held.get(target.unwrap_or(0)) {
-        resident_items = res.iter().filter(|r| **r).count();
-        let (first, rest): (Vec<usize>, Vec<usize>) = (0..res.len()).partition(|&j| res[j]);
-        let perm: Vec<usize> = first.into_iter().chain(rest).collect();
-        ip_order = perm.iter().map(|&j| hot_first[j]).collect();
-        pool_keys = perm.iter().map(|&j| hot_pool[j].clone()).collect();
+    if kind == PrefixKind::Item {
+        rank.item_prefixes.record(&hot_keys);
     }
-    let order = match kind {
-        PrefixKind::Item => {
-            rank.item_prefixes.record(&hot_keys);
-            ip_order
-        }
-        PrefixKind::User => (0..keys.len()).collect(),
-    };
     rank.popularity.record(&keys);
-    let mut own = vec![None; order.len()];
-    let mut pool_use = None;
-    if let (Some(ps), PrefixKind::Item) = (pools, kind) {
-        // Pooled items keep their own label wherever they sit; the rest stay positional.
-        let p = ps.get(target.unwrap_or(0));
-        own = p.labels(&pool_keys);
-        let lens: Vec<usize> = order.iter().map(|&i| item_refs[i].len() + 1).collect();
-        pool_use = Some(p.request(pool_keys, &lens));
-    }
-    let labels = layout::labels(rank.config.label_base, &own);
-    let prompt = layout::build_labeled(kind, &user, &item_refs, &order, &instruction, &labels);
-    let pooled = if pool_use.is_some() {
-        resident_items
-    } else {
-        0
+    let (order, prompt, pool_use, pooled, link_tokens) = match (pools, kind) {
+        (Some(ps), PrefixKind::Item) => {
+            let parts = Parts {
+                user: &user,
+                items: &item_refs,
+                instruction: &instruction,
+                hot_first: &hot_first,
+                hot_keys: &hot_pool,
+                label_base: rank.config.label_base,
+            };
+            let b = pooled::build(ps.get(target.unwrap_or(0)), &parts, spec);
+            (b.order, b.prompt, Some(b.pool), b.resident, b.link_tokens)
+        }
+        _ => {
+            let order = match kind {
+                PrefixKind::Item => hot_first.clone(),
+                PrefixKind::User => (0..keys.len()).collect(),
+            };
+            let labels = layout::labels(rank.config.label_base, &vec![None; order.len()]);
+            let p = layout::build_labeled(kind, &user, &item_refs, &order, &instruction, &labels);
+            (order, p, None, 0, 0)
+        }
     };
     let item_lens: Vec<usize> = order.iter().map(|&i| item_refs[i].len() + 1).collect();
     if let Some(kvloop) = &state.kvloop {
@@ -206,13 +226,14 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
         let keep = match kind {
             PrefixKind::User => prompt.tokens.clone(),
             PrefixKind::Item => {
-                let items_end = layout::item_tokens(&item_refs).min(prompt.tokens.len());
+                let items_end =
+                    (layout::item_tokens(&item_refs) + link_tokens).min(prompt.tokens.len());
                 prompt.tokens[..items_end].to_vec()
             }
         };
         kvloop.observe_tokens(keep);
     }
-    if let Some(ps) = pools {
+    if let Some(ps) = rank.pool.as_ref() {
         // Every request's candidates count, user-first ones too: they are the hotness signal.
         let counts = rank.popularity.counts(&keys);
         let wanted = (0..keys.len())
@@ -240,6 +261,8 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
         prompt,
         pool: pool_use,
         pooled,
+        link_tokens,
+        spec,
         user_len: user.len(),
         item_lens,
         route,
@@ -313,6 +336,7 @@ impl Prepared {
                 item_lens: &self.item_lens,
                 item_ids: &item_ids,
                 pooled: self.pooled,
+                link: self.link_tokens,
                 user_id: &req.user.key,
                 salt: req.cache_salt.as_deref(),
             },

@@ -35,6 +35,9 @@ pub struct PromptShape<'a> {
     pub item_ids: &'a [&'a str],
     /// Leading items the item pool supplies (item-first prompts only).
     pub pooled: usize,
+    /// Tokens the pool recompute setting sends again after the pooled items (counted with
+    /// the items region).
+    pub link: usize,
     pub user_id: &'a str,
     /// The request's `cache_salt`: the engine shares blocks only between equal salts.
     pub salt: Option<&'a str>,
@@ -71,7 +74,7 @@ fn push(segs: &mut Vec<Segment>, kind: SegmentKind, entity: Option<u64>, root: b
 /// The trace line of one prompt arriving at `timestamp_ms`.
 pub fn request(p: &PromptShape<'_>, block: usize, timestamp_ms: u64) -> Request {
     let block = block.max(1);
-    let items_len: usize = p.item_lens.iter().sum();
+    let items_len: usize = p.item_lens.iter().sum::<usize>() + p.link;
     // Parts in prompt order: (kind, entity, start, end) in tokens.
     let user = (SegmentKind::User, Some(entity(p.user_id)));
     let items = (SegmentKind::Items, None);

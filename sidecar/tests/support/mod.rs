@@ -1,7 +1,10 @@
 //! Loopback harness for proxy tests: a real `recache` server on `127.0.0.1:0` in front of
-//! scripted upstreams (small hyper servers whose handler each test writes).
+//! scripted upstreams (small hyper servers whose handler each test writes), and [`wait`]:
+//! how a test waits for an event.
 
 #![allow(dead_code)]
+
+pub mod wait;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -20,13 +23,18 @@ use recache::service::AppState;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+// Each test binary uses some of the helpers (this module is compiled into every one).
+#[allow(unused_imports)]
+pub use wait::{wait_for, wait_until};
 
 pub type UpBody = BoxBody<Bytes, std::io::Error>;
 
-/// A scripted upstream; dropping it stops accepting (open connections are aborted too).
+/// A scripted upstream; dropping it stops accepting (open connections are aborted too, a
+/// moment later); [`FakeUpstream::stop`] returns once both are closed.
 pub struct FakeUpstream {
     pub addr: SocketAddr,
     task: JoinHandle<()>,
+    quit: Option<oneshot::Sender<()>>,
 }
 
 impl FakeUpstream {
@@ -48,9 +56,15 @@ impl FakeUpstream {
     {
         let addr = listener.local_addr().expect("addr");
         let handler = Arc::new(handler);
+        let (quit, mut quitting) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let mut conns = tokio::task::JoinSet::new();
-            while let Ok((stream, _)) = listener.accept().await {
+            loop {
+                let accepted = tokio::select! {
+                    accepted = listener.accept() => accepted,
+                    _ = &mut quitting => break,
+                };
+                let Ok((stream, _)) = accepted else { break };
                 let handler = handler.clone();
                 conns.spawn(async move {
                     let svc = service_fn(move |req| {
@@ -62,8 +76,24 @@ impl FakeUpstream {
                         .await;
                 });
             }
+            drop(listener);
+            // Every open connection aborted and closed before stop() returns.
+            conns.shutdown().await;
         });
-        Self { addr, task }
+        Self {
+            addr,
+            task,
+            quit: Some(quit),
+        }
+    }
+
+    /// Stops accepting and closes every open connection; returns when both are done (the
+    /// port refuses connections and recache's pooled connections see the close).
+    pub async fn stop(mut self) {
+        if let Some(quit) = self.quit.take() {
+            let _ = quit.send(());
+        }
+        let _ = (&mut self.task).await;
     }
 
     pub fn url(&self) -> String {
@@ -137,15 +167,17 @@ impl TestProxy {
     /// Waits until `/ready` answers 200 (the first health probe got through).
     pub async fn wait_ready(&self) {
         let client = reqwest::Client::new();
-        for _ in 0..100 {
-            if let Ok(r) = client.get(self.url("/ready")).send().await {
-                if r.status() == 200 {
-                    return;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("proxy never became ready");
+        let url = self.url("/ready");
+        wait_for(
+            "/ready answering 200",
+            Duration::from_secs(10),
+            async || match client.get(&url).send().await {
+                Ok(r) if r.status() == 200 => Ok(()),
+                Ok(r) => Err(format!("status {}", r.status())),
+                Err(e) => Err(e.to_string()),
+            },
+        )
+        .await
     }
 }
 

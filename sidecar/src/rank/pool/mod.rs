@@ -206,14 +206,29 @@ impl ItemPool {
     }
 
     /// The `kv_transfer_params` of an item-first prompt whose item segments (label + item
-    /// tokens) start at token 0 with the given lengths, in prompt order.
-    pub fn request(&self, keys: Vec<String>, lens: &[usize]) -> PoolUse {
+    /// tokens) start at token 0 with the given lengths, in prompt order. The first `resident`
+    /// are the pooled run; `link` tokens (the recompute setting's, computed in context) follow
+    /// it, so later segments start that much later. Each segment's `pos` is where `spec`
+    /// puts its K in RoPE position space (0: the shared start it was filled at).
+    pub fn request(
+        &self,
+        keys: Vec<String>,
+        lens: &[usize],
+        resident: usize,
+        link: usize,
+        spec: super::recompute::RecomputeSpec,
+    ) -> PoolUse {
         let mut start = 0;
-        let segments: Vec<Value> = keys
-            .iter()
-            .zip(lens)
-            .map(|(k, &n)| {
-                let s = json!([k, start, n]);
+        let segments: Vec<Value> = (keys.iter().zip(lens).enumerate())
+            .map(|(i, (k, &n))| {
+                if i == resident {
+                    start += link;
+                }
+                let s = if spec.true_positions {
+                    json!([k, start, n, spec.segment_pos(start)])
+                } else {
+                    json!([k, start, n])
+                };
                 start += n;
                 s
             })

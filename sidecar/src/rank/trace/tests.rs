@@ -12,6 +12,7 @@ fn shape<'a>(
     pooled: usize,
 ) -> PromptShape<'a> {
     PromptShape {
+        link: 0,
         kind,
         tokens,
         user_len: 8,

@@ -1,0 +1,239 @@
+//! The quality guard's verdicts on two GR rankers served by vLLM with the item pool
+//! (`examples/testbed/up --model ranker --item-pool`), every pool-served ranking scored again:
+//! - the testbed ranker, trained on pooled layouts among others: the relative agreement stays
+//!   above the default `--rank-quality-min` and the pool stays on;
+//! - the same recipe without pooled batches (`RECACHE_TESTBED_RANKER_HP='{"mix":"ip:5,up:5"}'`,
+//!   never trained pooled): the agreement falls, the guard turns the pool off (`/ready`,
+//!   metrics), the next item-first request gets nothing from the pool, and the guard goes on
+//!   probing pooled.
+//!
+//! Needs both rankers cached (`examples/testbed/up --model ranker --install-only`, with and
+//! without that variable, trains them, ~25 min each on 2 cores): `tests/run` runs each test
+//! only when `train_ranker.py --ready` says so, and prints that it skipped it otherwise. Requests are
+//! Amazon Beauty users from `../shared/data` (their last 20 items as the profile, the next
+//! item and the 99 most interacted others as candidates), items as their own id tokens, as
+//! `recache bench quality --item-id-base 20480 --rank-label-base 4096` sends them.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use recache::config::ServeArgs;
+use recache::rank::config::{DEFAULT_QUALITY_MIN, RankArgs};
+use recache::rank::guard::MIN_SAMPLES;
+use recache_integration::{Proxy, Testbed};
+use serde_json::{Value, json};
+
+const ITEM_ID_BASE: u32 = 20480;
+/// The recipe's overrides of the ranker never trained on pooled layouts.
+pub const NO_POOL_HP: &str = r#"{"mix":"ip:5,up:5"}"#;
+const LABEL_BASE: u32 = 4096;
+
+/// (history, next item) of the last `n` users with over 21 items, and the 99 most
+/// interacted items.
+fn users(n: usize) -> (Vec<(Vec<u32>, u32)>, Vec<u32>) {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared");
+    let path = root.join("data/amazon/Beauty.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (the ranker's data, beside the repo)",
+            path.display()
+        )
+    });
+    let mut counts: HashMap<u32, u64> = HashMap::new();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let ids: Vec<u32> = line
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        for &i in ids.iter().skip(1) {
+            *counts.entry(i).or_default() += 1;
+        }
+        if ids.len() > 22 {
+            let (hist, next) = (ids[1..ids.len() - 1].to_vec(), ids[ids.len() - 1]);
+            out.push((hist, next));
+        }
+    }
+    let mut popular: Vec<(u32, u64)> = counts.into_iter().collect();
+    popular.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let top = popular.iter().take(100).map(|p| p.0).collect();
+    (out.split_off(out.len().saturating_sub(n)), top)
+}
+
+fn request(model: &str, user: usize, hist: &[u32], next: u32, popular: &[u32]) -> Value {
+    let profile: Vec<u32> = hist[hist.len() - 20..]
+        .iter()
+        .map(|i| ITEM_ID_BASE + i)
+        .collect();
+    let mut cands = vec![next];
+    cands.extend(popular.iter().copied().filter(|&i| i != next).take(99));
+    let items: Vec<Value> = (cands.iter())
+        .map(|&i| json!({"id": i, "tokens": [ITEM_ID_BASE + i]}))
+        .collect();
+    json!({"model": model, "user": {"id": format!("u{user}"), "tokens": profile},
+           "items": items, "mode": "item_prefix"})
+}
+
+/// recache in front of `tb` with the pool and every pool-served ranking sampled, its pool
+/// filled with the candidates of the first request.
+async fn guarded(tb: &Testbed, first: &Value) -> Proxy {
+    let args = ServeArgs {
+        upstream: vec![tb.upstream.clone()],
+        rank: RankArgs {
+            rank_label_base: Some(LABEL_BASE),
+            rank_item_pool: Some(256),
+            rank_item_pool_refresh: Some(0.0),
+            rank_quality_sample: Some(1.0),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let proxy = Proxy::start_with(&args).await;
+    let pool = proxy
+        .state
+        .ranker
+        .rank
+        .pool
+        .as_ref()
+        .expect("item pool on")
+        .get(0)
+        .clone();
+    proxy.rank(first).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while pool.counts().1 > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "fills never finished: {:?}",
+            pool.counts()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    proxy
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the GR ranker trained without pooled batches; tests/run runs it when cached"]
+async fn guard_turns_the_pool_off_for_a_ranker_never_trained_pooled() {
+    let tb = Testbed::up_with_env(
+        "it-guard-nopool",
+        &["--model", "ranker", "--item-pool"],
+        &[("RECACHE_TESTBED_RANKER_HP", NO_POOL_HP)],
+    );
+    let (users, popular) = users(8 * MIN_SAMPLES);
+    let req = |u: usize| request(&tb.model, u, &users[u].0, users[u].1, &popular);
+    let proxy = guarded(&tb, &req(0)).await;
+    let guard = proxy
+        .state
+        .ranker
+        .rank
+        .guard
+        .as_ref()
+        .expect("guard on")
+        .clone();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+    let mut u = 1;
+    while guard.pool_allowed(&tb.model, "none") {
+        assert!(
+            u < users.len(),
+            "the guard never turned the pool off: {}",
+            guard.detail()
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "too slow: {}",
+            guard.detail()
+        );
+        proxy.rank(&req(u)).await;
+        u += 1;
+    }
+    println!("guard on the ranker never trained pooled, off after {u} requests");
+    let ready: Value = reqwest::get(proxy.url("/ready"))
+        .await
+        .expect("ready")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        ready["quality"]["pairs"][0]["pool"], "off",
+        "/ready: {ready}"
+    );
+    let metrics = reqwest::get(proxy.url("/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let line = format!(
+        "recache_rank_quality_pool_on{{model=\"{}\",setting=\"none\"}} 0",
+        tb.model
+    );
+    assert!(metrics.contains(&line), "no `{line}` in /metrics");
+    let off = proxy.rank(&req(u)).await;
+    assert_eq!(
+        off["usage"]["pool_tokens"], 0,
+        "served without the pool: {off}"
+    );
+    let probes =
+        |g: &recache::rank::guard::QualityGuard| g.detail()["pairs"][0]["samples"].as_u64();
+    while probes(&guard) == Some(0) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no pooled probe was scored: {}",
+            guard.detail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tb.down();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the trained GR ranker cached; tests/run runs it when train_ranker.py --ready"]
+async fn guard_keeps_the_pool_on_for_the_ranker_trained_pooled() {
+    let tb = Testbed::up("it-guard-ranker", &["--model", "ranker", "--item-pool"]);
+    let (users, popular) = users(4 * MIN_SAMPLES);
+    let (hist, next) = &users[0];
+    let proxy = guarded(&tb, &request(&tb.model, 0, hist, *next, &popular)).await;
+    let guard = proxy
+        .state
+        .ranker
+        .rank
+        .guard
+        .as_ref()
+        .expect("quality guard on")
+        .clone();
+    let samples = |g: &recache::rank::guard::QualityGuard| {
+        g.detail()["pairs"][0]["samples"].as_u64().unwrap_or(0) as usize
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+    for (u, (hist, next)) in users.iter().enumerate().skip(1) {
+        proxy
+            .rank(&request(&tb.model, u, hist, *next, &popular))
+            .await;
+        assert!(
+            guard.pool_allowed(&tb.model, "none"),
+            "the guard turned the pool off: {}",
+            guard.detail()
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "too slow: {}",
+            guard.detail()
+        );
+    }
+    while samples(&guard) < MIN_SAMPLES {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "too few shadow scorings: {}",
+            guard.detail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let d = guard.detail();
+    println!("guard on the trained ranker: {d}");
+    assert_eq!(d["pairs"][0]["pool"], "on", "{d}");
+    assert!(
+        d["pairs"][0]["relative"].as_f64().unwrap_or(0.0) >= DEFAULT_QUALITY_MIN,
+        "{d}"
+    );
+    tb.down();
+}

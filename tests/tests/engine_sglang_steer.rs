@@ -73,6 +73,8 @@ async fn scenario(proxy: &Proxy, tb: &Testbed, probe: &str, a_first: bool) -> (u
         .await;
     // SGLang refuses to flush (400) while a request runs, and its /health (recache's probe)
     // is a one-token generation: retry until it accepts.
+    // Flushes counted before this one (read first: the count can move within milliseconds).
+    let cleared = resyncs_cleared(&proxy.base).await;
     let client = reqwest::Client::new();
     let flush = format!("{}/flush_cache", tb.upstream);
     wait_for(
@@ -84,6 +86,27 @@ async fn scenario(proxy: &Proxy, tb: &Testbed, probe: &str, a_first: bool) -> (u
                 Ok(())
             } else {
                 Err(format!("/flush_cache {status}"))
+            }
+        },
+    )
+    .await;
+    // The flush reaches recache as an AllBlocksCleared event that resets the shadow, on the
+    // events' own schedule: arriving after A's first request it would wipe A from the
+    // policy's view (seen in CI). Ping SGLang directly until recache has counted it.
+    // A ping only when the count has not moved (each leaves a short entry in SGLang's cache,
+    // the oldest there, evicted first).
+    let mut pings = 0u64;
+    wait_for(
+        "recache counting SGLang's cache flush (kv_mirror_resyncs_total{reason=\"cleared\"})",
+        Duration::from_secs(60),
+        async || match resyncs_cleared(&proxy.base).await {
+            n if n > cleared => Ok(()),
+            n => {
+                pings += 1;
+                generate(&tb.upstream, &prompt(5000 + pings, 8)).await;
+                Err(format!(
+                    "{n} clears counted, {cleared} before; {pings} pings"
+                ))
             }
         },
     )
@@ -151,6 +174,18 @@ async fn recache_metric(base: &str, name: &str) -> f64 {
     let text = resp.text().await.unwrap_or_default();
     text.lines()
         .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Engine cache flushes recache has seen (its `cleared` resyncs).
+async fn resyncs_cleared(base: &str) -> f64 {
+    let Ok(resp) = reqwest::get(format!("{base}/metrics")).await else {
+        return 0.0;
+    };
+    let text = resp.text().await.unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with("recache_kv_mirror_resyncs_total{") && l.contains("\"cleared\""))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }

@@ -158,7 +158,8 @@ pub struct RankArgs {
     pub rank_quality_sample: Option<f64>,
     /// Quality guard: relative agreement (the pooled ranking's top-10 overlap with user-first
     /// over that of user-first in reverse order) below which bat stops using the item pool
-    /// for that model and setting, and resumes once it recovers [default: 0.75]
+    /// for that model and setting once the window shows it by 2 standard errors, and
+    /// resumes once it recovers [default: 0.75]
     #[arg(long, env = "RECACHE_RANK_QUALITY_MIN", value_name = "X")]
     pub rank_quality_min: Option<f64>,
 }

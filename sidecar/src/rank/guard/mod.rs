@@ -13,10 +13,15 @@
 //! of a (model, recompute setting) pair ([`agreement`]). 1 means the pool changes rankings no
 //! more than reordering the candidates does.
 //!
-//! Once [`MIN_SAMPLES`] are in and the relative agreement is below `--rank-quality-min`, the
-//! pool is off for that pair: bat chooses among the other layouts, fills go on, and a warning
-//! says why. While it is off, sampled requests are scored pooled as well (the probe), so the
-//! guard sees the agreement recover and turns the pool back on. Why a window and not a
+//! Once [`MIN_SAMPLES`] are in and the pooled overlap is below `--rank-quality-min` times the
+//! reversed one by more than [`Z`] standard errors of the window (per sample, the margin
+//! `pooled - min * reversed`), the pool is off for that pair: bat chooses among the other
+//! layouts, fills go on, and a warning says why. Why a confidence bound and not the ratio of
+//! the means: both overlaps sit near chance for the testbed ranker (0.12 and 0.09 of the top
+//! 10, where chance is 0.10), so a window's ratio swings by ±0.35 and crossed 0.75 by chance
+//! on the ranker trained pooled (mean 1.27); the bound turns the pool off only on evidence. While it is off, sampled requests are scored pooled as well (the probe), so the
+//! guard sees the agreement recover (the margin above 0 by [`Z`] standard errors) and turns
+//! the pool back on. Why a window and not a
 //! lifetime mean: a model or setting swap, or a pool that refilled, changes the answer, and
 //! old samples would hide it.
 
@@ -34,9 +39,12 @@ use self::agreement::Agreement;
 use crate::metrics::Metrics;
 
 /// Samples kept per (model, setting).
-pub const WINDOW: usize = 32;
+pub const WINDOW: usize = 64;
 /// Samples before the guard judges.
-pub const MIN_SAMPLES: usize = 8;
+pub const MIN_SAMPLES: usize = 16;
+/// Standard errors by which the window's mean margin must clear 0 for a verdict (about 2.3%
+/// one-sided per check when the true margin is 0).
+pub const Z: f64 = 2.0;
 /// Shadow scorings in flight at most: the guard's share of the engine stays bounded whatever
 /// the request rate (a sampled request finding both slots busy is skipped and counted).
 pub const MAX_IN_FLIGHT: usize = 2;
@@ -91,6 +99,21 @@ impl Pair {
             samples: VecDeque::new(),
             pool_on: true,
         }
+    }
+
+    /// Mean and standard error of the per-sample margin `pooled - min * reversed` (top-10
+    /// overlaps): below 0 the pool moves rankings more than `min` allows.
+    fn margin(&self, min: f64) -> (f64, f64) {
+        let d: Vec<f64> = (self.samples.iter())
+            .map(|s| s.pooled.top_k_overlap - min * s.reversed.top_k_overlap)
+            .collect();
+        let n = d.len() as f64;
+        if d.is_empty() {
+            return (0.0, 0.0);
+        }
+        let mean = d.iter().sum::<f64>() / n;
+        let var = d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+        (mean, (var / n).sqrt())
     }
 
     fn means(&self) -> Option<Means> {
@@ -251,8 +274,13 @@ impl QualityGuard {
                 .with_label_values(&[model, setting, measure])
                 .set(value);
         }
+        let (margin, se) = pair.margin(self.config.min);
         if pair.samples.len() >= MIN_SAMPLES {
-            let on = relative >= self.config.min;
+            let on = if pair.pool_on {
+                margin + Z * se >= 0.0
+            } else {
+                margin - Z * se > 0.0
+            };
             if on != pair.pool_on {
                 let n = pair.samples.len();
                 let (min, overlap) = (self.config.min, means.pooled.top_k_overlap);
@@ -264,6 +292,8 @@ impl QualityGuard {
                         relative,
                         overlap,
                         reversed,
+                        margin,
+                        se,
                         n,
                         min,
                         "quality guard: pooled rankings agree with user-first again; item pool back on"
@@ -275,9 +305,11 @@ impl QualityGuard {
                         relative,
                         overlap,
                         reversed,
+                        margin,
+                        se,
                         n,
                         min,
-                        "quality guard: pooled rankings agree with user-first less than reordered user-first does (relative top-10 overlap below --rank-quality-min); item pool off for this model and setting"
+                        "quality guard: pooled rankings agree with user-first less than reordered user-first does (top-10 overlap below --rank-quality-min times the reversed one, by more than 2 standard errors); item pool off for this model and setting"
                     );
                 }
                 pair.pool_on = on;
@@ -296,13 +328,16 @@ impl QualityGuard {
         let mut out: Vec<Value> = (pairs.iter())
             .map(|((model, setting), p)| {
                 let m = p.means();
+                let (margin, se) = p.margin(self.config.min);
+                let has = !p.samples.is_empty();
                 json!({"model": model, "setting": setting, "pool": if p.pool_on {"on"} else {"off"},
                        "samples": p.samples.len(),
                        "relative": m.map(|m| m.relative()),
                        "top10_overlap": m.map(|m| m.pooled.top_k_overlap),
                        "spearman": m.map(|m| m.pooled.spearman),
                        "reversed_top10_overlap": m.map(|m| m.reversed.top_k_overlap),
-                       "reversed_spearman": m.map(|m| m.reversed.spearman)})
+                       "reversed_spearman": m.map(|m| m.reversed.spearman),
+                       "margin": has.then_some(margin), "margin_se": has.then_some(se)})
             })
             .collect();
         out.sort_by_key(|v| (v["model"].to_string(), v["setting"].to_string()));

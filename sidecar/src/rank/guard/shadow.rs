@@ -129,7 +129,8 @@ async fn score(
             (built.prompt, Some(built.pool), route)
         }
         _ => {
-            let order: Vec<usize> = (0..item_refs.len()).collect();
+            let reversed = layout == (Layout::UserFirst { reversed: true });
+            let order = user_first_order(item_refs.len(), reversed);
             let p = prompt_layout::build(
                 PrefixKind::User,
                 &user,
@@ -158,4 +159,26 @@ async fn score(
         }
     }
     Ok((by_item, s.prompt_tokens.saturating_sub(s.cached_tokens)))
+}
+
+/// The candidates' order in a user-first shadow: the request's, or reversed.
+fn user_first_order(n: usize, reversed: bool) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    if reversed {
+        order.reverse();
+    }
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reversed shadow really reverses (it once scored the request order twice, and
+    /// every model looked perfectly order-stable).
+    #[test]
+    fn the_reversed_shadow_reverses_the_candidates() {
+        assert_eq!(user_first_order(4, false), vec![0, 1, 2, 3]);
+        assert_eq!(user_first_order(4, true), vec![3, 2, 1, 0]);
+    }
 }

@@ -84,8 +84,41 @@ fn the_window_forgets_old_samples() {
     for _ in 0..WINDOW {
         g.record("m", "none", agree(0.9));
     }
-    for _ in 0..WINDOW / 2 + 1 {
+    for _ in 0..WINDOW {
         g.record("m", "none", agree(0.0));
+    }
+    assert!(!g.pool_allowed("m", "none"), "{}", g.detail());
+}
+
+/// Near-chance overlaps (the testbed ranker's): a window whose ratio of means dips below min
+/// by noise keeps the pool; one clearly below turns it off.
+#[test]
+fn noise_alone_does_not_turn_the_pool_off() {
+    let g = guard(1.0, 0.75);
+    let s = |pooled: f64, reversed: f64| Sample {
+        pooled: Agreement {
+            top_k_overlap: pooled,
+            spearman: 0.0,
+        },
+        reversed: Agreement {
+            top_k_overlap: reversed,
+            spearman: 0.0,
+        },
+    };
+    // Ratio of means 0.06 / 0.1 = 0.6 < 0.75, but the per-sample margins spread widely.
+    for i in 0..MIN_SAMPLES {
+        let (p, r) = [(0.0, 0.2), (0.2, 0.0), (0.0, 0.0), (0.0, 0.2), (0.1, 0.0)][i % 5];
+        g.record("m", "none", s(p, r));
+    }
+    let d = g.detail();
+    assert!(
+        d["pairs"][0]["relative"].as_f64().is_some_and(|r| r < 0.75),
+        "{d}"
+    );
+    assert!(g.pool_allowed("m", "none"), "no evidence yet: {d}");
+    // Consistently worse: pooled 0.05 against reversed 0.2, every sample.
+    for _ in 0..MIN_SAMPLES {
+        g.record("m", "none", s(0.05, 0.2));
     }
     assert!(!g.pool_allowed("m", "none"), "{}", g.detail());
 }

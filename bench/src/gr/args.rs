@@ -103,6 +103,11 @@ pub struct GrArgs {
     /// --rank-label-base`): a ranker trained with labels from 4096 needs 4096
     #[arg(long, default_value_t = recache::harness::DEFAULT_LABEL_BASE)]
     pub rank_label_base: u32,
+    /// What the pool modes' recache recomputes in context after the pooled run (`recache
+    /// serve --rank-pool-recompute`): none | link:k=N, with :pos=true to re-rotate pooled K to
+    /// its true position; every recomputed token counts in computed_tokens
+    #[arg(long, default_value = "none", value_name = "SPEC")]
+    pub rank_pool_recompute: recache::harness::RecomputeSpec,
     /// Items recache keeps resident in the engine's item KV pool (ip-pool, bat-pool modes;
     /// needs LABEL_BASE + 128 + N <= the model's vocabulary, checked at start) [default: the
     /// --kv-bytes split, else every item of --data]

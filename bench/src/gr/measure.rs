@@ -174,6 +174,11 @@ pub async fn run_mode_answers(
         hit_rate: if queries > 0.0 { hits / queries } else { 0.0 },
         computed_tokens: (queries - hits).max(0.0) as u64,
         pool_hit_tokens: external.max(0.0) as u64,
+        pool_recompute: if pool_on {
+            args.rank_pool_recompute.to_string()
+        } else {
+            "none".to_string()
+        },
         errors: out.errors,
         user_prefix: out.user_prefix,
         prompt_tokens: out.prompt_tokens,

@@ -29,6 +29,8 @@ pub struct ModeResult {
     pub computed_tokens: u64,
     /// Of the hits, prompt tokens the item pool's connector supplied.
     pub pool_hit_tokens: u64,
+    /// The pool modes' `--rank-pool-recompute` setting (`none` for modes without the pool).
+    pub pool_recompute: String,
     pub errors: usize,
     /// Requests laid out user-as-prefix (the rest item-as-prefix).
     pub user_prefix: usize,

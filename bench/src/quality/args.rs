@@ -72,6 +72,10 @@ pub struct QualityArgs {
     /// --rank-label-base`; a ranker with `label_base` 4096 in its recipe needs 4096)
     #[arg(long, default_value_t = recache::harness::DEFAULT_LABEL_BASE)]
     pub rank_label_base: u32,
+    /// The pooled layouts' recompute setting (`bench gr --rank-pool-recompute`): none |
+    /// link:k=N[:pos=true]; rows carry it and their computed tokens
+    #[arg(long, default_value = "none", value_name = "SPEC")]
+    pub rank_pool_recompute: recache::harness::RecomputeSpec,
     /// Pool layouts: items computed into the pool before the requests, most popular first
     /// [default: every item of --data]; the rest are filled while serving, as recache does
     #[arg(long)]
@@ -121,6 +125,7 @@ impl QualityArgs {
         gr.kv_blocks = self.kv_blocks;
         gr.pool_warm = self.pool_warm;
         gr.rank_label_base = self.rank_label_base;
+        gr.rank_pool_recompute = self.rank_pool_recompute;
         // Quality compares rankings, not throughput: a pool on top of the engine's cache
         // changes no answer.
         gr.allow_unequal_memory = true;
@@ -181,5 +186,29 @@ mod tests {
                 assert_eq!(rank.label_base, want, "{}", mode.name());
             }
         }
+    }
+
+    /// The recompute setting reaches the pooled layouts' recache and only theirs.
+    #[test]
+    fn rank_pool_recompute_reaches_the_pooled_layouts() {
+        let q = parse(&["--rank-pool-recompute", "link:k=2"]);
+        let gr = q.gr().unwrap();
+        for mode in [Mode::Up, Mode::Ip, Mode::IpPool, Mode::Bat, Mode::BatPool] {
+            let rank = crate::gr::proxy::setup_for(mode, &gr, 32768, 100).rank;
+            let want = mode.uses_pool().then(|| "link:k=2".to_string());
+            assert_eq!(rank.rank_pool_recompute, want, "{}", mode.name());
+        }
+        let base = [
+            "quality",
+            "--data",
+            "d",
+            "--items",
+            "i",
+            "--upstream",
+            "http://e",
+        ];
+        let bad = ["--rank-pool-recompute", "blend:ratio=0.1"];
+        let err = Cli::try_parse_from(base.iter().chain(&bad)).err();
+        assert!(err.is_some(), "an unknown recompute setting is refused");
     }
 }

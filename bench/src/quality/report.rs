@@ -22,6 +22,11 @@ pub struct Row {
     pub hit_rate: f64,
     /// Of those, tokens the item pool supplied.
     pub pool_hit_tokens: u64,
+    /// Prompt tokens the engine computed for the layout's requests (recomputed link tokens
+    /// included; pool fills are counted by `bench gr`, not here); 0 for baselines.
+    pub computed_tokens: u64,
+    /// The pooled layouts' recompute setting (`--rank-pool-recompute`); `none` otherwise.
+    pub pool_recompute: String,
 }
 
 impl Row {
@@ -34,6 +39,8 @@ impl Row {
             user_prefix: run.user_prefix,
             hit_rate: run.hit_rate,
             pool_hit_tokens: run.pool_hit_tokens,
+            computed_tokens: run.computed_tokens,
+            pool_recompute: run.pool_recompute.clone(),
         }
     }
 
@@ -46,6 +53,8 @@ impl Row {
             user_prefix: 0,
             hit_rate: 0.0,
             pool_hit_tokens: 0,
+            computed_tokens: 0,
+            pool_recompute: "none".to_string(),
         }
     }
 }

@@ -17,7 +17,7 @@ Run with the testbed venv's Python: train_ranker.py --out DIR --tokenizer TINY_Q
   `recache bench quality`, 2% dev (progress only), the rest train; held-out and dev users'
   interactions never reach training.
 - Model: Qwen2ForCausalLM, 4 layers, hidden 128, 1 head (head dim 128), FFN 512, tied
-  embeddings, the testbed tokenizer's 65,536 ids, 16,384 positions; ranker/train.py (HP) and
+  embeddings, the testbed tokenizer's 65,536 ids, 16,384 positions; ranker/hp.py (HP) and
   ranker/plain.py say how it is trained: 2,000 steps of everything, then 3,000 of the last
   layer's attention alone (~25 min on 2 cores). Deterministic for a seed: one torch thread,
   seeded everything, steps rather than seconds.
@@ -67,7 +67,7 @@ def check_served_layouts(trainer, model):
         u = trainer.dev[0]
         b = trainer.s.up([u], 100) if kind == "up" else trainer.s.group(kind, [u], 100)
         with torch.no_grad():
-            ours = trainer.rank_loss(b)[1][0]
+            ours = trainer.scores(b)[0]
         tokens, segments = fwd.flatten(b)
         ref = fwd.hf_reference(model, tokens, segments, b["labels"][0])
         worst = max(worst, (ours - ref).abs().max().item())
@@ -129,6 +129,20 @@ def load(trainer, path):
     return model, blob["report"]
 
 
+# Experiment switches of the removed recipe VERSION 2, all off in VERSION 3: exports made
+# before its code was removed carry them in their hp; not overrides (nothing reads them).
+V2_SWITCHES = ("item_dims", "bag_decay", "window_reach", "window_iters", "score_pairs",
+               "score_gain", "item_probe", "seed_gain", "mid_frozen", "end_flag", "read_temp",
+               "read_frozen", "main_ce", "att_ce", "score_fix", "enc_frozen", "end_gate")
+
+
+def overrides(run_hp):
+    """An export's recipe overrides: its hp where it differs from the recipe's."""
+    from ranker import train
+    base = train.recipe_hp({})
+    return {k: v for k, v in run_hp.items() if k not in V2_SWITCHES and base.get(k) != v}
+
+
 def make(out, tokenizer_dir, data_dir, hp, stamp, imported=None):
     import torch
     tmp = out + ".tmp"
@@ -187,7 +201,7 @@ def main():
     ap.add_argument("--out", required=True, help="checkpoint directory")
     ap.add_argument("--tokenizer", required=True, help="the testbed model's directory")
     ap.add_argument("--data-dir", required=True, help="folder with amazon/ and items/")
-    ap.add_argument("--hp", default="{}", help="JSON overrides of ranker/train.py's HP "
+    ap.add_argument("--hp", default="{}", help="JSON overrides of ranker/hp.py's HP "
                     "(experiments; part of the stamp)")
     ap.add_argument("--device", default="cpu", help="torch device to train on (with --export)")
     ap.add_argument("--export", metavar="FILE", help="train on --device and write the weights "
@@ -210,12 +224,7 @@ def main():
     if a.imported:
         import torch
         report = torch.load(a.imported, map_location="cpu", weights_only=True)["report"]
-        from ranker import train
-        # the run's overrides: what differs from the recipe it started from (EXTRA's
-        # experiment switches at their defaults are not overrides)
-        start = {"base": 2} if report["hp"].get("base") == 2 else {}
-        base = {**train.EXTRA, **train.recipe_hp(start)}
-        hp = {k: v for k, v in report["hp"].items() if base.get(k) != v}
+        hp = overrides(report["hp"])
         stamp = json.dumps({**json.loads(recipe(hp, a.data_dir)),
                             "trained_on": report.get("gpu") or report["device"]},
                            sort_keys=True)

@@ -9,7 +9,7 @@ set (their next items plus popularity draws), laid out as recache would for each
 - `up`: user-first, candidates in a random request order, one prompt per user.
 Labels thus vary per example over both ranges recache uses, so the model must copy the label
 that introduces the item it prefers rather than learn label ids. Every batch also says where
-each title ends (items and profile) and which title it is, for the auxiliary losses.
+each item ends (`last`, `tail_ends`), for plain.py's auxiliary losses.
 """
 import random
 
@@ -59,9 +59,7 @@ class Sampler:
         return layout.profile([self.item(i) for i in history[-self.history_items:]])
 
     def user(self, history, target):
-        recent = history[-self.history_items:]
-        return dict(profile=self.profile(history), target=target, history=history,
-                    titles=[self.data.title_of(i) for i in recent])
+        return dict(profile=self.profile(history), target=target, history=history)
 
     def users(self, b):
         """b training events with distinct targets, of one profile length."""
@@ -98,13 +96,12 @@ class Sampler:
         picked = self.rng.sample(range(self.pool_slots), k)
         return resident, [picked[j] if resident[j] or pending[j] else None for j in range(k)]
 
-    def _suffixes(self, us, base):
-        """Users' rows (profile + instruction), right-padded; profile title ends in them."""
+    def _suffixes(self, us):
+        """Users' rows (profile + instruction), right-padded."""
         rows = [u["profile"] + self.instruction for u in us]
         width = max(len(r) for r in rows)
         return dict(users=torch.tensor([r + [0] * (width - len(r)) for r in rows]),
-                    hist_ends=[ends(base, [self.n_tok] * len(u["titles"]), 0) for u in us],
-                    hist_titles=[u["titles"] for u in us], hists=[u["history"] for u in us])
+                    hists=[u["history"] for u in us])
 
     def group(self, kind, us, k):
         """One item-first batch (`ip` or `pool`) for users `us` sharing k candidates."""
@@ -127,9 +124,8 @@ class Sampler:
                  target=torch.tensor([where[ids.index(u["target"])] for u in us]),
                  tail_ends=torch.tensor(ends(0, [self.n_tok] * (k - len(first))),
                                         dtype=torch.long),
-                 item_titles=[self.data.title_of(ids[j]) for j in order],
                  candidates=[[ids[j] for j in order]] * len(us))
-        b.update(self._suffixes(us, 0))
+        b.update(self._suffixes(us))
         b["last"] = torch.tensor([[len(u["profile"]) + len(self.instruction) - 1] for u in us])
         return b
 
@@ -153,7 +149,4 @@ class Sampler:
                     users=torch.tensor([r + [0] * (width - len(r)) for r in rows]),
                     last=torch.tensor(picks), labels=torch.tensor(labs),
                     target=torch.tensor(targets), candidates=cands,
-                    item_titles=None, cand_titles=[[self.data.title_of(i) for i in c]
-                                                   for c in cands],
-                    hist_ends=[ends(0, [self.n_tok] * len(u["titles"]), 0) for u in us],
-                    hist_titles=[u["titles"] for u in us], hists=[u["history"] for u in us])
+                    hists=[u["history"] for u in us])

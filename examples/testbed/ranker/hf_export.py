@@ -5,7 +5,7 @@ fine-tune can start from it (hp `init_from`) without retraining the recipe:
       ~/.cache/recache-testbed/models/gr-ranker /tmp/base.pt
     venv-vllm/bin/python examples/testbed/train_ranker.py --out /tmp/ft --tokenizer \
       ~/.cache/recache-testbed/models/tiny-qwen2 --data-dir ../shared/data \
-      --hp '{"init_from": "/tmp/base.pt", "enc_steps": 0, "steps": 1000, ...}'
+      --hp '{"init_from": "/tmp/base.pt", "steps": 1000, ...}'
 
 Only the embedding rows the recipe uses are kept (its export does the same): token ids below
 item_ids + items + 1 (20480 + 12,101 Beauty items + 1 by default).

@@ -57,7 +57,7 @@ def _attend(attn, x, cos, sin, ctx, last=None):
     return attn.o_proj(out), own
 
 
-def run_part(model, ids, pos, ctx=None, last=None, tap=(), depth=None):
+def run_part(model, ids, pos, ctx=None, last=None, tap=()):
     """ids/pos: [N, L]; ctx: per layer (k, v) of what the part sees before itself, or None.
     Returns the final hidden states (before the final norm): [N, L, H], or with `last` ([N, P]
     token indices) only theirs, [N, P, H]; per-layer (k, v) of the part; and for each n in
@@ -67,9 +67,6 @@ def run_part(model, ids, pos, ctx=None, last=None, tap=(), depth=None):
     cos, sin = body.rotary_emb(x, pos)
     kvs, tapped = [], {}
     layers = body.layers
-    if depth is not None:  # only the first `depth` layers (a tap at `depth`: their output)
-        layers = layers[:depth]
-        last = None
     for i, layer in enumerate(layers):
         if i in tap:
             tapped[i] = x

@@ -11,9 +11,9 @@ model stays at random on dev after 48k examples; so did the transformer after 40
 - a user's query: sum_k 0.7^k E[h_k] over its last items (most recent first); the teacher's
   score of candidate c: E[c] . query + prior[c]. Dev Recall@10 ~0.29 (popularity ~0.07,
   random 0.10).
-The transformer is taught to carry [E, prior] of a title at its last token (history and
-candidates alike) and the user's query at the final token, one layer before the last (linear
-probes that exist only in training), so the last layer has only to compare and copy a label.
+The ranker is distilled towards the teacher's scores of each prompt's candidates (hp `kd`,
+and the pointer's KL in `aux_point`), and its item id rows start from [E, prior] of the
+item's title (hp `item_init`; train.py, plain.py).
 """
 import torch
 
@@ -60,23 +60,3 @@ class Teacher:
         """Teacher scores of candidate items for a user with this history (items)."""
         ts = [self.title(c) for c in candidates]
         return self.e[ts] @ self.user_vector(history) + self.prior[ts]
-
-    def item_vectors(self, dims):
-        """Per-title targets of the title encoder: [prior, E[:, :dims]] (the strongest
-        components: a title is learnt from its tokens, and the fewer numbers to learn per
-        title, the sooner), each column standardized."""
-        v = torch.cat([self.prior[:, None], self.e[:, :dims]], 1)
-        mean, std = self.item_scale(dims)
-        return (v - mean) / std
-
-    def item_scale(self, dims):
-        """Mean and std of `item_vectors`' columns before standardizing (to read a probe's
-        output back in the teacher's units)."""
-        v = torch.cat([self.prior[:, None], self.e[:, :dims]], 1)
-        return v.mean(0), v.std(0) + 1e-6
-
-    def user_scale(self, histories, dims):
-        """Mean and std of user vectors' first `dims` components over some training
-        histories (for standardizing)."""
-        v = torch.stack([self.user_vector(h)[:dims] for h in histories])
-        return v.mean(0), v.std(0) + 1e-6

@@ -2,7 +2,7 @@
 
 Run with the vLLM testbed venv's Python (tests/run does), after `cargo test` built
 target/debug/recache. On a synthetic data set in the Amazon files' formats (`recache bench
-synth`: no ../shared needed) it trains the recipe (ranker/train.py HP) cut to a few steps of
+synth`: no ../shared needed) it trains the recipe (ranker/hp.py HP) cut to a few steps of
 each stage, twice, and checks:
 - both runs write the same weights (steps, not seconds; one worker whose batches are waited
   for): what "deterministic for a seed" promises;

@@ -219,6 +219,18 @@ impl Proxy {
         format!("{}{path}", self.base)
     }
 
+    /// `/ready`'s JSON body (whatever its status).
+    pub async fn ready(&self) -> serde_json::Value {
+        let resp = reqwest::get(self.url("/ready")).await.expect("/ready");
+        resp.json().await.expect("/ready json")
+    }
+
+    /// `/metrics` as text.
+    pub async fn metrics_text(&self) -> String {
+        let resp = reqwest::get(self.url("/metrics")).await.expect("/metrics");
+        resp.text().await.expect("/metrics text")
+    }
+
     /// POSTs a ranking request to `/v1/rank`, expects 200 and returns the answer.
     pub async fn rank(&self, body: &serde_json::Value) -> serde_json::Value {
         let resp = reqwest::Client::new()

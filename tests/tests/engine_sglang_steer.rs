@@ -166,28 +166,28 @@ async fn taken(proxy: &Proxy, ids: &[u32]) {
     .await
 }
 
-/// One gauge or counter of recache's own `/metrics` (0 when absent).
-async fn recache_metric(base: &str, name: &str) -> f64 {
+/// One gauge or counter of recache's own `/metrics`, summed over the series whose labels
+/// contain `label` ("" for all; 0 when absent).
+async fn recache_metric(base: &str, name: &str, label: &str) -> f64 {
     let Ok(resp) = reqwest::get(format!("{base}/metrics")).await else {
         return 0.0;
     };
     let text = resp.text().await.unwrap_or_default();
     text.lines()
         .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter(|l| l.contains(label))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
 
 /// Engine cache flushes recache has seen (its `cleared` resyncs).
 async fn resyncs_cleared(base: &str) -> f64 {
-    let Ok(resp) = reqwest::get(format!("{base}/metrics")).await else {
-        return 0.0;
-    };
-    let text = resp.text().await.unwrap_or_default();
-    text.lines()
-        .filter(|l| l.starts_with("recache_kv_mirror_resyncs_total{") && l.contains("\"cleared\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    recache_metric(
+        base,
+        "recache_kv_mirror_resyncs_total",
+        "reason=\"cleared\"",
+    )
+    .await
 }
 
 /// Waits until recache's mirror holds at least `blocks` blocks and an order was published
@@ -196,17 +196,17 @@ async fn settle(base: &str, blocks: f64) {
     wait_for(
         format_args!("recache mirroring {blocks} blocks (SGLang's KV events for A and B)"),
         Duration::from_secs(60),
-        async || match recache_metric(base, "recache_kv_mirror_blocks").await {
+        async || match recache_metric(base, "recache_kv_mirror_blocks", "").await {
             n if n >= blocks => Ok(()),
             n => Err(format!("{n} blocks mirrored")),
         },
     )
     .await;
-    let seen = recache_metric(base, "recache_kv_order_publishes_total").await;
+    let seen = recache_metric(base, "recache_kv_order_publishes_total", "").await;
     wait_for(
         "an order published after the mirror held A and B",
         Duration::from_secs(10),
-        async || match recache_metric(base, "recache_kv_order_publishes_total").await {
+        async || match recache_metric(base, "recache_kv_order_publishes_total", "").await {
             n if n > seen => Ok(()),
             n => Err(format!("{n} publishes, {seen} before")),
         },

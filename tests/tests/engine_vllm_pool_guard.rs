@@ -17,7 +17,7 @@ use std::time::Duration;
 use recache::config::ServeArgs;
 use recache::rank::config::RankArgs;
 use recache::rank::guard::{MIN_SAMPLES, QualityGuard};
-use recache_integration::{Proxy, Testbed};
+use recache_integration::{Proxy, Testbed, wait_for};
 use serde_json::{Value, json};
 
 const ITEMS: usize = 30;
@@ -69,15 +69,15 @@ async fn guard_scores_pooled_rankings_again_and_the_setting_swaps() {
     let pool = rank.pool.as_ref().expect("item pool on").get(0).clone();
     let guard = rank.guard.as_ref().expect("quality guard on").clone();
     proxy.rank(&request(&tb.model, 0)).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    while pool.counts() != (ITEMS, 0) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "fills never finished: {:?}",
-            pool.counts()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for(
+        "every item filled",
+        Duration::from_secs(120),
+        async || match pool.counts() {
+            c if c == (ITEMS, 0) => Ok(()),
+            c => Err(format!("{c:?}")),
+        },
+    )
+    .await;
 
     // Pool-served rankings; their shadows run in the background (two at a time at most, so
     // some samples are skipped while the requests come back to back).
@@ -98,31 +98,24 @@ async fn guard_scores_pooled_rankings_again_and_the_setting_swaps() {
         guard.detail()
     );
     let samples = |g: &QualityGuard| g.detail()["pairs"][0]["samples"].as_u64().unwrap_or(0);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    while samples(&guard) < 2 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no shadow scoring finished: {}",
-            guard.detail()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let ready: Value = reqwest::get(proxy.url("/ready"))
-        .await
-        .expect("ready")
-        .json()
-        .await
-        .expect("json");
+    wait_for(
+        "two shadow scorings finished",
+        Duration::from_secs(120),
+        async || {
+            if samples(&guard) >= 2 {
+                Ok(())
+            } else {
+                Err(guard.detail())
+            }
+        },
+    )
+    .await;
+    let ready = proxy.ready().await;
     let pair = &ready["quality"]["pairs"][0];
     assert_eq!(pair["model"], tb.model.as_str(), "/ready: {ready}");
     assert_eq!(pair["setting"], "none", "/ready: {ready}");
     assert!(pair["relative"].is_f64(), "/ready: {ready}");
-    let metrics = reqwest::get(proxy.url("/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = proxy.metrics_text().await;
     let ok = format!(
         "recache_rank_quality_samples_total{{model=\"{}\",outcome=\"ok\"}}",
         tb.model

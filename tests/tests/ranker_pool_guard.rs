@@ -20,7 +20,7 @@ use std::time::Duration;
 use recache::config::ServeArgs;
 use recache::rank::config::RankArgs;
 use recache::rank::guard::{MIN_SAMPLES, Z};
-use recache_integration::{Proxy, Testbed};
+use recache_integration::{Proxy, Testbed, wait_for};
 use serde_json::{Value, json};
 
 const ITEM_ID_BASE: u32 = 20480;
@@ -119,15 +119,15 @@ async fn guarded(tb: &Testbed, first: &Value) -> Proxy {
         .get(0)
         .clone();
     proxy.rank(first).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    while pool.counts().1 > 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "fills never finished: {:?}",
-            pool.counts()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for(
+        "the first request's fills finishing",
+        Duration::from_secs(120),
+        async || match pool.counts() {
+            (_, 0) => Ok(()),
+            c => Err(format!("{c:?}")),
+        },
+    )
+    .await;
     proxy
 }
 
@@ -167,22 +167,12 @@ async fn guard_turns_the_pool_off_for_a_ranker_never_trained_pooled() {
         u += 1;
     }
     println!("guard on the ranker never trained pooled, off after {u} requests");
-    let ready: Value = reqwest::get(proxy.url("/ready"))
-        .await
-        .expect("ready")
-        .json()
-        .await
-        .expect("json");
+    let ready = proxy.ready().await;
     assert_eq!(
         ready["quality"]["pairs"][0]["pool"], "off",
         "/ready: {ready}"
     );
-    let metrics = reqwest::get(proxy.url("/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = proxy.metrics_text().await;
     let line = format!(
         "recache_rank_quality_pool_on{{model=\"{}\",setting=\"none\"}} 0",
         tb.model
@@ -195,14 +185,15 @@ async fn guard_turns_the_pool_off_for_a_ranker_never_trained_pooled() {
     );
     let probes =
         |g: &recache::rank::guard::QualityGuard| g.detail()["pairs"][0]["samples"].as_u64();
-    while probes(&guard) == Some(0) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no pooled probe was scored: {}",
-            guard.detail()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for(
+        "a pooled probe scored while the pool is off",
+        deadline.saturating_duration_since(tokio::time::Instant::now()),
+        async || match probes(&guard) {
+            Some(0) => Err(guard.detail()),
+            _ => Ok(()),
+        },
+    )
+    .await;
     tb.down();
 }
 
@@ -240,14 +231,18 @@ async fn guard_keeps_the_pool_on_for_the_ranker_trained_pooled() {
             guard.detail()
         );
     }
-    while samples(&guard) < MIN_SAMPLES {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "too few shadow scorings: {}",
-            guard.detail()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for(
+        format_args!("{MIN_SAMPLES} shadow scorings"),
+        deadline.saturating_duration_since(tokio::time::Instant::now()),
+        async || {
+            if samples(&guard) >= MIN_SAMPLES {
+                Ok(())
+            } else {
+                Err(guard.detail())
+            }
+        },
+    )
+    .await;
     let d = guard.detail();
     println!("guard on the trained ranker: {d}");
     assert_eq!(d["pairs"][0]["pool"], "on", "{d}");

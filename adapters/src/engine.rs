@@ -120,6 +120,15 @@ impl Engine {
         }
     }
 
+    /// The counter of requests the engine finished (each replica's share of a run); None
+    /// where no such counter has been checked against the testbed (SGLang).
+    pub fn requests_counter(self) -> Option<&'static str> {
+        match self {
+            Engine::Vllm => Some(vllm::METRIC_REQUESTS),
+            Engine::Sglang => None,
+        }
+    }
+
     /// The counter of prompt tokens a KV connector supplied (vLLM: recache's item pool);
     /// None when the engine has no connectors.
     pub fn external_hits_counter(self) -> Option<&'static str> {

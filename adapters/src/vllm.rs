@@ -19,6 +19,9 @@ pub const METRIC_PREFIX_CACHE_HITS: &str = "vllm:prefix_cache_hits_total";
 /// Prompt tokens a KV connector supplied (counter, tokens): recache's item pool.
 pub const METRIC_EXTERNAL_HITS: &str = "vllm:external_prefix_cache_hits_total";
 
+/// Requests finished, per finish reason (counter): a replica's share of the requests.
+pub const METRIC_REQUESTS: &str = "vllm:request_success_total";
+
 /// Seconds requests spent in prefill, and waiting in the queue (histogram sums).
 pub const METRIC_PREFILL_SECONDS: &str = "vllm:request_prefill_time_seconds_sum";
 pub const METRIC_QUEUE_SECONDS: &str = "vllm:request_queue_time_seconds_sum";

@@ -6,7 +6,7 @@
 //! # Layout
 //!
 //! - One module per benchmark: [`overhead`] (with [`loadgen`], [`wrk`], [`static_upstream`]),
-//!   [`gr`], [`quality`], [`replay`], [`retrieve`], [`route`], [`slo`], [`soak`], [`synth`],
+//!   [`peers`] (recache beside sglang-router and vllm-router), [`gr`], [`quality`], [`replay`], [`retrieve`], [`route`], [`slo`], [`soak`], [`synth`],
 //!   [`predictor`]; [`sim_plot`] draws `recache sim --plot`.
 //! - What they share: [`http`] (the client, scrapes, engine calls), [`engine_ops`] (engine
 //!   specifics: cache reset, counters), [`open_loop`] (requests released at their planned
@@ -22,6 +22,7 @@ pub mod http;
 pub mod loadgen;
 pub mod open_loop;
 pub mod overhead;
+pub mod peers;
 pub mod plot;
 pub mod predictor;
 pub mod quality;
@@ -47,6 +48,10 @@ pub use error::BenchError;
 pub enum BenchCmd {
     /// Proxy overhead: a static-JSON upstream on loopback, loaded directly and through recache.
     Overhead(overhead::OverheadArgs),
+    /// recache side by side with the gateways teams run today (sglang-router, vllm-router,
+    /// installed pinned from PyPI) on the same replicas and arrivals: overhead, a
+    /// conversation trace, faults.
+    Peers(Box<peers::PeersArgs>),
     /// GR ranking on a real engine: recompute, UP, IP, cache-agnostic and BAT prefix selection.
     Gr(Box<gr::GrArgs>),
     /// Ranking quality per layout on a real engine: held-out users' next items through
@@ -86,6 +91,7 @@ impl BenchCmd {
     pub async fn run(self) -> Result<(), BenchError> {
         match self {
             BenchCmd::Overhead(args) => overhead::run(args).await,
+            BenchCmd::Peers(args) => peers::run(*args).await,
             BenchCmd::Gr(args) => gr::run(*args).await,
             BenchCmd::Quality(args) => quality::run(*args).await,
             BenchCmd::Replay(args) => replay::run(*args).await,

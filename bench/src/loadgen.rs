@@ -1,12 +1,13 @@
 //! A closed-loop HTTP/1 load generator: `concurrency` keep-alive connections, each sending its
-//! next GET as soon as the previous response has been read in full, for a fixed duration.
+//! next request (a GET, or a POST of a fixed JSON body) as soon as the previous response has
+//! been read in full, for a fixed duration.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::Request;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 
 use crate::error::BenchError;
@@ -40,12 +41,25 @@ pub async fn run(
     warmup: Duration,
     duration: Duration,
 ) -> Result<LoadResult, BenchError> {
+    run_with(addr, path, None, concurrency, warmup, duration).await
+}
+
+/// As [`run`], POSTing `body` (JSON) when given, else GETting.
+pub async fn run_with(
+    addr: SocketAddr,
+    path: &str,
+    body: Option<Bytes>,
+    concurrency: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> Result<LoadResult, BenchError> {
     let start = Instant::now() + warmup;
     let end = start + duration;
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..concurrency {
         let path = path.to_string();
-        workers.spawn(async move { worker(addr, path, start, end).await });
+        let body = body.clone();
+        workers.spawn(async move { worker(addr, path, body, start, end).await });
     }
     let (mut requests, mut errors, mut latencies) = (0u64, 0u64, Vec::new());
     while let Some(joined) = workers.join_next().await {
@@ -67,6 +81,7 @@ pub async fn run(
 async fn worker(
     addr: SocketAddr,
     path: String,
+    body: Option<Bytes>,
     start: Instant,
     end: Instant,
 ) -> Result<(Vec<u64>, u64), BenchError> {
@@ -84,9 +99,15 @@ async fn worker(
         if sent >= end {
             break;
         }
-        let req = Request::get(path.as_str())
-            .header("host", addr.to_string())
-            .body(Empty::<Bytes>::new());
+        let req = match &body {
+            Some(b) => Request::post(path.as_str())
+                .header("host", addr.to_string())
+                .header("content-type", "application/json")
+                .body(Full::new(b.clone())),
+            None => Request::get(path.as_str())
+                .header("host", addr.to_string())
+                .body(Full::new(Bytes::new())),
+        };
         let req = req.map_err(|e| BenchError::Setup(format!("building request: {e}")))?;
         let ok = match sender.send_request(req).await {
             Ok(resp) => resp.status().is_success() && resp.into_body().collect().await.is_ok(),

@@ -72,6 +72,13 @@ impl Testbed {
             layout.kv_blocks,
             layout.pool_bytes.div_ceil(1 << 20)
         );
+        self.start_named(&name, layout)
+    }
+
+    /// Starts one more engine named `name` with `layout` (several replicas of one layout
+    /// need their own names); stopped with the others.
+    pub fn start_named(&mut self, name: &str, layout: Layout) -> Result<Instance, BenchError> {
+        let name = name.to_string();
         let mut cmd = Command::new(self.dir.join("up"));
         cmd.args([
             "--name",
@@ -90,7 +97,7 @@ impl Testbed {
         let gib = (layout.kv_blocks * self.block_bytes).div_ceil(1 << 30) + 1;
         cmd.env("VLLM_CPU_KVCACHE_SPACE", gib.to_string());
         eprintln!(
-            "bench gr: starting testbed engine {name} ({} KV blocks, pool {} bytes) ...",
+            "bench: starting testbed engine {name} ({} KV blocks, pool {} bytes) ...",
             layout.kv_blocks, layout.pool_bytes
         );
         let out = cmd
@@ -132,10 +139,7 @@ impl Testbed {
                 .stdout(std::process::Stdio::null())
                 .status();
             if !matches!(status, Ok(s) if s.success()) {
-                eprintln!(
-                    "bench gr: warning: could not stop testbed engine {}",
-                    i.name
-                );
+                eprintln!("bench: warning: could not stop testbed engine {}", i.name);
             }
         }
     }

@@ -1,6 +1,7 @@
 //! wrk as the overhead benchmark's load generator (when it is on PATH): the same tool the
 //! nginx anchor numbers come from, so recache and nginx are measured alike. Runs
-//! `wrk -t1 -cC -dD --latency URL` and reads requests/s, p50, p99 and errors off its report.
+//! `wrk -t1 -cC -dD --latency URL` (with a Lua script setting method and body for a POST) and
+//! reads requests/s, p50, p99 and errors off its report.
 
 use std::net::SocketAddr;
 use std::process::Command;
@@ -32,14 +33,36 @@ pub fn run(
     concurrency: usize,
     duration: Duration,
 ) -> Result<WrkResult, BenchError> {
+    run_with(addr, path, None, concurrency, duration)
+}
+
+/// As [`run`], POSTing the JSON `body` when given.
+pub fn run_with(
+    addr: SocketAddr,
+    path: &str,
+    body: Option<&str>,
+    concurrency: usize,
+    duration: Duration,
+) -> Result<WrkResult, BenchError> {
     let secs = duration.as_secs().max(1);
-    let out = Command::new("wrk")
-        .args([
-            "-t1",
-            &format!("-c{concurrency}"),
-            &format!("-d{secs}s"),
-            "--latency",
-        ])
+    let mut cmd = Command::new("wrk");
+    cmd.args([
+        "-t1",
+        &format!("-c{concurrency}"),
+        &format!("-d{secs}s"),
+        "--latency",
+    ]);
+    // Kept until wrk exits.
+    let script = match body {
+        Some(b) => {
+            let f = tempfile::NamedTempFile::new().map_err(BenchError::io("wrk script"))?;
+            std::fs::write(f.path(), post_script(b)).map_err(BenchError::io("wrk script"))?;
+            cmd.arg("-s").arg(f.path());
+            Some(f)
+        }
+        None => None,
+    };
+    let out = cmd
         .arg(format!("http://{addr}{path}"))
         .output()
         .map_err(BenchError::io("starting wrk (apt-get install wrk)"))?;
@@ -51,7 +74,17 @@ pub fn run(
             String::from_utf8_lossy(&out.stderr)
         )));
     }
+    drop(script);
     parse(&text).ok_or_else(|| BenchError::Setup(format!("cannot read wrk's report:\n{text}")))
+}
+
+/// The Lua script that makes every wrk request a POST of `body`.
+fn post_script(body: &str) -> String {
+    // A Lua long string holds any JSON; the level of `=` keeps `]]` in the body harmless.
+    format!(
+        "wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\n\
+         wrk.body = [==[{body}]==]\n"
+    )
 }
 
 /// Reads wrk's `--latency` report.

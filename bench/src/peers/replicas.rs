@@ -1,0 +1,119 @@
+//! The engine replicas every system of a run stands in front of: `--upstream` ones as given,
+//! else `--replicas` vLLM testbed engines with `--kv-blocks` each (named `peers-rN`, stopped
+//! when the run ends), warmed up once so no system's numbers carry a fresh engine's first
+//! slow requests; and what the rows need of them: cache resets, counter scrapes.
+
+use serde_json::json;
+
+use super::args::PeersArgs;
+use crate::engine_ops;
+use crate::error::BenchError;
+use crate::http::{self, HttpClient};
+use crate::testbed::{self, Layout, Testbed};
+use recache_adapters::Engine;
+
+pub struct Replicas {
+    pub urls: Vec<String>,
+    pub kv_events: Vec<String>,
+    pub engine: Engine,
+    pub model: String,
+    /// KV bytes of every replica's cache together (the row's `kv_bytes`).
+    pub kv_bytes: u64,
+    _testbed: Option<Testbed>,
+}
+
+impl Replicas {
+    pub async fn start(args: &PeersArgs, client: &HttpClient) -> Result<Self, BenchError> {
+        let (urls, kv_events, testbed) = if args.upstream.is_empty() {
+            let mut tb = Testbed::new(
+                &args.testbed_dir,
+                testbed::BLOCK_TOKENS * testbed::KV_TOKEN_BYTES,
+            )?;
+            let layout = Layout {
+                kv_blocks: args.kv_blocks,
+                pool_bytes: 0,
+            };
+            let mut urls = Vec::new();
+            let mut events = Vec::new();
+            for i in 0..args.replicas {
+                let inst = tb.start_named(&format!("peers-r{i}"), layout)?;
+                urls.push(inst.upstream);
+                events.extend(inst.kv_events);
+            }
+            (urls, events, Some(tb))
+        } else {
+            if !args.kv_events.is_empty() && args.kv_events.len() != args.upstream.len() {
+                return Err(BenchError::Setup(
+                    "--kv-events: give one per --upstream, in the same order".into(),
+                ));
+            }
+            (args.upstream.clone(), args.kv_events.clone(), None)
+        };
+        let engine = engine_ops::resolve(client, &urls[0], Some(Engine::Vllm)).await;
+        let model = http::first_model(client, &urls[0]).await?;
+        for up in &urls {
+            eprintln!("[peers] warming up {up}");
+            for n in [64usize, 1024] {
+                let body = json!({"model": model, "prompt": vec![7u32; n], "max_tokens": 1});
+                http::post(client, &format!("{up}/v1/completions"), &body).await?;
+            }
+        }
+        Ok(Self {
+            kv_bytes: urls.len() as u64
+                * args.kv_blocks
+                * testbed::BLOCK_TOKENS
+                * testbed::KV_TOKEN_BYTES,
+            urls,
+            kv_events,
+            engine,
+            model,
+            _testbed: testbed,
+        })
+    }
+
+    /// Empties every replica's prefix cache.
+    pub async fn reset(&self, client: &HttpClient) -> Result<(), BenchError> {
+        for up in &self.urls {
+            engine_ops::reset_cache(client, self.engine, up, false)
+                .await
+                .map_err(|e| BenchError::Setup(format!("{up}: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Every replica's `/metrics` text.
+    pub async fn scrape(&self, client: &HttpClient) -> Result<Vec<String>, BenchError> {
+        let mut out = Vec::new();
+        for up in &self.urls {
+            out.push(http::get_text(client, &format!("{up}/metrics")).await?);
+        }
+        Ok(out)
+    }
+
+    /// Requests each replica finished between two scrapes (None: the engine has no counter).
+    pub fn requests(&self, before: &[String], after: &[String]) -> Option<Vec<f64>> {
+        let name = self.engine.requests_counter()?;
+        Some(
+            before
+                .iter()
+                .zip(after)
+                .map(|(b, a)| http::counter(a, name) - http::counter(b, name))
+                .collect(),
+        )
+    }
+
+    /// Prompt tokens looked up and found cached, over every replica, between two scrapes.
+    pub fn cache(&self, before: &[String], after: &[String]) -> (f64, f64) {
+        before
+            .iter()
+            .zip(after)
+            .map(|(b, a)| engine_ops::cache_deltas(self.engine, b, a))
+            .fold((0.0, 0.0), |(q, h), (dq, dh)| (q + dq, h + dh))
+    }
+}
+
+/// The busiest replica's requests over the mean.
+pub fn max_share(per_replica: &[f64]) -> f64 {
+    let mean = per_replica.iter().sum::<f64>() / per_replica.len().max(1) as f64;
+    per_replica.iter().copied().fold(0.0, f64::max) / mean.max(1e-9)
+}

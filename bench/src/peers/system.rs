@@ -1,0 +1,148 @@
+//! The systems compared: recache (the real `recache serve` binary, as users run it) and each
+//! peer gateway (its own binary from the peers' venv), each a child process in front of the
+//! same replicas, started for one measurement and stopped (killed) when dropped. Each gets
+//! its own Prometheus port: both peers default to 29000 and would collide.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::args::Peer;
+use super::install;
+use crate::error::BenchError;
+use crate::http;
+
+/// One system of the comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum System {
+    Recache,
+    Peer(Peer),
+}
+
+impl System {
+    pub fn name(self) -> &'static str {
+        match self {
+            System::Recache => "recache",
+            System::Peer(Peer::SglangRouter) => "sglang-router",
+            System::Peer(Peer::VllmRouter) => "vllm-router",
+        }
+    }
+}
+
+/// How recache is configured for a workload (the peers always run `--policy cache_aware`).
+#[derive(Debug, Clone, Default)]
+pub struct RecacheSetup {
+    /// `--routing` [recache's default when None].
+    pub routing: Option<String>,
+    /// One `--kv-events` per replica (routing mirrors), or none.
+    pub kv_events: Vec<String>,
+}
+
+/// A running system, killed on drop.
+pub struct Running {
+    pub system: System,
+    pub addr: SocketAddr,
+    child: Child,
+}
+
+impl Running {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> Result<SocketAddr, BenchError> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(BenchError::io("finding a free port"))?;
+    l.local_addr()
+        .map_err(BenchError::io("finding a free port"))
+}
+
+/// Starts `system` in front of `replicas` and waits until it answers its readiness route.
+pub async fn start(
+    system: System,
+    venv: &Path,
+    replicas: &[String],
+    recache: &RecacheSetup,
+) -> Result<Running, BenchError> {
+    let addr = free_port()?;
+    let mut cmd = match system {
+        System::Recache => {
+            let mut c = Command::new(crate::recache_bin::path()?);
+            c.args(["serve", "--listen", &addr.to_string()]);
+            for r in replicas {
+                c.args(["--upstream", r]);
+            }
+            for e in &recache.kv_events {
+                c.args(["--kv-events", e]);
+            }
+            if let Some(r) = &recache.routing {
+                c.args(["--routing", r]);
+            }
+            // Busy CPU engines answer probes late; a missed 2 s probe would eject a replica.
+            c.args(["--health-interval", "10s"])
+                .env("RECACHE_LOG", "warn");
+            c
+        }
+        System::Peer(peer) => {
+            let mut c = Command::new(install::binary(venv, peer));
+            if peer == Peer::SglangRouter {
+                c.arg("launch");
+            }
+            let metrics = free_port()?;
+            c.args(["--host", "127.0.0.1", "--port", &addr.port().to_string()])
+                .arg("--worker-urls")
+                .args(replicas)
+                .args(["--policy", "cache_aware", "--log-level", "error"])
+                .args(["--prometheus-port", &metrics.port().to_string()]);
+            c
+        }
+    };
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(BenchError::io(format!("starting {}", system.name())))?;
+    let path = match system {
+        System::Recache => "/ready",
+        System::Peer(_) => "/health",
+    };
+    let client = http::client();
+    let url = format!("http://{addr}{path}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(BenchError::Setup(format!(
+                "{} exited while starting: {status}",
+                system.name()
+            )));
+        }
+        if let Ok(uri) = url.parse()
+            && let Ok(resp) = client.get(uri).await
+            && resp.status().is_success()
+        {
+            return Ok(Running {
+                system,
+                addr,
+                child,
+            });
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(BenchError::Setup(format!(
+                "{} on {addr} did not answer {path} within 60 s",
+                system.name()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,7 +1,7 @@
 //! The `overhead` workload: each system in front of one static-JSON upstream (the built-in
 //! one), POST /v1/completions with the same text prompt: latency at concurrency 1 (what the
 //! gateway adds to a request) and requests/s at `--concurrency` (what it keeps of the
-//! upstream's throughput), the upstream loaded directly in the same round as the reference.
+//! upstream's throughput), each phase paired with the upstream loaded directly just before it.
 //! wrk is the load generator when on PATH (as the peers' own numbers are usually quoted),
 //! else the built-in one; load generator, gateway and upstream share this machine's cores.
 
@@ -71,8 +71,8 @@ async fn phase(
     })
 }
 
-/// One round: the upstream directly, then each system (in `order`), each at concurrency 1 and
-/// `--concurrency`. Returns one row per system.
+/// One round: each system (in `order`) at concurrency 1 and `--concurrency`, each phase paired
+/// with the upstream loaded directly just before it. Returns one row per system.
 pub async fn round(
     args: &PeersArgs,
     venv: &std::path::Path,
@@ -86,14 +86,18 @@ pub async fn round(
     };
     let upstream = static_upstream::spawn()?;
     let replicas = [format!("http://{}", upstream.addr)];
-    eprintln!("[peers] overhead round {round}: direct ...");
-    let d1 = phase(use_wrk, upstream.addr, 1, args.duration).await?;
-    let dn = phase(use_wrk, upstream.addr, args.concurrency, args.duration).await?;
     let mut rows = Vec::new();
     for &s in order {
-        eprintln!("[peers] overhead round {round}: {} ...", s.name());
+        eprintln!(
+            "[peers] overhead round {round}: {} (and direct beside it) ...",
+            s.name()
+        );
         let running = system::start(s, venv, &replicas, &RecacheSetup::default()).await?;
+        // Direct and through the system back to back, per phase: a paired reading (an idle
+        // core wakes slowly, so a direct reading taken apart from its pair would drift).
+        let d1 = phase(use_wrk, upstream.addr, 1, args.duration).await?;
         let p1 = phase(use_wrk, running.addr, 1, args.duration).await?;
+        let dn = phase(use_wrk, upstream.addr, args.concurrency, args.duration).await?;
         let pn = phase(use_wrk, running.addr, args.concurrency, args.duration).await?;
         drop(running);
         rows.push(json!({
@@ -102,6 +106,7 @@ pub async fn round(
             "added_p50_us": p1.p50_us - d1.p50_us, "added_p99_us": p1.p99_us - d1.p99_us,
             "p50_us": p1.p50_us, "p99_us": p1.p99_us,
             "direct_p50_us": d1.p50_us, "direct_rps": dn.rps,
+            // No engine: the "first token" is the whole answer, latency at concurrency 1.
             "ttft_p50_ms": p1.p50_us / 1e3, "ttft_p99_ms": p1.p99_us / 1e3,
             "hit_rate": null, "max_share": null, "computed_tokens": null, "kv_bytes": null,
             "errors": p1.errors + pn.errors + d1.errors + dn.errors,

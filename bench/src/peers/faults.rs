@@ -21,8 +21,9 @@ use crate::open_loop;
 use crate::testbed::{self, Layout, Testbed};
 
 /// Requests per part (token ids, streaming); the killed-replica part sends `--requests`
-/// capped at 60.
+/// capped at [`KILLED`], at `--rate`.
 const PART: usize = 20;
+const KILLED: usize = 30;
 
 fn text(i: usize) -> String {
     format!("request {i}: the quick brown fox jumps over the lazy dog, twice over")
@@ -120,7 +121,7 @@ async fn killed(
     let pair = vec![replicas.urls[0].clone(), victim.upstream.clone()];
     let running = system::start(s, venv, &pair, &RecacheSetup::default()).await?;
     let url = format!("{}/v1/completions", running.url());
-    let n = args.requests.clamp(10, 60);
+    let n = args.requests.clamp(10, KILLED);
     let gap = 1.0 / args.rate.max(0.1);
     let arrivals: Vec<f64> = (0..n).map(|i| i as f64 * gap).collect();
     eprintln!(

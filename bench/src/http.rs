@@ -58,6 +58,26 @@ pub async fn post_stream_timed(
     url: &str,
     body: &Value,
 ) -> Result<(u16, f64, f64), BenchError> {
+    let t = post_stream_timed_full(client, url, body).await?;
+    Ok((t.status, t.first_ms, t.total_ms))
+}
+
+/// What [`post_stream_timed_full`] read.
+#[derive(Debug, Clone)]
+pub struct StreamTimed {
+    pub status: u16,
+    pub first_ms: f64,
+    pub total_ms: f64,
+    /// The body's first 300 bytes when the status is not 2xx (why it failed).
+    pub error_body: Option<String>,
+}
+
+/// As [`post_stream_timed`], keeping the start of an error answer's body.
+pub async fn post_stream_timed_full(
+    client: &HttpClient,
+    url: &str,
+    body: &Value,
+) -> Result<StreamTimed, BenchError> {
     let req = Request::builder()
         .method(Method::POST)
         .uri(url)
@@ -70,16 +90,28 @@ pub async fn post_stream_timed(
         .await
         .map_err(|e| BenchError::Setup(format!("POST {url}: {e}")))?;
     let status = resp.status().as_u16();
+    let failed = !resp.status().is_success();
     let mut body = resp.into_body();
     let mut first = None;
+    let mut kept = Vec::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| BenchError::Setup(format!("reading {url}: {e}")))?;
-        if frame.data_ref().is_some_and(|d| !d.is_empty()) && first.is_none() {
-            first = Some(sent.elapsed().as_secs_f64() * 1000.0);
+        if let Some(d) = frame.data_ref() {
+            if !d.is_empty() && first.is_none() {
+                first = Some(sent.elapsed().as_secs_f64() * 1000.0);
+            }
+            if failed && kept.len() < 300 {
+                kept.extend_from_slice(&d[..d.len().min(300 - kept.len())]);
+            }
         }
     }
     let total = sent.elapsed().as_secs_f64() * 1000.0;
-    Ok((status, first.unwrap_or(total), total))
+    Ok(StreamTimed {
+        status,
+        first_ms: first.unwrap_or(total),
+        total_ms: total,
+        error_body: failed.then(|| String::from_utf8_lossy(&kept).into_owned()),
+    })
 }
 
 pub async fn get_text(client: &HttpClient, url: &str) -> Result<String, BenchError> {

@@ -129,7 +129,7 @@ pub async fn one(
         None,
         |i| {
             let (client, url, body) = (client.clone(), url.clone(), load.bodies[i].clone());
-            async move { http::post_stream_timed(&client, &url, &body).await }
+            async move { http::post_stream_timed_full(&client, &url, &body).await }
         },
         || progress.inc(1),
     )
@@ -140,10 +140,11 @@ pub async fn one(
     for a in out.answers {
         match a {
             Ok(t) => match t.value {
-                Ok((200, first_ms, _)) => ttft.push(t.latency_ms - t.service_ms + first_ms),
-                Ok((status, _, _)) => {
+                Ok(a) if a.status == 200 => ttft.push(t.latency_ms - t.service_ms + a.first_ms),
+                Ok(a) => {
                     errors += 1;
-                    why.get_or_insert(format!("status {status}"));
+                    let body = a.error_body.unwrap_or_default();
+                    why.get_or_insert(format!("status {}: {body}", a.status));
                 }
                 Err(e) => {
                     errors += 1;

@@ -7,8 +7,9 @@
 //! - where a request goes ([`route`]: the [`route::ReplicaChoice`] rule — the one place) and
 //!   what each replica caches ([`mirror`]: per-replica KV-event mirrors, checked by canaries),
 //! - the retry executor: a call that cannot connect is retried on another replica while the
-//!   caller has waited under [`RETRY_BUDGET`]; other failures are not retried (the engine may
-//!   have started the work),
+//!   caller has waited under [`RETRY_BUDGET`]; a call whose replica failed before answering
+//!   (closed the connection: it died mid-request) is sent once more, to another replica;
+//!   timeouts are not retried (the engine is still working on it),
 //! - deadlines: a generation call made for a request with a deadline waits for a place in its
 //!   replica's window or is refused ([`crate::slo`]), and the replica is chosen by the rule
 //!   composed with predicted completion times ([`crate::slo::dispatch`]),
@@ -218,12 +219,13 @@ impl EngineClient {
 
     /// Sends `out` to the replica the routing rule picks (or the one its GR hint names, on
     /// the first try, while healthy), moving on to the next one when the connection fails
-    /// (within [`RETRY_BUDGET`]).
+    /// (within [`RETRY_BUDGET`]) or, once, when the replica failed before answering.
     pub async fn send(&self, out: Outgoing<'_>) -> Result<Answer, ClientError> {
         let started = Instant::now();
         let headers = pass_on(out.headers);
         let mut tried = Vec::new();
         let mut last_error = ClientError::NoHealthyUpstream;
+        let mut resent_after_failure = false;
         let slot = self.route.load_full();
         let deadline = slo::current()
             .filter(|_| self.settings.slo.enabled && slo::is_generation(out.hint.path));
@@ -291,10 +293,21 @@ impl EngineClient {
                 }
                 Err(SendError::Failed(source)) => {
                     replica.count_failure(FailureKind::Failed);
-                    return Err(ClientError::Failed {
+                    tracing::warn!(upstream = label, error = %source, "upstream failed before answering");
+                    let failed = ClientError::Failed {
                         upstream: replica.label.clone(),
                         source,
-                    });
+                    };
+                    // Nothing of the answer has reached the caller: a replica that dies
+                    // mid-request has no answer to give, so the call goes once to another
+                    // replica (the work may run twice; an engine call has no side effect
+                    // but compute). Once only: a request that breaks every engine must not
+                    // go round them all.
+                    if resent_after_failure {
+                        return Err(failed);
+                    }
+                    resent_after_failure = true;
+                    last_error = failed;
                 }
                 Err(SendError::Timeout) => {
                     replica.count_failure(FailureKind::Timeout);

@@ -87,7 +87,7 @@ impl Means {
     }
 }
 
-#[derive(Default)]
+/// No `Default`: a new pair starts with the pool on ([`Pair::new`]), not off.
 struct Pair {
     samples: VecDeque<Sample>,
     pool_on: bool,

@@ -133,6 +133,59 @@ mod tests {
     use super::*;
     use args::Peer;
 
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: PeersArgs,
+    }
+
+    /// The flags scripts outside the repository call (the contract) keep parsing.
+    #[test]
+    fn the_contract_flags_parse() {
+        use clap::Parser;
+        let cli = Cli::try_parse_from([
+            "peers",
+            "--replicas",
+            "2",
+            "--data",
+            "d.txt",
+            "--items",
+            "i.json",
+            "--trace",
+            "t.jsonl",
+            "--workloads",
+            "overhead,trace,gr,retrieve,faults",
+            "--peers",
+            "sglang-router,vllm-router",
+            "--requests",
+            "5",
+            "--repeat",
+            "2",
+            "--json",
+        ])
+        .expect("the contract's command line parses");
+        assert_eq!(cli.args.workloads.len(), 5);
+        assert_eq!(cli.args.peers, [Peer::SglangRouter, Peer::VllmRouter]);
+        assert!(cli.args.json);
+    }
+
+    /// Asking for a workload that is not built is an error naming it, before anything is
+    /// installed or started.
+    #[tokio::test]
+    async fn unbuilt_workloads_are_refused_up_front() {
+        use clap::Parser;
+        let cli = Cli::try_parse_from([
+            "peers",
+            "--workloads",
+            "overhead,gr",
+            "--peers-venv",
+            "/nonexistent",
+        ])
+        .expect("parses");
+        let err = run(cli.args).await.expect_err("gr is not built");
+        assert!(err.to_string().contains("gr not built yet"), "{err}");
+    }
+
     #[test]
     fn rounds_rotate_the_order() {
         let s = [

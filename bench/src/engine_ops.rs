@@ -62,6 +62,21 @@ pub async fn reset_cache(
     ))
 }
 
+/// Sends a fresh engine a short and a long prompt: its first requests can take minutes (kernel
+/// warm-up), which must not land in the first measured run's numbers.
+pub async fn warm_up(
+    client: &HttpClient,
+    upstream: &str,
+    model: &str,
+) -> Result<(), crate::error::BenchError> {
+    eprintln!("bench: warming up {upstream}");
+    for n in [64usize, 1024] {
+        let body = json!({"model": model, "prompt": vec![7u32; n], "max_tokens": 1});
+        http::post(client, &format!("{upstream}/v1/completions"), &body).await?;
+    }
+    Ok(())
+}
+
 /// Prompt tokens looked up and found cached between two `/metrics` scrapes of the engine.
 pub fn cache_deltas(engine: Engine, before: &str, after: &str) -> (f64, f64) {
     let c = engine.cache_counters();

@@ -42,11 +42,20 @@ pub struct OverheadArgs {
 
 /// One phase's reading.
 #[derive(Debug, Clone, Copy)]
-struct Sample {
-    rps: f64,
-    p50_us: f64,
-    p99_us: f64,
-    errors: u64,
+pub(crate) struct Sample {
+    pub rps: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub errors: u64,
+}
+
+/// Whether `--load` (auto, wrk or builtin) means wrk.
+pub(crate) fn use_wrk(load: &str) -> bool {
+    match load {
+        "wrk" => true,
+        "builtin" => false,
+        _ => wrk::available(),
+    }
 }
 
 /// Targets measured in one run.
@@ -58,11 +67,7 @@ enum Target {
 }
 
 pub async fn run(args: OverheadArgs) -> Result<(), BenchError> {
-    let use_wrk = match args.load.as_str() {
-        "wrk" => true,
-        "builtin" => false,
-        _ => wrk::available(),
-    };
+    let use_wrk = use_wrk(&args.load);
     let (upstream, _keep) = start_upstream(args.nginx)?;
     let proxy_addr = free_port()?;
     let mut proxy = ProxyChild::spawn(proxy_addr, upstream)?;
@@ -88,8 +93,8 @@ pub async fn run(args: OverheadArgs) -> Result<(), BenchError> {
                 "bench overhead: round {round}/{}, {target:?} ...",
                 args.repeat
             );
-            let one = measure(use_wrk, *addr, path, 1, args.duration).await?;
-            let many = measure(use_wrk, *addr, path, args.concurrency, args.duration).await?;
+            let one = measure(use_wrk, *addr, path, None, 1, args.duration).await?;
+            let many = measure(use_wrk, *addr, path, None, args.concurrency, args.duration).await?;
             this.push((*target, one, many));
         }
         rounds.push(this);
@@ -100,17 +105,20 @@ pub async fn run(args: OverheadArgs) -> Result<(), BenchError> {
     Ok(())
 }
 
-async fn measure(
+/// One phase: `path` loaded at `concurrency` for `duration` (a POST of the JSON `body` when
+/// given), by wrk or the built-in generator.
+pub(crate) async fn measure(
     use_wrk: bool,
     addr: SocketAddr,
     path: &str,
+    body: Option<&str>,
     concurrency: usize,
     duration: Duration,
 ) -> Result<Sample, BenchError> {
     if use_wrk {
         // wrk has no warm-up: a short unmeasured run opens the connections first.
-        let _ = wrk::run(addr, path, concurrency, Duration::from_secs(1))?;
-        let r = wrk::run(addr, path, concurrency, duration)?;
+        let _ = wrk::run_with(addr, path, body, concurrency, Duration::from_secs(1))?;
+        let r = wrk::run_with(addr, path, body, concurrency, duration)?;
         return Ok(Sample {
             rps: r.rps,
             p50_us: r.p50_us,
@@ -119,7 +127,8 @@ async fn measure(
         });
     }
     let warmup = Duration::from_millis(500);
-    let r = loadgen::run(addr, path, concurrency, warmup, duration).await?;
+    let body = body.map(|b| bytes::Bytes::from(b.to_string()));
+    let r = loadgen::run_with(addr, path, body, concurrency, warmup, duration).await?;
     Ok(Sample {
         rps: r.rps,
         p50_us: r.quantile_us(0.5),
@@ -340,7 +349,7 @@ impl Drop for ProxyChild {
     }
 }
 
-fn free_port() -> Result<SocketAddr, BenchError> {
+pub(crate) fn free_port() -> Result<SocketAddr, BenchError> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")
         .map_err(BenchError::io("finding a free port"))?;
     l.local_addr()

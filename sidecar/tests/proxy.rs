@@ -131,12 +131,7 @@ async fn dead_upstream_gets_503_within_one_second() {
     let client = reqwest::Client::new();
     for _ in 0..3 {
         let t = Instant::now();
-        let resp = client
-            .post(proxy.url("/v1/completions"))
-            .body(r#"{"prompt":"x"}"#)
-            .send()
-            .await
-            .expect("send");
+        let resp = post_completion(&client, &proxy).await;
         assert!(
             t.elapsed() < Duration::from_secs(1),
             "took {:?}",
@@ -194,6 +189,16 @@ async fn closing_upstream(posts: Arc<AtomicUsize>) -> String {
     format!("http://{addr}")
 }
 
+/// POST /v1/completions with a minimal body through `proxy`.
+async fn post_completion(client: &reqwest::Client, proxy: &TestProxy) -> reqwest::Response {
+    client
+        .post(proxy.url("/v1/completions"))
+        .body(r#"{"prompt":"x"}"#)
+        .send()
+        .await
+        .expect("send")
+}
+
 #[tokio::test]
 async fn a_replica_that_closes_before_answering_is_retried_once_elsewhere() {
     let posts = Arc::new(AtomicUsize::new(0));
@@ -202,12 +207,7 @@ async fn a_replica_that_closes_before_answering_is_retried_once_elsewhere() {
     let proxy = TestProxy::start(&[bad.clone(), good.url()], |_| {}).await;
     let client = reqwest::Client::new();
     for i in 0..6 {
-        let resp = client
-            .post(proxy.url("/v1/completions"))
-            .body(r#"{"prompt":"x"}"#)
-            .send()
-            .await
-            .expect("send");
+        let resp = post_completion(&client, &proxy).await;
         assert_eq!(resp.status(), 200, "request {i}");
     }
     assert!(
@@ -217,12 +217,7 @@ async fn a_replica_that_closes_before_answering_is_retried_once_elsewhere() {
     // Alone, it fails each request once and the answer says so (no endless resending).
     let alone = TestProxy::start(&[bad], |_| {}).await;
     let before = posts.load(Ordering::SeqCst);
-    let resp = client
-        .post(alone.url("/v1/completions"))
-        .body(r#"{"prompt":"x"}"#)
-        .send()
-        .await
-        .expect("send");
+    let resp = post_completion(&client, &alone).await;
     assert_eq!(resp.status(), 502);
     assert_eq!(error_code(resp).await, "upstream_error");
     assert_eq!(

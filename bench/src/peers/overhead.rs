@@ -5,70 +5,18 @@
 //! wrk is the load generator when on PATH (as the peers' own numbers are usually quoted),
 //! else the built-in one; load generator, gateway and upstream share this machine's cores.
 
-use std::time::Duration;
-
-use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::args::PeersArgs;
 use super::system::{self, RecacheSetup, System};
 use crate::error::BenchError;
-use crate::{loadgen, static_upstream, wrk};
+use crate::overhead::{measure, use_wrk};
+use crate::static_upstream;
 
 /// The request every system gets: a short text completion, as a client would send it.
 fn body() -> String {
     let words = "the quick brown fox jumps over the lazy dog ".repeat(12);
     json!({"model": "tiny-qwen2", "prompt": words.trim_end(), "max_tokens": 1}).to_string()
-}
-
-/// One phase's reading: requests/s, p50 and p99 in µs, errors.
-struct Phase {
-    rps: f64,
-    p50_us: f64,
-    p99_us: f64,
-    errors: u64,
-}
-
-async fn phase(
-    use_wrk: bool,
-    addr: std::net::SocketAddr,
-    concurrency: usize,
-    duration: Duration,
-) -> Result<Phase, BenchError> {
-    let b = body();
-    if use_wrk {
-        // wrk has no warm-up: a short unmeasured run opens the connections first.
-        let _ = wrk::run_with(
-            addr,
-            "/v1/completions",
-            Some(&b),
-            concurrency,
-            Duration::from_secs(1),
-        )?;
-        let r = wrk::run_with(addr, "/v1/completions", Some(&b), concurrency, duration)?;
-        return Ok(Phase {
-            rps: r.rps,
-            p50_us: r.p50_us,
-            p99_us: r.p99_us,
-            errors: r.errors,
-        });
-    }
-    let warmup = Duration::from_millis(500);
-    let r = loadgen::run_with(
-        addr,
-        "/v1/completions",
-        Some(Bytes::from(b)),
-        concurrency,
-        warmup,
-        duration,
-    )
-    .await?;
-    Ok(Phase {
-        rps: r.rps,
-        p50_us: r.quantile_us(0.5),
-        p99_us: r.quantile_us(0.99),
-        errors: r.errors,
-    })
 }
 
 /// One round: each system (in `order`) at concurrency 1 and `--concurrency`, each phase paired
@@ -79,10 +27,17 @@ pub async fn round(
     order: &[System],
     round: u32,
 ) -> Result<Vec<Value>, BenchError> {
-    let use_wrk = match args.load.as_str() {
-        "wrk" => true,
-        "builtin" => false,
-        _ => wrk::available(),
+    let use_wrk = use_wrk(&args.load);
+    let b = body();
+    let phase = |addr, concurrency| {
+        measure(
+            use_wrk,
+            addr,
+            "/v1/completions",
+            Some(&b),
+            concurrency,
+            args.duration,
+        )
     };
     let upstream = static_upstream::spawn()?;
     let replicas = [format!("http://{}", upstream.addr)];
@@ -95,10 +50,10 @@ pub async fn round(
         let running = system::start(s, venv, &replicas, &RecacheSetup::default()).await?;
         // Direct and through the system back to back, per phase: a paired reading (an idle
         // core wakes slowly, so a direct reading taken apart from its pair would drift).
-        let d1 = phase(use_wrk, upstream.addr, 1, args.duration).await?;
-        let p1 = phase(use_wrk, running.addr, 1, args.duration).await?;
-        let dn = phase(use_wrk, upstream.addr, args.concurrency, args.duration).await?;
-        let pn = phase(use_wrk, running.addr, args.concurrency, args.duration).await?;
+        let d1 = phase(upstream.addr, 1).await?;
+        let p1 = phase(running.addr, 1).await?;
+        let dn = phase(upstream.addr, args.concurrency).await?;
+        let pn = phase(running.addr, args.concurrency).await?;
         drop(running);
         rows.push(json!({
             "system": s.name(), "workload": "overhead", "round": round,

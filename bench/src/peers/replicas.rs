@@ -3,8 +3,6 @@
 //! when the run ends), warmed up once so no system's numbers carry a fresh engine's first
 //! slow requests; and what the rows need of them: cache resets, counter scrapes.
 
-use serde_json::json;
-
 use super::args::PeersArgs;
 use crate::engine_ops;
 use crate::error::BenchError;
@@ -52,11 +50,7 @@ impl Replicas {
         let engine = engine_ops::resolve(client, &urls[0], Some(Engine::Vllm)).await;
         let model = http::first_model(client, &urls[0]).await?;
         for up in &urls {
-            eprintln!("[peers] warming up {up}");
-            for n in [64usize, 1024] {
-                let body = json!({"model": model, "prompt": vec![7u32; n], "max_tokens": 1});
-                http::post(client, &format!("{up}/v1/completions"), &body).await?;
-            }
+            engine_ops::warm_up(client, up, &model).await?;
         }
         Ok(Self {
             kv_bytes: urls.len() as u64

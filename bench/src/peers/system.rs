@@ -12,6 +12,7 @@ use super::args::Peer;
 use super::install;
 use crate::error::BenchError;
 use crate::http;
+use crate::overhead::free_port;
 
 /// One system of the comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -57,13 +58,6 @@ impl Drop for Running {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-pub fn free_port() -> Result<SocketAddr, BenchError> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")
-        .map_err(BenchError::io("finding a free port"))?;
-    l.local_addr()
-        .map_err(BenchError::io("finding a free port"))
 }
 
 /// Starts `system` in front of `replicas` and waits until it answers its readiness route.

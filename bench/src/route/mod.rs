@@ -102,11 +102,7 @@ pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
         // A fresh engine's first requests can take minutes (kernel warm-up); that must not
         // land in the first strategy's numbers.
         for up in &args.upstream {
-            eprintln!("[route] warming up {up}");
-            for n in [64usize, 1024] {
-                let body = json!({"model": model, "prompt": vec![7u32; n], "max_tokens": 1});
-                http::post(&client, &format!("{up}/v1/completions"), &body).await?;
-            }
+            engine_ops::warm_up(&client, up, &model).await?;
         }
         let mut rows = Vec::new();
         for (routing, spec) in routings.iter().zip(&args.strategies) {

@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use http::Response;
-use support::{FakeUpstream, TestProxy, body, error_code, json, wait_for, wait_until};
+use support::{
+    FakeUpstream, TestProxy, body, error_code, json, post_completion, wait_for, wait_until,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -164,67 +166,6 @@ async fn slow_upstream_gets_504() {
     assert_eq!(resp.status(), 504);
     assert!(t.elapsed() < Duration::from_secs(2));
     assert_eq!(error_code(resp).await, "upstream_timeout");
-}
-
-/// An upstream that reads each POST and closes the connection without a word (an engine
-/// dying mid-request), counting them; other requests (health probes) get `{}`.
-async fn closing_upstream(posts: Arc<AtomicUsize>) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            let posts = posts.clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let _ = s.read(&mut buf).await;
-                if buf.starts_with(b"POST ") {
-                    posts.fetch_add(1, Ordering::SeqCst);
-                    return; // dropped: closed before answering
-                }
-                let ok = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}";
-                let _ = s.write_all(ok.as_bytes()).await;
-            });
-        }
-    });
-    format!("http://{addr}")
-}
-
-/// POST /v1/completions with a minimal body through `proxy`.
-async fn post_completion(client: &reqwest::Client, proxy: &TestProxy) -> reqwest::Response {
-    client
-        .post(proxy.url("/v1/completions"))
-        .body(r#"{"prompt":"x"}"#)
-        .send()
-        .await
-        .expect("send")
-}
-
-#[tokio::test]
-async fn a_replica_that_closes_before_answering_is_retried_once_elsewhere() {
-    let posts = Arc::new(AtomicUsize::new(0));
-    let bad = closing_upstream(posts.clone()).await;
-    let good = FakeUpstream::start(|_| async { json(r#"{"ok":1}"#) }).await;
-    let proxy = TestProxy::start(&[bad.clone(), good.url()], |_| {}).await;
-    let client = reqwest::Client::new();
-    for i in 0..6 {
-        let resp = post_completion(&client, &proxy).await;
-        assert_eq!(resp.status(), 200, "request {i}");
-    }
-    assert!(
-        posts.load(Ordering::SeqCst) >= 1,
-        "the closing replica was never tried first: the test proves nothing"
-    );
-    // Alone, it fails each request once and the answer says so (no endless resending).
-    let alone = TestProxy::start(&[bad], |_| {}).await;
-    let before = posts.load(Ordering::SeqCst);
-    let resp = post_completion(&client, &alone).await;
-    assert_eq!(resp.status(), 502);
-    assert_eq!(error_code(resp).await, "upstream_error");
-    assert_eq!(
-        posts.load(Ordering::SeqCst) - before,
-        1,
-        "sent once, not resent to itself"
-    );
 }
 
 /// An upstream speaking raw HTTP/1.1: answers a POST with one SSE response on its

@@ -8,8 +8,10 @@
 //!   what each replica caches ([`mirror`]: per-replica KV-event mirrors, checked by canaries),
 //! - the retry executor: a call that cannot connect is retried on another replica while the
 //!   caller has waited under [`RETRY_BUDGET`]; a call whose replica failed before answering
-//!   (closed the connection: it died mid-request) is sent once more, to another replica;
-//!   timeouts are not retried (the engine is still working on it),
+//!   (closed the connection: it died mid-request) or answered with a server error (5xx:
+//!   a dying or overloaded engine) is sent once more, to another healthy replica, and that
+//!   replica's answer is the one passed on (the first 5xx when there is none); timeouts are
+//!   not retried (the engine is still working on it),
 //! - deadlines: a generation call made for a request with a deadline waits for a place in its
 //!   replica's window or is refused ([`crate::slo`]), and the replica is chosen by the rule
 //!   composed with predicted completion times ([`crate::slo::dispatch`]),
@@ -219,13 +221,16 @@ impl EngineClient {
 
     /// Sends `out` to the replica the routing rule picks (or the one its GR hint names, on
     /// the first try, while healthy), moving on to the next one when the connection fails
-    /// (within [`RETRY_BUDGET`]) or, once, when the replica failed before answering.
+    /// (within [`RETRY_BUDGET`]) or, once, when the replica failed before answering or
+    /// answered a server error.
     pub async fn send(&self, out: Outgoing<'_>) -> Result<Answer, ClientError> {
         let started = Instant::now();
         let headers = pass_on(out.headers);
         let mut tried = Vec::new();
         let mut last_error = ClientError::NoHealthyUpstream;
         let mut resent_after_failure = false;
+        // A 5xx answer held while the call is sent once more (see `Ok` below).
+        let mut server_error: Option<Answer> = None;
         let slot = self.route.load_full();
         let deadline = slo::current()
             .filter(|_| self.settings.slo.enabled && slo::is_generation(out.hint.path));
@@ -273,10 +278,25 @@ impl EngineClient {
             match sent {
                 Ok(response) => {
                     replica.set_healthy(true);
-                    return Ok(Answer {
+                    let answer = Answer {
                         response,
                         in_flight,
-                    });
+                    };
+                    let status = answer.response.status();
+                    // A 5xx is the engine failing, not the request (vLLM and SGLang answer
+                    // bad input with 4xx): nothing has reached the caller yet, so it gets the
+                    // same single re-send as a replica that died. The 5xx is kept and passed
+                    // on if no other replica can take the call.
+                    if !status.is_server_error()
+                        || resent_after_failure
+                        || !self.another_healthy(&tried)
+                    {
+                        return Ok(answer);
+                    }
+                    replica.count_failure(FailureKind::ServerError);
+                    tracing::warn!(upstream = label, %status, "upstream answered a server error, sending once more elsewhere");
+                    resent_after_failure = true;
+                    server_error = Some(answer);
                 }
                 Err(SendError::Dial(source)) => {
                     in_flight.not_served();
@@ -304,21 +324,29 @@ impl EngineClient {
                     // but compute). Once only: a request that breaks every engine must not
                     // go round them all.
                     if resent_after_failure {
-                        return Err(failed);
+                        return server_error.ok_or(failed);
                     }
                     resent_after_failure = true;
                     last_error = failed;
                 }
                 Err(SendError::Timeout) => {
                     replica.count_failure(FailureKind::Timeout);
-                    return Err(ClientError::Timeout {
+                    return server_error.ok_or(ClientError::Timeout {
                         upstream: replica.label.clone(),
                         after: self.settings.upstream_timeout,
                     });
                 }
             }
         }
-        Err(last_error)
+        match server_error {
+            Some(answer) => Ok(answer),
+            None => Err(last_error),
+        }
+    }
+
+    /// Whether a healthy replica outside `tried` could take a call that is sent again.
+    fn another_healthy(&self, tried: &[usize]) -> bool {
+        (self.replicas.iter().enumerate()).any(|(i, r)| !tried.contains(&i) && r.is_healthy())
     }
 
     /// Sends a JSON body (or none) to `path` and reads the whole answer as JSON.

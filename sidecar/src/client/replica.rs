@@ -30,6 +30,7 @@ struct Gauges {
     failed: IntCounter,
     timeouts: IntCounter,
     stream: IntCounter,
+    server_error: IntCounter,
     routed: IntCounter,
 }
 
@@ -41,6 +42,8 @@ pub enum FailureKind {
     Timeout,
     /// The response body broke off mid-stream.
     Stream,
+    /// A 5xx answer, sent once more to another replica.
+    ServerError,
 }
 
 /// One engine replica.
@@ -107,6 +110,7 @@ impl Replica {
             failed: errors("failed"),
             timeouts: errors("timeout"),
             stream: errors("stream"),
+            server_error: errors("server_error"),
             routed: metrics.upstream_routed.with_label_values(&[l]),
         };
         gauges.healthy.set(1);
@@ -198,6 +202,7 @@ impl Replica {
                 FailureKind::Failed => g.failed.inc(),
                 FailureKind::Timeout => g.timeouts.inc(),
                 FailureKind::Stream => g.stream.inc(),
+                FailureKind::ServerError => g.server_error.inc(),
             }
         }
     }

@@ -191,3 +191,13 @@ pub async fn error_code(resp: reqwest::Response) -> String {
     );
     err["code"].as_str().expect("code").to_string()
 }
+
+/// POST /v1/completions with a minimal body through `proxy`.
+pub async fn post_completion(client: &reqwest::Client, proxy: &TestProxy) -> reqwest::Response {
+    client
+        .post(proxy.url("/v1/completions"))
+        .body(r#"{"prompt":"x"}"#)
+        .send()
+        .await
+        .expect("send")
+}

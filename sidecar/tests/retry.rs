@@ -38,7 +38,7 @@ async fn closing_upstream(posts: Arc<AtomicUsize>) -> String {
 
 /// An upstream that answers every POST with `status` and a body naming it (counting them);
 /// health probes get `{}`.
-async fn failing_upstream(status: StatusCode, posts: Arc<AtomicUsize>) -> FakeUpstream {
+async fn counting_upstream(status: StatusCode, posts: Arc<AtomicUsize>) -> FakeUpstream {
     FakeUpstream::start(move |req| {
         let posts = posts.clone();
         async move {
@@ -88,7 +88,7 @@ async fn a_replica_that_closes_before_answering_is_retried_once_elsewhere() {
 #[tokio::test]
 async fn a_server_error_is_sent_once_more_elsewhere_and_counted() {
     let posts = Arc::new(AtomicUsize::new(0));
-    let bad = failing_upstream(StatusCode::INTERNAL_SERVER_ERROR, posts.clone()).await;
+    let bad = counting_upstream(StatusCode::INTERNAL_SERVER_ERROR, posts.clone()).await;
     let good = FakeUpstream::start(|_| async { json(r#"{"ok":1}"#) }).await;
     let proxy = TestProxy::start(&[bad.url(), good.url()], |_| {}).await;
     let client = reqwest::Client::new();
@@ -114,8 +114,8 @@ async fn a_server_error_is_sent_once_more_elsewhere_and_counted() {
 #[tokio::test]
 async fn a_server_error_with_nowhere_else_to_go_is_passed_on_after_one_resend() {
     let (a_posts, b_posts) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let a = failing_upstream(StatusCode::SERVICE_UNAVAILABLE, a_posts.clone()).await;
-    let b = failing_upstream(StatusCode::INTERNAL_SERVER_ERROR, b_posts.clone()).await;
+    let a = counting_upstream(StatusCode::SERVICE_UNAVAILABLE, a_posts.clone()).await;
+    let b = counting_upstream(StatusCode::INTERNAL_SERVER_ERROR, b_posts.clone()).await;
     let client = reqwest::Client::new();
     // Alone: the engine's own answer, sent once.
     let alone = TestProxy::start(&[a.url()], |_| {}).await;
@@ -142,18 +142,8 @@ async fn a_server_error_with_nowhere_else_to_go_is_passed_on_after_one_resend() 
 #[tokio::test]
 async fn a_client_error_is_passed_on_and_never_sent_again() {
     let (bad_posts, good_posts) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let bad = failing_upstream(StatusCode::BAD_REQUEST, bad_posts.clone()).await;
-    let counted = good_posts.clone();
-    let good = FakeUpstream::start(move |req| {
-        let counted = counted.clone();
-        async move {
-            if req.method() == Method::POST {
-                counted.fetch_add(1, Ordering::SeqCst);
-            }
-            json(r#"{"ok":1}"#)
-        }
-    })
-    .await;
+    let bad = counting_upstream(StatusCode::BAD_REQUEST, bad_posts.clone()).await;
+    let good = counting_upstream(StatusCode::OK, good_posts.clone()).await;
     let proxy = TestProxy::start(&[bad.url(), good.url()], |_| {}).await;
     let client = reqwest::Client::new();
     let mut refused = 0;

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::replica::Replica;
+use super::replica::{Replica, can_take};
 use super::route::RouteHint;
 use super::{ClientError, EngineClient, mirror, route};
 use crate::slo::{self, Deadline, Demand, Permit};
@@ -27,7 +27,7 @@ impl EngineClient {
             .replicas
             .iter()
             .enumerate()
-            .filter(|(i, r)| !tried.contains(i) && r.is_healthy())
+            .filter(|&(i, _)| can_take(&self.replicas, tried, i))
             .map(|(i, r)| {
                 let d = uncached(r, demand, hint);
                 (i, r.slo.predict_completion_ms(d, r.in_flight()))

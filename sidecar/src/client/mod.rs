@@ -338,15 +338,12 @@ impl EngineClient {
                 }
             }
         }
-        match server_error {
-            Some(answer) => Ok(answer),
-            None => Err(last_error),
-        }
+        server_error.ok_or(last_error)
     }
 
     /// Whether a healthy replica outside `tried` could take a call that is sent again.
     fn another_healthy(&self, tried: &[usize]) -> bool {
-        (self.replicas.iter().enumerate()).any(|(i, r)| !tried.contains(&i) && r.is_healthy())
+        (0..self.replicas.len()).any(|i| replica::can_take(&self.replicas, tried, i))
     }
 
     /// Sends a JSON body (or none) to `path` and reads the whole answer as JSON.

@@ -208,6 +208,12 @@ impl Replica {
     }
 }
 
+/// Whether replica `i` may take a call now: healthy and not yet tried for it. What every
+/// replica choice (routing rules, deadline dispatch, the client's re-send) filters by.
+pub fn can_take(replicas: &[Arc<Replica>], tried: &[usize], i: usize) -> bool {
+    !tried.contains(&i) && replicas[i].is_healthy()
+}
+
 /// Counts one outstanding request against a replica until dropped (when the response body has
 /// been sent in full, or the client went away).
 #[derive(Debug)]

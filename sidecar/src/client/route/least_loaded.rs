@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{ReplicaChoice, RouteHint};
-use crate::client::replica::Replica;
+use crate::client::replica::{Replica, can_take};
 
 #[derive(Debug, Default)]
 pub struct LeastLoaded {
@@ -26,7 +26,7 @@ impl ReplicaChoice for LeastLoaded {
         let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
         (0..n)
             .map(|i| (start + i) % n)
-            .filter(|i| !tried.contains(i) && replicas[*i].is_healthy())
+            .filter(|&i| can_take(replicas, tried, i))
             .min_by_key(|i| replicas[*i].in_flight())
     }
 }

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use super::sent::Sent;
 use super::{ReplicaChoice, RouteHint};
 use crate::client::mirror;
-use crate::client::replica::Replica;
+use crate::client::replica::{Replica, can_take};
 
 /// Requests over which the recent share is counted (decay 1 − 1/WINDOW per decision).
 pub const WINDOW: f64 = 1000.0;
@@ -133,9 +133,7 @@ impl Prefix {
             s.sent.resize_with(n, Sent::default);
             s.recent.resize(n, 0.0);
         }
-        let candidates: Vec<usize> = (0..n)
-            .filter(|i| !tried.contains(i) && replicas[*i].is_healthy())
-            .collect();
+        let candidates: Vec<usize> = (0..n).filter(|&i| can_take(replicas, tried, i)).collect();
         if candidates.is_empty() {
             return None;
         }

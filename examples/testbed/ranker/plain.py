@@ -207,30 +207,35 @@ def loss_of(model, b, hp, amp):
 
 
 def init_readout(model, gain, scale, dims=32):
-    """hp readout_init (with `item_init`, one head of `hidden` dims): the last layer's
-    attention starts as the pointer the aux losses teach. Its query and key read the
-    residual's first `dims` dims (where `item_init` put the teacher's item factors) into the
+    """hp readout_init (with `item_init`): the last layer's last head (the one `aux_point`
+    reads) starts as the pointer the aux losses teach. Its query and key read the residual's
+    first `dims` dims (where `item_init` put the teacher's item factors) into the head's
     slowest RoPE pairs, so the score barely depends on distance; its value and output pass
-    the residual through x`scale` (an item's own label, `aux_label`, to the final token).
+    the residual's first `head_dim` dims through x`scale` (an item's own label, `aux_label`,
+    to the final token). With one head (the recipe) that is the whole residual; with more
+    (a capacity variant, hp `heads`/`kv_heads`) the other heads keep their random init.
     Everything stays trainable."""
     a = model.model.layers[-1].self_attn
     d = a.head_dim
     hidden = a.q_proj.weight.shape[1]
-    if a.q_proj.weight.shape[0] != d or d != hidden:
-        raise SystemExit("[plain] readout_init needs heads 1 and kv_heads 1")
+    heads, kv_heads = a.q_proj.weight.shape[0] // d, a.k_proj.weight.shape[0] // d
+    if dims > d or d > hidden:
+        raise SystemExit(f"[plain] readout_init needs head_dim >= {dims} (has {d})")
+    h = heads - 1
+    q0, k0 = h * d, (h // (heads // kv_heads)) * d  # its query rows, its key/value head's
     half = d // 2
     slow = [half - dims // 2 + j % (dims // 2) + half * (j // (dims // 2)) for j in range(dims)]
     with torch.no_grad():
-        for w in (a.q_proj.weight, a.k_proj.weight):
-            w.zero_()
-        for proj in (a.q_proj, a.k_proj, a.v_proj):
+        a.q_proj.weight[q0:q0 + d].zero_()
+        a.k_proj.weight[k0:k0 + d].zero_()
+        for proj, at in ((a.q_proj, q0), (a.k_proj, k0), (a.v_proj, k0)):
             if proj.bias is not None:
-                proj.bias.zero_()
+                proj.bias[at:at + d].zero_()
         for j, row in enumerate(slow):
-            a.q_proj.weight[row, j] = gain
-            a.k_proj.weight[row, j] = 1.0
-        a.v_proj.weight.copy_(torch.eye(d))
-        a.o_proj.weight.copy_(scale * torch.eye(d))
+            a.q_proj.weight[q0 + row, j] = gain
+            a.k_proj.weight[k0 + row, j] = 1.0
+        a.v_proj.weight[k0:k0 + d].copy_(torch.eye(d, hidden))
+        a.o_proj.weight[:, q0:q0 + d].copy_(scale * torch.eye(hidden, d))
 
 
 def start_from(trainer, path, train_only):

@@ -70,9 +70,16 @@ fn index(a: IndexArgs) -> Result<(), ItemsError> {
         token_base: a.token_base,
         dims: a.dims,
     };
-    let bar = crate::progress::Progress::new(super::semantic::ITERATIONS as u64, "k-means passes");
-    let (file, stats) = build_index(&a.items, &args, &mut |done, _| bar.set(done as u64))?;
-    bar.finish();
+    // The pass count is levels x iterations, and `levels` 0 is chosen from the catalog inside
+    // build_index: the bar takes its length from the first report.
+    let mut bar: Option<crate::progress::Progress> = None;
+    let (file, stats) = build_index(&a.items, &args, &mut |done, total| {
+        bar.get_or_insert_with(|| crate::progress::Progress::new(total as u64, "k-means passes"))
+            .set(done as u64)
+    })?;
+    if let Some(bar) = bar {
+        bar.finish();
+    }
     let text = serde_json::to_string(&file).unwrap_or_default();
     RetrieveIndex::new(file)?;
     write_atomic(&a.out, text.as_bytes())?;

@@ -26,5 +26,28 @@ fn main() -> anyhow::Result<()> {
         .init();
     let cli = Cli::parse();
     let runtime = tokio::runtime::Runtime::new().context("starting the tokio runtime")?;
-    Ok(runtime.block_on(cli.command.run())?)
+    runtime.block_on(async {
+        tokio::select! {
+            done = cli.command.run() => Ok(done?),
+            // Returning drops the benchmark's future and with it the children it started
+            // (`recache serve`, testbeds), which a process dying on the signal would leave
+            // running: `bench slo` killed by SIGTERM left its two serve children behind.
+            signal = stop_signal() => Err(anyhow::anyhow!("recache bench: interrupted ({signal})")),
+        }
+    })
+}
+
+/// The first SIGINT or SIGTERM (`kill`, a CI timeout, a container stop).
+async fn stop_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! {
+            _ = tokio::signal::ctrl_c() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+        },
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            "SIGINT"
+        }
+    }
 }

@@ -8,7 +8,14 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+
+/// Held while a test writes an executable and while it spawns one. A child forked by one
+/// test thread keeps a copy of every descriptor open in the process until it execs, so an
+/// executable another thread is still writing stays open for writing in that child, and
+/// running it fails with ETXTBSY ("Text file busy"): writes and forks must not overlap.
+static EXEC: Mutex<()> = Mutex::new(());
 
 /// A folder with a copy of `recache` and, when `stand_in` is given, a `recache-bench` script.
 fn folder(name: &str, stand_in: Option<&str>) -> (tempfile::TempDir, PathBuf) {
@@ -17,6 +24,7 @@ fn folder(name: &str, stand_in: Option<&str>) -> (tempfile::TempDir, PathBuf) {
         .tempdir()
         .expect("temp dir");
     let recache = dir.path().join("recache");
+    let _exec = EXEC.lock().unwrap_or_else(|e| e.into_inner());
     std::fs::copy(env!("CARGO_BIN_EXE_recache"), &recache).expect("copy recache");
     if let Some(script) = stand_in {
         let bench = dir.path().join("recache-bench");
@@ -27,11 +35,18 @@ fn folder(name: &str, stand_in: Option<&str>) -> (tempfile::TempDir, PathBuf) {
 }
 
 fn run(recache: &Path, args: &[&str]) -> Output {
-    Command::new(recache)
-        .args(args)
-        .env("RECACHE_LOG", "error")
-        .output()
-        .expect("run recache")
+    let child = {
+        let _exec = EXEC.lock().unwrap_or_else(|e| e.into_inner());
+        Command::new(recache)
+            .args(args)
+            .env("RECACHE_LOG", "error")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run recache")
+    };
+    child.wait_with_output().expect("recache's output")
 }
 
 /// Prints each argument on its own line and exits 7.

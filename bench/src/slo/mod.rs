@@ -38,15 +38,11 @@ use crate::error::BenchError;
 use crate::http::client;
 use recache::harness::Progress;
 
+/// Runs the benchmark. An interrupt (SIGINT/SIGTERM) is `recache-bench`'s main's to handle:
+/// it drops this future, and with it the serve children (killed).
 pub async fn run(args: SloArgs) -> Result<(), BenchError> {
     args.check()?;
-    tokio::select! {
-        done = bench(&args) => done,
-        _ = tokio::signal::ctrl_c() => {
-            // Returning drops the children (killed), unlike dying on the signal.
-            Err(BenchError::Setup("bench slo: interrupted".into()))
-        }
-    }
+    bench(&args).await
 }
 
 async fn bench(args: &SloArgs) -> Result<(), BenchError> {

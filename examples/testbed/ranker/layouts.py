@@ -5,10 +5,13 @@ equivalence on the real engine for pos=true and link), without an engine, so eac
 quality is measured apart from serving noise.
 
 Variants (comma-separated, `name[:opt=val...]`):
-- `up`, `uprev` (user-first, items in request order / reversed), `ip` (item-first, hot-first);
+- `up`, `uprev` (user-first, items in request order / reversed), `ip` (item-first, hot-first;
+  `ip:labels=slot` gives it the pooled layout's labels, pool slots);
 - `pool0`: every candidate resident in the pool (labels from pool slots, each item computed
   alone at a shared start), then profile and instruction; options:
   `pos=true` (pooled K at its true position: the connector's segment `pos`),
+  `labels=pos` (positional labels, as `ip`, instead of pool slots: not servable, since a
+  pooled entry is shared by every request; it separates the label from the context),
   `link=N` (first N tokens of every item sent again after the pooled run, in context:
   `--rank-pool-recompute link:k=N`), `hdr=1` (items computed after a header),
   `after=id|label` (that token of every item re-sent after the run),
@@ -87,7 +90,7 @@ def build(variant, prof, cands, hot, slots):
     if name == "ip":
         toks, labs = [], [0] * k
         for r, j in enumerate(hot):
-            labs[j] = LB + r
+            labs[j] = LB + MI + slots[j] if opt.get("labels") == "slot" else LB + r
             toks += [LB + r] + item(cands[j])
         toks += prof + instr
         n = len(toks)
@@ -99,7 +102,7 @@ def build(variant, prof, cands, hot, slots):
     hdr = HEADER if opt.get("hdr", "0") == "1" else []
     toks, pos, block, labs = list(hdr), list(range(len(hdr))), [-1] * len(hdr), [0] * k
     for r, j in enumerate(hot):
-        labs[j] = LB + MI + slots[j]
+        labs[j] = LB + r if opt.get("labels") == "pos" else LB + MI + slots[j]
         seg = [labs[j]] + item(cands[j])
         start = len(toks)
         toks += seg

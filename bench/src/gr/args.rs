@@ -158,6 +158,11 @@ pub struct GrArgs {
     /// engine only tokenizes); not for the pool modes, whose residency comes from the engine
     #[arg(long, requires = "trace_out")]
     pub trace_only: bool,
+    /// With --trace-only: also write the rewritten stream for a replay without vLLM
+    /// (`shim/gpu-replay`): the memory split, then per mode and request the layout chosen, the
+    /// profile's length and the items in prompt order
+    #[arg(long, value_name = "FILE", requires = "trace_only")]
+    pub replay_out: Option<PathBuf>,
 }
 
 /// Which request stream `bench gr` sends.

@@ -26,6 +26,7 @@ pub mod memory;
 pub mod modes;
 pub mod pool;
 pub mod proxy;
+pub mod replay_out;
 pub mod report;
 pub mod run;
 pub mod summary;
@@ -232,7 +233,15 @@ pub async fn run(args: GrArgs) -> Result<(), BenchError> {
             .unwrap_or(std::path::Path::new("gr.jsonl"));
         let arrivals: Vec<f64> = plan.iter().map(|p| p.at_s).collect();
         let upstream = first.upstream.clone();
-        trace::write_only(&args, &upstream, engine, &bodies, &arrivals, base).await?;
+        let replay = match &args.replay_out {
+            Some(p) => Some(replay_out::ReplayOut::create(p, &args, &memory)?),
+            None => None,
+        };
+        let out = trace::Outputs {
+            base,
+            replay: replay.as_ref(),
+        };
+        trace::write_only(&args, &upstream, engine, &bodies, &arrivals, out).await?;
         if let Engines::Testbed(tb) = &mut engines {
             tokio::task::block_in_place(|| tb.stop_all());
         }

@@ -53,16 +53,23 @@ pub fn refuse_trace_only(mode: Mode) -> Option<String> {
     })
 }
 
-/// Rewrites `bodies` (arriving at `arrivals_s`) with each mode's recache and writes the traces.
-/// `upstream` only tokenizes; nothing is scored.
+/// Where `--trace-only` writes: the traces (named from `base`) and the replay file.
+pub struct Outputs<'a> {
+    pub base: &'a Path,
+    pub replay: Option<&'a super::replay_out::ReplayOut>,
+}
+
+/// Rewrites `bodies` (arriving at `arrivals_s`) with each mode's recache and writes the traces
+/// (and the replay file). `upstream` only tokenizes; nothing is scored.
 pub async fn write_only(
     args: &GrArgs,
     upstream: &str,
     engine: recache_adapters::Engine,
     bodies: &[Arc<Value>],
     arrivals_s: &[f64],
-    base: &Path,
+    out: Outputs<'_>,
 ) -> Result<(), BenchError> {
+    let base = out.base;
     if let Some(why) = args.modes.iter().find_map(|&m| refuse_trace_only(m)) {
         return Err(BenchError::Setup(why));
     }
@@ -113,6 +120,9 @@ pub async fn write_only(
                 .map_err(|e| BenchError::Setup(format!("request {i}: {e}")))?;
             let at_ms = (arrivals_s[i] * 1000.0).round() as u64;
             let line = prepared.trace_line(&req, TRACE_BLOCK_TOKENS, at_ms);
+            if let Some(r) = out.replay {
+                r.request(mode.name(), i, at_ms, &req, &prepared)?;
+            }
             user_first += usize::from(prepared.kind == recache::harness::PrefixKind::User);
             blocks += line.hash_ids.len();
             sink.write(&line);
@@ -121,6 +131,9 @@ pub async fn write_only(
         bar.finish();
         sink.flush()
             .map_err(BenchError::io(format!("writing {}", path.display())))?;
+        if let Some(r) = out.replay {
+            r.finish()?;
+        }
         eprintln!(
             "bench gr: {}: wrote {} ({} requests, {} user-first, {} blocks of {} tokens)",
             mode.name(),

@@ -6,6 +6,9 @@ Load it with::
       "kv_connector_module_path": "recache_shim.item_pool", "kv_role": "kv_both",
       "kv_connector_extra_config": {"pool_bytes": 268435456}}'
 
+(``device_tier_bytes`` in the same object: on a GPU engine, that much GPU memory also holds the
+hottest entries, loaded in one launch for all layers: ``paged_kv.DeviceTier``.)
+
 Requests say what they want in ``kv_transfer_params`` (recache writes them):
 
 - fill: ``{"recache_pool": {"fill": KEY, "evict": [KEY..]}}`` — the whole prompt is one item
@@ -228,6 +231,9 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         self.loaded: dict[str, int] = {}
         # worker side
         self.pool_bytes = int(extra.get("pool_bytes", 256 << 20))
+        # GPU engines: bytes of GPU memory for the hottest entries (paged_kv.DeviceTier); size
+        # the engine's KV cache that much smaller (--kv-cache-memory) to keep memory equal.
+        self.tier_bytes = int(extra.get("device_tier_bytes", 0))
         self.rope = _model_rope(vllm_config)
         self.store = PoolStore()
         self.io: SlotIO | None = None
@@ -347,9 +353,10 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         try:
             kv0 = layers[0][2]
             self.paged = PagedBackend({n: kv for n, _, kv in layers}, kv0.shape[3] // 2,
-                                      self.rope, self.pool_bytes)
-            logger.info("recache item pool: paged %s cache, %d layers, arena %d rows",
-                        kv0.device, len(layers), self.paged.arena.capacity)
+                                      self.rope, self.pool_bytes, self.tier_bytes)
+            logger.info("recache item pool: paged %s cache, %d layers, arena %d rows, device "
+                        "tier %d rows", kv0.device, len(layers), self.paged.arena.capacity,
+                        self.paged.tier.arena.capacity if self.paged.tier else 0)
         except (LayoutError, RuntimeError, ValueError) as e:
             self.disabled = str(e)
             logger.warning("recache item pool disabled: %s", e)

@@ -20,6 +20,9 @@ Owns everything the connector (``item_pool``) needs beyond the CPU attention bac
   views and building the pointer tables per launch cost more than the kernel). K is
   re-rotated by RoPE when a segment's target position differs from the position it was
   computed at (``pos`` in the request's segments; 0, the shared start, by default).
+- **Device tier** (:class:`DeviceTier`, ``device_tier_bytes``): the hottest entries (BAT's
+  frequency per byte over recent loads) also in GPU memory, loaded in one launch for every
+  layer on the forward's stream before it starts; promotions are copied on the side stream.
 - **Fills**: the finished fill's rows are gathered from the engine's blocks into its arena range
   (device-to-host copies on the current stream, synchronised before the commit is reported).
 
@@ -107,12 +110,13 @@ def kv_views(kv: torch.Tensor, head_dim: int) -> tuple[torch.Tensor, torch.Tenso
 class ItemArena:
     """Pool rows of every layer; entries are ranges of slots (first fit, merged on free)."""
 
-    def __init__(self, layers: list[str], heads: int, dim: int, dtype, capacity: int, pin: bool):
+    def __init__(self, layers: list[str], heads: int, dim: int, dtype, capacity: int, pin: bool,
+                 device=None):
         self.layers, self.capacity = list(layers), capacity
         self.row_bytes = heads * dim * torch.empty(0, dtype=dtype).element_size()
         # Allocated pinned in place (a pageable copy first would double a GB-sized pool).
         make = (lambda: torch.empty(capacity, heads, dim, dtype=dtype, pin_memory=True)) if pin \
-            else (lambda: torch.zeros(capacity, heads, dim, dtype=dtype))
+            else (lambda: torch.zeros(capacity, heads, dim, dtype=dtype, device=device))
         self.k = {n: make() for n in self.layers}
         self.v = {n: make() for n in self.layers}
         self.free: list[tuple[int, int]] = [(0, capacity)]  # (start, length), by start
@@ -156,7 +160,7 @@ class PagedBackend:
     """Loads into and fills from vLLM 0.32 paged caches through the scatter kernel."""
 
     def __init__(self, kvs: dict[str, torch.Tensor], head_dim: int, rope: RopeSpec | None,
-                 pool_bytes: int):
+                 pool_bytes: int, tier_bytes: int = 0, tier_every: int = 64):
         self.names = list(kvs)
         self.views = {n: kv_views(kv, head_dim) for n, kv in kvs.items()}
         k0 = self.views[self.names[0]][0]
@@ -172,25 +176,31 @@ class PagedBackend:
                                              [self.views[n][0]], [self.views[n][1]])
                       for n in self.names}
         self.pending: dict[str, tuple[int, int]] = {}  # req_id -> arena range of a fill
+        self.tier = DeviceTier(self, tier_bytes // row, tier_every) if tier_bytes >= row else None
 
-    def _segments(self, loads):
-        """Kernel arguments of one step's loads: per part a segment, slots concatenated."""
+    def _segments(self, loads, tier: bool = False):
+        """Kernel arguments of one step's loads from the host arena (or, ``tier``, from the
+        device tier): per part a segment, its slots concatenated; None when there are none."""
         src, lens, pos, slots = [], [], [], []
         for op in loads:
+            run = 0  # a load's slots list its parts' tokens in order
             for key, off, n, p in op.parts:
                 hit = self.arena.entries.get(key)
                 if hit is None:
                     raise RuntimeError(f"recache item pool: scheduler claimed missing {key}")
                 if p and self.rope is None:
                     raise RuntimeError("recache item pool: re-rotation needs the model's RoPE")
-                src.append(hit[0] + off)
-                lens.append(n)
-                # Entry token j was computed at position j and lands at p + j: every token of
-                # the part shifts by p. The kernel shifts by dst_pos - stored_pos (0).
-                pos.append(p)
-            slots.extend(op.slots)
-        # A load's slots list its parts' tokens in order, so part i starts where the
-        # previous parts' tokens end.
+                in_tier = self.tier.entries.get(key) if self.tier else None
+                if (in_tier is not None) == tier:
+                    src.append((in_tier or hit)[0] + off)
+                    lens.append(n)
+                    # Entry token j was computed at position j and lands at p + j: every token
+                    # of the part shifts by p. The kernel shifts by dst_pos - stored_pos (0).
+                    pos.append(p)
+                    slots.extend(op.slots[run:run + n])
+                run += n
+        if not src:
+            return None
         offs, run = [], 0
         for n in lens:
             offs.append(run)
@@ -203,10 +213,19 @@ class PagedBackend:
         return [t.pin_memory().to(self.device, non_blocking=True) for t in host]
 
     def load(self, loads) -> None:
-        """Launch this step's loads, one launch and one event per layer (CPU: done now)."""
+        """Launch this step's loads (CPU: done now): the device tier's in one launch for every
+        layer on the forward's stream, before the forward; the host arena's one launch and one
+        event per layer on the side stream, so layer l's forward waits only for its own."""
         if not loads:
             return
         rope = self.rope or RopeSpec(self.dim, 10000.0)
+        if self.tier is not None:
+            for op in loads:
+                for key, _, n, _ in op.parts:
+                    self.tier.touch(key, n)
+            segs = self._segments(loads, tier=True)
+            if segs is not None:
+                self.tier.launch(segs, rope)
         stream = None
         if self.cuda:
             self.stream.wait_stream(torch.cuda.current_stream(self.device))
@@ -215,6 +234,8 @@ class PagedBackend:
                 segs = self._segments(loads)
         else:
             segs = self._segments(loads)
+        if segs is None:
+            return
         for name in self.names:
             self.plans[name].launch(*segs, stored_pos=0, rotary_dim=rope.rotary_dim,
                                     rope_theta=rope.theta, neox=rope.neox, stream=stream)
@@ -260,8 +281,12 @@ class PagedBackend:
         self.wait_all()
         if clear:
             self.arena.clear()
+            if self.tier:
+                self.tier.clear()
         for key in evict:
             self.arena.drop(key)
+            if self.tier:
+                self.tier.drop(key)
         if stores:
             self.settle()  # only steps with fills wait for their copies
         out = []
@@ -270,11 +295,15 @@ class PagedBackend:
             if hit is None:
                 continue
             self.arena.drop(op.key)  # a newer copy replaces the old one
+            if self.tier:
+                self.tier.drop(op.key)
             self.arena.entries[op.key] = hit
             out.append((op.req_id, op.key, self.arena.entry_bytes(hit[1])))
         for hit in self.pending.values():  # captured but not in this step's stores
             self.arena.release(*hit)
         self.pending.clear()
+        if self.tier:
+            self.tier.maybe_rebalance()
         return out
 
     def settle(self) -> None:
@@ -282,3 +311,109 @@ class PagedBackend:
         if self.cuda:
             torch.cuda.current_stream(self.device).synchronize()
 
+
+
+class DeviceTier:
+    """The hottest pooled entries also in GPU memory (``tier_bytes`` of it, taken out of the
+    engine's KV budget by whoever sizes the engine): loaded in one launch for every layer on the
+    forward's stream, which costs far less than per-layer launches interleaved with the
+    forward's GEMMs (docs/kernels-gpu.md). The host arena keeps every entry; the tier holds
+    copies. Which entries: BAT's frequency-per-byte rule over recent loads (each load of an
+    entry counts 1, halved at every rebalance, over its tokens), re-decided every
+    ``every`` loads; promotions are copied from the host arena on the side stream and the next
+    tier launch waits for them."""
+
+    def __init__(self, backend: "PagedBackend", rows: int, every: int):
+        self.b, self.every = backend, max(1, every)
+        self.arena = ItemArena(backend.names, backend.heads, backend.dim,
+                               backend.views[backend.names[0]][0].dtype, rows, pin=False,
+                               device=backend.device)
+        self.plan = kernels.ScatterPlan(
+            [self.arena.k[n] for n in backend.names], [self.arena.v[n] for n in backend.names],
+            [backend.views[n][0] for n in backend.names],
+            [backend.views[n][1] for n in backend.names])
+        self.heat: dict[str, float] = {}
+        self.sizes: dict[str, int] = {}
+        self.loads = 0
+        self.tokens = 0  # tokens loaded from the tier since start
+        self.ready = None  # CUDA event: promotions copied
+
+    @property
+    def entries(self):
+        return self.arena.entries
+
+    def touch(self, key: str, n: int) -> None:
+        self.heat[key] = self.heat.get(key, 0.0) + 1.0
+        self.sizes[key] = self.b.arena.entries.get(key, (0, n))[1]
+        self.loads += 1
+
+    def launch(self, segs, rope) -> None:
+        if self.b.cuda and self.ready is not None:
+            torch.cuda.current_stream(self.b.device).wait_event(self.ready)
+            self.ready = None
+        self.plan.launch(*segs, stored_pos=0, rotary_dim=rope.rotary_dim, rope_theta=rope.theta,
+                         neox=rope.neox)
+        self.tokens += int(segs[1].sum())
+
+    def drop(self, key: str) -> None:
+        self.arena.drop(key)
+        self.heat.pop(key, None)
+        self.sizes.pop(key, None)
+
+    def clear(self) -> None:
+        self.arena.clear()
+        self.heat.clear()
+        self.sizes.clear()
+
+    def maybe_rebalance(self) -> None:
+        if self.loads < self.every:
+            return
+        self.loads = 0
+        host = self.b.arena.entries
+        ranked = sorted((k for k in self.heat if k in host),
+                        key=lambda k: -self.heat[k] / max(self.sizes.get(k, 1), 1))
+        want, room = [], self.arena.capacity
+        for k in ranked:
+            n = host[k][1]
+            if n <= room:
+                want.append(k)
+                room -= n
+        keep = set(want)
+        for k in [k for k in self.arena.entries if k not in keep]:
+            self.arena.drop(k)
+        copy = []
+        for k in want:
+            if k in self.arena.entries:
+                continue
+            n = host[k][1]
+            start = self.arena.alloc(n)
+            if start is None:  # fragmented: try again at the next rebalance
+                continue
+            self.arena.entries[k] = (start, n)
+            copy.append((host[k][0], start, n))
+        for k in list(self.heat):
+            self.heat[k] *= 0.5
+            if self.heat[k] < 0.01:
+                self.heat.pop(k)
+                self.sizes.pop(k, None)
+        if copy:
+            self._copy(copy)
+
+    def _copy(self, copy) -> None:
+        b = self.b
+        if b.cuda:  # after everything queued so far, off the forward's stream
+            b.stream.wait_stream(torch.cuda.current_stream(b.device))
+            with torch.cuda.stream(b.stream):
+                self._rows(copy, non_blocking=True)
+                self.ready = torch.cuda.Event()
+                self.ready.record(b.stream)
+        else:
+            self._rows(copy, non_blocking=False)
+
+    def _rows(self, copy, non_blocking: bool) -> None:
+        for name in self.b.names:
+            for src, dst, n in copy:
+                self.arena.k[name][dst:dst + n].copy_(self.b.arena.k[name][src:src + n],
+                                                      non_blocking=non_blocking)
+                self.arena.v[name][dst:dst + n].copy_(self.b.arena.v[name][src:src + n],
+                                                      non_blocking=non_blocking)

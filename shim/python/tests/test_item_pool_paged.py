@@ -189,6 +189,54 @@ def test_scatter_plan_checks_once_and_launches_many():
     assert torch.equal(v[sl // BS, sl % BS], pool[1][:10])
 
 
+def test_device_tier_takes_the_hottest_entry_and_loads_it_the_same():
+    """With a device tier of one entry, the entry loaded most is promoted at a rebalance and
+    then loaded from the tier (one launch for every layer), writing what the host path writes:
+    V exact, K rotated to its position."""
+    from recache_shim.paged_kv import PagedBackend
+
+    blocks, n = 8, 6
+    kvs = {name: torch.zeros(blocks, HEADS, BS, 2 * DIM, dtype=torch.bfloat16)
+           for name in LAYERS}
+    rope = RopeSpec(DIM, THETA)
+    row = 2 * HEADS * DIM * 2 * len(LAYERS)
+    b = PagedBackend(kvs, DIM, rope, pool_bytes=64 * row, tier_bytes=n * row, tier_every=2)
+    assert b.tier is not None and b.tier.arena.capacity == n
+    g = torch.Generator().manual_seed(5)
+    for key in ("hot", "cold"):
+        start = b.arena.alloc(n)
+        b.arena.entries[key] = (start, n)
+        for name in LAYERS:
+            b.arena.k[name][start:start + n] = torch.randn(n, HEADS, DIM, generator=g).bfloat16()
+            b.arena.v[name][start:start + n] = torch.randn(n, HEADS, DIM, generator=g).bfloat16()
+
+    def load(key, pos, slots):
+        b.load([NS(parts=[(key, 0, n, pos)], slots=slots)])
+        b.commit([], [], False)
+
+    load("hot", 0, list(range(n)))
+    load("cold", 0, list(range(n)))  # second load: a rebalance, both seen once
+    load("hot", 0, list(range(n)))
+    load("hot", 0, list(range(n)))  # fourth: "hot" (now 1.5 vs 0.5) is promoted
+    assert list(b.tier.entries) == ["hot"], b.tier.entries
+    before = b.tier.tokens
+    slots = [BS * 3 + i for i in range(n)]
+    load("hot", 37, slots)
+    assert b.tier.tokens == before + n
+    load("cold", 37, [BS * 5 + i for i in range(n)])  # from the host arena
+    assert b.tier.tokens == before + n
+    for name, kv in kvs.items():
+        k, v = _fa(kv)
+        for key, blk in (("hot", 3), ("cold", 5)):
+            s, _ = b.arena.entries[key]
+            want = rope_shift(b.arena.k[name][s:s + n], 37, rope).float()
+            got = k[blk, :n].float()
+            assert (got - want).abs().max() <= 0.02 * want.abs().max(), (name, key)
+            assert torch.equal(v[blk, :n], b.arena.v[name][s:s + n]), (name, key)
+    b.commit([], ["hot"], False)  # evicted: gone from the tier too
+    assert not b.tier.entries
+
+
 if __name__ == "__main__":
     for name, fn in list(globals().items()):
         if name.startswith("test_"):

@@ -28,12 +28,13 @@ import json
 import random
 import sys
 import time
+from types import SimpleNamespace
 
 import torch
 
 from . import gr_plan as plan
 from .gr_model import SHAPES, Model
-from .kernels import ScatterPlan
+from .paged_kv import PagedBackend, RopeSpec
 
 
 def _sync(dev):
@@ -41,119 +42,51 @@ def _sync(dev):
         torch.cuda.synchronize(dev)
 
 
-class Pool:
-    """Pooled items' K/V rows: a device tier and a host arena, each ``[slots, H, D]`` per
-    layer, filled once by computing every item alone at position 0 (the precompute)."""
-
-    def __init__(self, model: Model, items: list[tuple[str, int]], tier_bytes: int):
-        s, dev = model.s, model.device
-        row = s.kv_token_bytes(model.dtype)
-        self.where: dict[str, tuple[str, int, int]] = {}  # item -> (tier|host, slot, tokens)
-        used = {"tier": 0, "host": 0}
-        for key, n in items:
-            t = "tier" if (used["tier"] + n) * row <= tier_bytes else "host"
-            self.where[key] = (t, used[t], n)
-            used[t] += n
-        self.tier_bytes, self.host_bytes = used["tier"] * row, used["host"] * row
-        pin = dev.type == "cuda"
-
-        def rows(n, on_dev):
-            shape = (max(n, 1), s.kv_heads, s.head_dim)
-            if on_dev:
-                return [torch.zeros(shape, device=dev, dtype=model.dtype) for _ in range(s.layers)]
-            return [torch.empty(shape, dtype=model.dtype, pin_memory=pin) for _ in range(s.layers)]
-
-        self.k = {"tier": rows(used["tier"], True), "host": rows(used["host"], dev.type != "cuda")}
-        self.v = {"tier": rows(used["tier"], True), "host": rows(used["host"], dev.type != "cuda")}
-
-    def precompute(self, model: Model, chunk: int = 256) -> tuple[int, float]:
-        """Computes every item alone (its own prompt at position 0) and stores its rows.
-        Returns (tokens computed, seconds)."""
-        keys = list(self.where)
-        tokens, t0 = 0, time.perf_counter()
-        for a in range(0, len(keys), chunk):
-            part = keys[a:a + chunk]
-            lens = [self.where[k][2] for k in part]
-            block = max(lens)
-            cache = model.cache(len(part), block)
-            steps = [(n, n, [j]) for j, n in enumerate(lens)]
-            ids = torch.randint(0, model.s.vocab, (sum(lens),))
-            model.prefill(cache, steps, ids)
-            for li in range(model.s.layers):
-                kc, vc = model.kv(cache[li])
-                for j, key in enumerate(part):
-                    t, slot, n = self.where[key]
-                    self.k[t][li][slot:slot + n].copy_(kc[j, :n])
-                    self.v[t][li][slot:slot + n].copy_(vc[j, :n])
-            tokens += sum(lens)
-        _sync(model.device)
-        return tokens, time.perf_counter() - t0
+def pool_backend(model: Model, caches, items: list[tuple[str, int]], tier_bytes: int):
+    """The item pool connector's GPU path (``paged_kv.PagedBackend``) on the replay's cache:
+    a pinned host arena holding every item and a ``DeviceTier`` of ``tier_bytes``, filled by
+    computing every item alone at position 0 (the precompute) and its tier seeded from the
+    items' order (most valuable first). Returns (backend, tokens computed, seconds)."""
+    s, dev = model.s, model.device
+    names = [f"layer{li}" for li in range(s.layers)]
+    row = s.kv_token_bytes(model.dtype)
+    total = sum(n for _, n in items)
+    b = PagedBackend({n: c.permute(0, 2, 1, 3) for n, c in zip(names, caches)}, s.head_dim,
+                     RopeSpec(s.head_dim, s.theta), (total + 1) * row,
+                     tier_bytes=min(tier_bytes, total * row))
+    t0 = time.perf_counter()
+    chunk = 256
+    for a in range(0, len(items), chunk):
+        part = items[a:a + chunk]
+        block = max(n for _, n in part)
+        scratch = model.cache(len(part), block)
+        model.prefill(scratch, [(n, n, [j]) for j, (_, n) in enumerate(part)],
+                      torch.randint(0, s.vocab, (sum(n for _, n in part),)))
+        for j, (key, n) in enumerate(part):
+            start = b.arena.alloc(n)
+            b.arena.entries[key] = (start, n)
+            for li, name in enumerate(names):
+                kc, vc = model.kv(scratch[li])
+                b.arena.k[name][start:start + n].copy_(kc[j, :n])
+                b.arena.v[name][start:start + n].copy_(vc[j, :n])
+    _sync(dev)
+    took = time.perf_counter() - t0
+    if b.tier is not None:
+        b.tier.seed([k for k, _ in items])
+        _sync(dev)
+    return b, names, total, took
 
 
-class Loader:
-    """One batch's pooled loads through recache's scatter kernel (``kernels.ScatterPlan``)."""
-
-    def __init__(self, model: Model, caches, pool: Pool):
-        self.model, self.dev = model, model.device
-        ks, vs = zip(*(model.kv(c) for c in caches))
-        self.block = caches[0].shape[1]
-        # Device tier: all layers in one launch. Host arena: one plan per layer (overlap).
-        self.tier = ScatterPlan(pool.k["tier"], pool.v["tier"], list(ks), list(vs))
-        self.host = [ScatterPlan([pool.k["host"][li]], [pool.v["host"][li]], [ks[li]], [vs[li]])
-                     for li in range(model.s.layers)]
-        self.pool = pool
-        self.cuda = self.dev.type == "cuda"
-        self.stream = torch.cuda.Stream(self.dev) if self.cuda else None
-        self.events: dict[int, object] = {}
-
-    def _args(self, steps, where):
-        src, lens, offs, pos, slots = [], [], [], [], []
-        for st in steps:
-            table = st.table
-            for item, off, n, p in st.loads:
-                t, slot, _ = self.pool.where[item]
-                if t != where:
-                    continue
-                src.append(slot + off)
-                lens.append(n)
-                offs.append(len(slots))
-                pos.append(p)
-                slots.extend(table[q // self.block] * self.block + q % self.block
-                             for q in range(p, p + n))
-        if not src:
-            return None
-        i32, i64 = dict(dtype=torch.int32), dict(dtype=torch.int64)
-        host = [torch.tensor(src, **i64), torch.tensor(lens, **i32), torch.tensor(offs, **i32),
-                torch.tensor(pos, **i32), torch.tensor(slots, **i64)]
-        if not self.cuda:
-            return host
-        return [t.pin_memory().to(self.dev, non_blocking=True) for t in host]
-
-    def launch(self, steps) -> None:
-        s = self.model.s
-        rope = dict(stored_pos=0, rotary_dim=s.head_dim, rope_theta=s.theta, neox=True)
-        tier = self._args(steps, "tier")
-        if tier is not None:  # on the forward's stream, before it
-            self.tier.launch(*tier, **rope)
-        if self.cuda:
-            self.stream.wait_stream(torch.cuda.current_stream(self.dev))
-            with torch.cuda.stream(self.stream):
-                host = self._args(steps, "host")
-        else:
-            host = self._args(steps, "host")
-        if host is None:
-            return
-        for li, p in enumerate(self.host):
-            p.launch(*host, **rope, stream=self.stream.cuda_stream if self.cuda else None)
-            if self.cuda:
-                ev = torch.cuda.Event()
-                ev.record(self.stream)
-                self.events[li] = ev
-
-    def wait_layer(self, li: int) -> None:
-        ev = self.events.pop(li, None)
-        if ev is not None:
-            torch.cuda.current_stream(self.dev).wait_event(ev)
+def load_ops(steps, block: int):
+    """The connector's load operations for a batch: per request its pooled parts and slots."""
+    ops = []
+    for st in steps:
+        if not st.loads:
+            continue
+        slots = [st.table[q // block] * block + q % block
+                 for _, _, n, p in st.loads for q in range(p, p + n)]
+        ops.append(SimpleNamespace(parts=list(st.loads), slots=slots))
+    return ops
 
 
 def run_mode(mode, header, lines, model, batch, budget, tier_share, samples, limit):
@@ -165,7 +98,9 @@ def run_mode(mode, header, lines, model, batch, budget, tier_share, samples, lim
     reqs = plan.requests(lines.get(plan.MODES[mode], []), pool_set)[: limit or None]
     if not reqs:
         raise SystemExit(f"gr_replay: no {plan.MODES[mode]} lines in the replay file")
-    pool, pre = None, (0, 0.0)
+    pool, names, pre = None, [], (0, 0.0)
+    tier_bytes = 0
+    items = []
     if mode == "bat-pool":
         lens = {}
         for r in reqs:
@@ -173,11 +108,12 @@ def run_mode(mode, header, lines, model, batch, budget, tier_share, samples, lim
                 lens[p.ident[1]] = p.tokens
         common = max(set(lens.values()), key=list(lens.values()).count) if lens else 19
         items = [(k, lens.get(k, common)) for k in header.pool_items]
-        pool = Pool(model, items, int(tier_share * budget))
-        pre = pool.precompute(model)
-    num_blocks = (budget - (pool.tier_bytes if pool else 0)) // block_bytes
+        row = s.kv_token_bytes(model.dtype)
+        tier_bytes = min(int(tier_share * budget), sum(n for _, n in items) * row)
+    num_blocks = (budget - tier_bytes) // block_bytes
     caches = model.cache(num_blocks, block)
-    loader = Loader(model, caches, pool) if pool else None
+    if items:
+        pool, names, *pre = pool_backend(model, caches, items, tier_bytes)
     cache = plan.BlockCache(num_blocks, block)
     tok = dict(computed=0, hit=0, loaded=0)
     with_l = without_l = 0.0
@@ -191,12 +127,16 @@ def run_mode(mode, header, lines, model, batch, budget, tier_share, samples, lim
         work = [(st.computed, st.ctx, st.table) for st in steps]
         ids = torch.randint(0, s.vocab, (sum(w[0] for w in work),))
         a = time.perf_counter()
-        if loader:
-            loader.launch(steps)
-        model.prefill(caches, work, ids, loader.wait_layer if loader else None)
+        wait = None
+        if pool is not None:
+            pool.load(load_ops(steps, block))
+            wait = lambda li: pool.wait_layer(names[li])  # noqa: E731
+        model.prefill(caches, work, ids, wait)
+        if pool is not None:
+            pool.commit([], [], False)  # end of the step: loads done, the tier rebalanced
         _sync(dev)
         took = time.perf_counter() - a
-        if loader and 1 <= bi <= samples:
+        if pool is not None and 1 <= bi <= samples:
             # The same step again without its loads, off the clock.
             b = time.perf_counter()
             model.prefill(caches, work, ids)
@@ -217,9 +157,10 @@ def run_mode(mode, header, lines, model, batch, budget, tier_share, samples, lim
                 hit_tokens=tok["hit"], loaded_tokens=tok["loaded"],
                 exposed_load_share=(round(max(with_l - without_l, 0.0) / without_l, 4)
                                     if without_l else (0.0 if mode == "up" else None)),
-                gpu_mem_bytes=kv + (pool.tier_bytes if pool else 0), engine_kv_bytes=kv,
-                tier_bytes=pool.tier_bytes if pool else 0,
-                host_pool_bytes=pool.host_bytes if pool else 0,
+                gpu_mem_bytes=kv + tier_bytes, engine_kv_bytes=kv, tier_bytes=tier_bytes,
+                tier_loaded_tokens=pool.tier.tokens if pool is not None and pool.tier else 0,
+                host_pool_bytes=pool.arena.capacity * pool.arena.row_bytes * 2 * s.layers
+                if pool is not None else 0,
                 precompute_tokens=pre[0], precompute_s=round(pre[1], 3))
 
 

@@ -355,6 +355,15 @@ class DeviceTier:
                          neox=rope.neox)
         self.tokens += int(segs[1].sum())
 
+    def seed(self, hottest_first: list[str]) -> None:
+        """Starts the heat from a ranking (a deployment's precompute order, most valuable
+        first) and fills the tier from it now."""
+        for r, k in enumerate(hottest_first):
+            self.heat[k] = float(len(hottest_first) - r)
+            self.sizes[k] = self.b.arena.entries.get(k, (0, 1))[1]
+        self.loads = self.every
+        self.maybe_rebalance()
+
     def drop(self, key: str) -> None:
         self.arena.drop(key)
         self.heat.pop(key, None)

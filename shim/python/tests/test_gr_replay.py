@@ -80,32 +80,33 @@ def test_plan_accounts_every_token():
 
 
 def test_loads_land_rotated_at_their_positions():
-    """Pooled rows scattered by the replay's Loader equal the arena rows rotated to the
-    position the plan gives them."""
+    """Pooled rows placed through the connector's GPU path (one item in the device tier, one
+    in the host arena) equal the arena rows rotated to the positions the plan gives them."""
     model = Model(SHAPES["tiny"], "cpu")
     s = model.s
-    pool = gr_replay.Pool(model, [("a", 5), ("b", 5)], tier_bytes=5 * s.kv_token_bytes())
-    assert pool.where["a"][0] == "tier" and pool.where["b"][0] == "host"
-    for t in ("tier", "host"):
-        for li in range(s.layers):
-            pool.k[t][li].copy_(torch.randn_like(pool.k[t][li].float()).to(model.dtype))
     caches = model.cache(8, 16)
-    loader = gr_replay.Loader(model, caches, pool)
+    pool, names, tokens, _ = gr_replay.pool_backend(model, caches, [("a", 5), ("b", 5)],
+                                                    tier_bytes=5 * s.kv_token_bytes())
+    assert tokens == 10 and list(pool.tier.entries) == ["a"], pool.tier.entries
     req = plan.Request(0, "item", [plan.Part(("item", "a"), 5), plan.Part(("item", "b"), 5),
                                    plan.Part(("user", "u"), 20)], pooled=2)
     step = plan.Step(req, [3, 6], 0, plan.plan_loads(req, 0), [])
     assert step.loads == [("a", 0, 5, 0), ("b", 0, 5, 5)]
-    loader.launch([step])
+    pool.load(gr_replay.load_ops([step], 16))
+    pool.commit([], [], False)
+    assert pool.tier.tokens == 5
     rope = RopeSpec(s.head_dim, s.theta)
-    for li in range(s.layers):
-        kc, _ = model.kv(caches[li])
+    for li, name in enumerate(names):
+        kc, vc = model.kv(caches[li])
         for item, _, n, p in step.loads:
-            t, slot, _ = pool.where[item]
-            want = rope_shift(pool.k[t][li][slot:slot + n], p, rope)
+            slot, _ = pool.arena.entries[item]
+            want = rope_shift(pool.arena.k[name][slot:slot + n], p, rope)
             for j in range(n):
                 q = p + j
                 got = kc[step.table[q // 16], q % 16]
                 assert torch.allclose(got.float(), want[j].float(), atol=2e-2), (li, item, j)
+                assert torch.equal(vc[step.table[q // 16], q % 16],
+                                   pool.arena.v[name][slot + j])
 
 
 def test_replay_prints_the_contract():
@@ -127,7 +128,7 @@ def test_replay_prints_the_contract():
     assert up["prefill_tokens"] + up["hit_tokens"] == total, up
     assert bp["prefill_tokens"] + bp["hit_tokens"] + bp["loaded_tokens"] == total, bp
     assert bp["loaded_tokens"] > 0 and bp["precompute_tokens"] == 24 * 5
-    assert bp["exposed_load_share"] is not None
+    assert bp["exposed_load_share"] is not None and bp["tier_loaded_tokens"] > 0
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ Variants (comma-separated, `name[:opt=val...]`):
   `link=N` (first N tokens of every item sent again after the pooled run, in context:
   `--rank-pool-recompute link:k=N`), `hdr=1` (items computed after a header),
   `after=id|label` (that token of every item re-sent after the run),
+  `readout=item` (any variant: a candidate's score is the final token's logit of its item id
+  token, which `aux_item` trains, instead of its label's),
   `sel=label|id` / `blend=R` (tokens recomputed in place, in context: the share R chosen by
   their deviation after two layers, CacheBlend-style; vLLM's connector cannot serve this, see
   docs/quality.md).
@@ -190,6 +192,8 @@ def main():
             ti = cands.index(target)
             for v in VARIANTS:
                 toks, pos, allowed, labs = build(v, prof, cands, hot, slots)
+                if ":readout=item" in v:  # score each candidate by its own id token's logit
+                    labs = [item(c)[0] for c in cands]
                 sc = run(toks, pos, allowed, labs)
                 rank = int((sc > sc[ti]).sum())
                 res[v].append((seed, uid, rank, sc.topk(10).indices.tolist(), sc))

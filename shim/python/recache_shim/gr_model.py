@@ -143,3 +143,30 @@ class Model:
             x = x + (F.silu(g) * u) @ lw["wd"]
         last = torch.tensor([st + n - 1 for st, n, _, _ in spans], device=dev)
         return torch.log_softmax((_rms(x[last], self.norm) @ self.embed.T).float(), -1)
+
+    @torch.no_grad()
+    def alone(self, ids: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """K and V ``[m, n, kv_heads, D]`` per layer of ``m`` prompts of ``n`` tokens each
+        computed alone from position 0 (the pool's precompute: one batched causal attention
+        instead of a call per item)."""
+        s, dev = self.s, self.device
+        m, n = ids.shape
+        d, hq, hk = s.head_dim, s.heads, s.kv_heads
+        pos = torch.arange(n, device=dev).repeat(m)
+        x = self.embed[ids.reshape(-1).to(dev)]
+        out = []
+        for lw in self.layers:
+            h = _rms(x, lw["ln1"])
+            q, k, v = (h @ lw["wqkv"] + lw["bqkv"]).split([hq * d, hk * d, hk * d], -1)
+            q = self._rope(q.view(-1, hq, d), pos).view(m, n, hq, d)
+            k = self._rope(k.view(-1, hk, d), pos).view(m, n, hk, d)
+            v = v.view(m, n, hk, d)
+            out.append((k, v))
+            kk, vv = k.transpose(1, 2), v.transpose(1, 2)
+            if hq != hk:
+                kk, vv = kk.repeat_interleave(hq // hk, 1), vv.repeat_interleave(hq // hk, 1)
+            o = F.scaled_dot_product_attention(q.transpose(1, 2), kk, vv, is_causal=True)
+            x = x + o.transpose(1, 2).reshape(m * n, hq * d) @ lw["wo"]
+            g, u = (_rms(x, lw["ln2"]) @ lw["wgu"]).chunk(2, -1)
+            x = x + (F.silu(g) * u) @ lw["wd"]
+        return out

@@ -55,20 +55,19 @@ def pool_backend(model: Model, caches, items: list[tuple[str, int]], tier_bytes:
                      RopeSpec(s.head_dim, s.theta), (total + 1) * row,
                      tier_bytes=min(tier_bytes, total * row))
     t0 = time.perf_counter()
-    chunk = 256
-    for a in range(0, len(items), chunk):
-        part = items[a:a + chunk]
-        block = max(n for _, n in part)
-        scratch = model.cache(len(part), block)
-        model.prefill(scratch, [(n, n, [j]) for j, (_, n) in enumerate(part)],
-                      torch.randint(0, s.vocab, (sum(n for _, n in part),)))
-        for j, (key, n) in enumerate(part):
-            start = b.arena.alloc(n)
-            b.arena.entries[key] = (start, n)
-            for li, name in enumerate(names):
-                kc, vc = model.kv(scratch[li])
-                b.arena.k[name][start:start + n].copy_(kc[j, :n])
-                b.arena.v[name][start:start + n].copy_(vc[j, :n])
+    by_len: dict[int, list[str]] = {}
+    for key, n in items:
+        by_len.setdefault(n, []).append(key)
+    for n, keys in by_len.items():
+        for a in range(0, len(keys), 1024):
+            part = keys[a:a + 1024]
+            kv = model.alone(torch.randint(0, s.vocab, (len(part), n)))
+            start = b.arena.alloc(n * len(part))  # one run: the part's entries in order
+            for j, key in enumerate(part):
+                b.arena.entries[key] = (start + j * n, n)
+            for name, (k, v) in zip(names, kv):
+                b.arena.k[name][start:start + n * len(part)].copy_(k.reshape(-1, *k.shape[2:]))
+                b.arena.v[name][start:start + n * len(part)].copy_(v.reshape(-1, *v.shape[2:]))
     _sync(dev)
     took = time.perf_counter() - t0
     if b.tier is not None:

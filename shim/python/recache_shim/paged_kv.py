@@ -409,6 +409,14 @@ class DeviceTier:
             self._copy(copy)
 
     def _copy(self, copy) -> None:
+        merged: list[list[int]] = []  # adjacent in both arenas: one copy per layer, not many
+        for src, dst, n in sorted(copy):
+            if merged and merged[-1][0] + merged[-1][2] == src \
+                    and merged[-1][1] + merged[-1][2] == dst:
+                merged[-1][2] += n
+            else:
+                merged.append([src, dst, n])
+        copy = merged
         b = self.b
         if b.cuda:  # after everything queued so far, off the forward's stream
             b.stream.wait_stream(torch.cuda.current_stream(b.device))

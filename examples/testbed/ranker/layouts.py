@@ -10,6 +10,9 @@ Variants (comma-separated, `name[:opt=val...]`):
 - `pool0`: every candidate resident in the pool (labels from pool slots, each item computed
   alone at a shared start), then profile and instruction; options:
   `pos=true` (pooled K at its true position: the connector's segment `pos`),
+  `lmod=L` (each pooled item's label fixed as its id mod L, over the positional labels when
+  L <= 128; a candidate whose label another already took is computed in context after the
+  run, with a free positional label),
   `labels=pos` (positional labels, as `ip`, instead of pool slots: not servable, since a
   pooled entry is shared by every request; it separates the label from the context),
   `link=N` (first N tokens of every item sent again after the pooled run, in context:
@@ -103,8 +106,26 @@ def build(variant, prof, cands, hot, slots):
     #  place, picked by layer-0 K deviation)  sel=label|id (recompute that token of every item)
     hdr = HEADER if opt.get("hdr", "0") == "1" else []
     toks, pos, block, labs = list(hdr), list(range(len(hdr))), [-1] * len(hdr), [0] * k
+    spill = []
+    if "lmod" in opt:  # pooled label = item id mod L (the positional labels when L <= 128):
+        L = int(opt["lmod"])  # fixed per item, so servable; an item whose label another
+        used = set()  # candidate already took is computed in context after the run
+        pooled = []
+        for j in hot:
+            lab = LB + cands[j] % L if L <= MI else LB + MI + cands[j] % L
+            if lab in used:
+                spill.append(j)
+            else:
+                used.add(lab)
+                labs[j] = lab
+                pooled.append(j)
+        free = (LB + r for r in range(MI) if LB + r not in used)
+        for j in spill:
+            labs[j] = next(free)
+        hot = pooled
     for r, j in enumerate(hot):
-        labs[j] = LB + r if opt.get("labels") == "pos" else LB + MI + slots[j]
+        if "lmod" not in opt:
+            labs[j] = LB + r if opt.get("labels") == "pos" else LB + MI + slots[j]
         seg = [labs[j]] + item(cands[j])
         start = len(toks)
         toks += seg
@@ -114,6 +135,8 @@ def build(variant, prof, cands, hot, slots):
             pos += list(range(len(hdr), len(hdr) + len(seg)))
         block += [r] * len(seg)
     nb = len(toks)
+    for j in spill:
+        toks += [labs[j]] + item(cands[j])
     link = int(opt.get("link", "0"))
     if link:
         for r, j in enumerate(hot):

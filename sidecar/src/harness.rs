@@ -32,6 +32,7 @@ pub use crate::rank::config::{
 };
 pub use crate::rank::pool::replicas::Pools;
 pub use crate::rank::pool::{Wanted, budget, key as pool_key};
+pub use crate::rank::readout::Readout;
 pub use crate::rank::recompute::RecomputeSpec;
 pub use crate::rank::select::PrefixKind;
 pub use crate::rank::startup::check_labels;

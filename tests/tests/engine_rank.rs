@@ -2,7 +2,8 @@
 //! testbeds (SGLang: `recache serve --engine sglang`, scoring through `/generate` with
 //! `token_ids_logprob`): every candidate scored with its id mapped back, the UP/IP layout
 //! reported, cached tokens on a repeated request (SGLang: the whole prompt but its last token,
-//! same scores), and 400s for invalid requests. One body, run once per engine.
+//! same scores), `readout: item` scoring the candidates' own first tokens, and 400s for
+//! invalid requests. One body, run once per engine.
 
 use std::collections::BTreeSet;
 
@@ -106,6 +107,36 @@ async fn rank_scores_every_candidate(engine: Engine) {
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["ranking"].as_array().map(Vec::len), Some(3));
 
+    // readout item: the same prompt, each candidate scored by its own first token (distinct
+    // here) instead of its label: every candidate still scored, with other scores.
+    let items: Vec<Value> = (0..20u32)
+        .map(|i| json!({"id": format!("t{i}"), "tokens": [300 + i, 301, 302]}))
+        .collect();
+    let mut body = json!({"model": tb.model, "user": request(&tb.model, 1, "auto")["user"],
+        "items": items, "mode": "user_prefix"});
+    let (status, by_label, _) = post(url.clone(), &body).await;
+    assert_eq!(status, 200, "{by_label}");
+    body["readout"] = json!("item");
+    let (status, by_item, _) = post(url.clone(), &body).await;
+    assert_eq!(status, 200, "{by_item}");
+    assert_eq!(ids(&by_item["ranking"]), ids(&body["items"]));
+    assert_eq!(
+        by_item["usage"]["prompt_tokens"],
+        by_label["usage"]["prompt_tokens"]
+    );
+    let scores = |v: &Value| -> Vec<f64> {
+        let mut s: Vec<f64> = (v["ranking"].as_array().expect("ranking").iter())
+            .map(|r| r["score"].as_f64().expect("score"))
+            .collect();
+        s.sort_by(f64::total_cmp);
+        s
+    };
+    assert_ne!(
+        scores(&by_item),
+        scores(&by_label),
+        "item tokens, not labels, were scored"
+    );
+
     // Invalid requests: a 400 in OpenAI's shape naming the problem.
     let user = json!({"id": "u", "text": "hello"});
     let item = |id: &str| json!({"id": id, "text": "x y z"});
@@ -130,6 +161,15 @@ async fn rank_scores_every_candidate(engine: Engine) {
         (
             json!({"model": tb.model, "user": user, "items": many}),
             "129 candidates",
+        ),
+        (
+            json!({"model": tb.model, "user": user, "items": [item("a"), item("b")],
+                "readout": "item"}),
+            "both start with token",
+        ),
+        (
+            json!({"model": tb.model, "user": user, "items": [item("a")], "readout": "x"}),
+            "readout 'x'",
         ),
     ];
     for (body, needle) in cases {

@@ -108,6 +108,10 @@ pub struct GrArgs {
     /// its true position; every recomputed token counts in computed_tokens
     #[arg(long, default_value = "none", value_name = "SPEC")]
     pub rank_pool_recompute: recache::harness::RecomputeSpec,
+    /// Which token scores a candidate in every mode's recache (`recache serve
+    /// --rank-readout`): label, or item (its own first token)
+    #[arg(long, value_enum, default_value = "label")]
+    pub rank_readout: recache::harness::Readout,
     /// Items recache keeps resident in the engine's item KV pool (ip-pool, bat-pool modes;
     /// needs LABEL_BASE + 128 + N <= the model's vocabulary, checked at start) [default: the
     /// --kv-bytes split, else every item of --data]

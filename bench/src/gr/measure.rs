@@ -179,6 +179,7 @@ pub async fn run_mode_answers(
         } else {
             "none".to_string()
         },
+        readout: args.rank_readout.to_string(),
         errors: out.errors,
         user_prefix: out.user_prefix,
         prompt_tokens: out.prompt_tokens,

@@ -62,6 +62,7 @@ impl LocalProxy {
 pub fn setup_for(mode: Mode, args: &GrArgs, user_cache_tokens: u64, pool_items: usize) -> Setup {
     let mut setup = mode.setup(args.window, user_cache_tokens, pool_items);
     setup.rank.rank_label_base = Some(args.rank_label_base);
+    setup.rank.rank_readout = Some(args.rank_readout);
     if mode.uses_pool() {
         setup.rank.rank_pool_recompute = Some(args.rank_pool_recompute.to_string());
     }

@@ -31,6 +31,8 @@ pub struct ModeResult {
     pub pool_hit_tokens: u64,
     /// The pool modes' `--rank-pool-recompute` setting (`none` for modes without the pool).
     pub pool_recompute: String,
+    /// Which token scored a candidate (`--rank-readout`): label or item.
+    pub readout: String,
     pub errors: usize,
     /// Requests laid out user-as-prefix (the rest item-as-prefix).
     pub user_prefix: usize,

@@ -76,6 +76,10 @@ pub struct QualityArgs {
     /// link:k=N[:pos=true]; rows carry it and their computed tokens
     #[arg(long, default_value = "none", value_name = "SPEC")]
     pub rank_pool_recompute: recache::harness::RecomputeSpec,
+    /// Which token scores a candidate (`recache serve --rank-readout`): label, or item (its
+    /// own first token; the testbed ranker's item-id tokens); rows carry it
+    #[arg(long, value_enum, default_value = "label")]
+    pub rank_readout: recache::harness::Readout,
     /// Pool layouts: items computed into the pool before the requests, most popular first
     /// [default: every item of --data]; the rest are filled while serving, as recache does
     #[arg(long)]
@@ -126,6 +130,7 @@ impl QualityArgs {
         gr.pool_warm = self.pool_warm;
         gr.rank_label_base = self.rank_label_base;
         gr.rank_pool_recompute = self.rank_pool_recompute;
+        gr.rank_readout = self.rank_readout;
         // Quality compares rankings, not throughput: a pool on top of the engine's cache
         // changes no answer.
         gr.allow_unequal_memory = true;
@@ -186,6 +191,19 @@ mod tests {
                 assert_eq!(rank.label_base, want, "{}", mode.name());
             }
         }
+    }
+
+    /// The readout reaches every layout's recache.
+    #[test]
+    fn rank_readout_reaches_every_layout() {
+        let q = parse(&["--rank-readout", "item"]);
+        let gr = q.gr().unwrap();
+        for mode in [Mode::Up, Mode::Ip, Mode::IpPool, Mode::Bat, Mode::BatPool] {
+            let rank = crate::gr::proxy::setup_for(mode, &gr, 32768, 100).rank;
+            assert_eq!(rank.rank_readout, Some(recache::harness::Readout::Item));
+        }
+        let default = parse(&[]).gr().unwrap();
+        assert_eq!(default.rank_readout, recache::harness::Readout::Label);
     }
 
     /// The recompute setting reaches the pooled layouts' recache and only theirs.

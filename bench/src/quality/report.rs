@@ -27,6 +27,8 @@ pub struct Row {
     pub computed_tokens: u64,
     /// The pooled layouts' recompute setting (`--rank-pool-recompute`); `none` otherwise.
     pub pool_recompute: String,
+    /// Which token scored a candidate (`--rank-readout`); `label` for the baselines.
+    pub readout: String,
 }
 
 impl Row {
@@ -41,6 +43,7 @@ impl Row {
             pool_hit_tokens: run.pool_hit_tokens,
             computed_tokens: run.computed_tokens,
             pool_recompute: run.pool_recompute.clone(),
+            readout: run.readout.clone(),
         }
     }
 
@@ -55,6 +58,7 @@ impl Row {
             pool_hit_tokens: 0,
             computed_tokens: 0,
             pool_recompute: "none".to_string(),
+            readout: "label".to_string(),
         }
     }
 }

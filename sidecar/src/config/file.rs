@@ -55,6 +55,7 @@ pub(super) struct FileConfig {
     rank_item_catalog: Option<PathBuf>,
     rank_trace_out: Option<PathBuf>,
     rank_pool_recompute: Option<String>,
+    rank_readout: Option<crate::rank::readout::Readout>,
     rank_quality_sample: Option<f64>,
     rank_quality_min: Option<f64>,
     retrieve_index: Option<PathBuf>,
@@ -136,6 +137,7 @@ impl ServeArgs {
                 rank_trace_out: rank.rank_trace_out.clone().or(file.rank_trace_out),
                 rank_pool_recompute: (rank.rank_pool_recompute.clone())
                     .or(file.rank_pool_recompute),
+                rank_readout: rank.rank_readout.or(file.rank_readout),
                 rank_quality_sample: rank.rank_quality_sample.or(file.rank_quality_sample),
                 rank_quality_min: rank.rank_quality_min.or(file.rank_quality_min),
             },

@@ -26,6 +26,9 @@ pub struct RankRequest {
     /// This request's pool recompute setting (`--rank-pool-recompute`'s spelling), instead
     /// of the one in force.
     pub pool_recompute: Option<String>,
+    /// This request's readout (`label` or `item`, as `--rank-readout`), instead of the
+    /// server's.
+    pub readout: Option<String>,
 }
 
 /// A user or an item: an id and either text (tokenized by the engine) or token ids.
@@ -72,6 +75,7 @@ pub struct Validated {
     pub cache_salt: Option<String>,
     pub deadline: Option<std::time::Duration>,
     pub pool_recompute: Option<super::recompute::RecomputeSpec>,
+    pub readout: Option<super::readout::Readout>,
 }
 
 #[derive(Debug, Serialize)]
@@ -217,6 +221,10 @@ pub fn validate(req: RankRequest, max_items: usize) -> Result<Validated, ApiErro
         ),
         None => None,
     };
+    let readout = match req.readout.as_deref() {
+        Some(r) => Some(r.parse().map_err(|e: String| bad(e, "readout"))?),
+        None => None,
+    };
     Ok(Validated {
         model: req.model,
         user,
@@ -227,6 +235,7 @@ pub fn validate(req: RankRequest, max_items: usize) -> Result<Validated, ApiErro
         cache_salt: req.cache_salt,
         deadline,
         pool_recompute,
+        readout,
     })
 }
 

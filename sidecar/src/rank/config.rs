@@ -152,6 +152,12 @@ pub struct RankArgs {
     /// /admin/rank-pool-recompute, or per request with "pool_recompute" [default: none]
     #[arg(long, env = "RECACHE_RANK_POOL_RECOMPUTE", value_name = "SPEC")]
     pub rank_pool_recompute: Option<String>,
+    /// Which token scores a candidate: label (the label introducing it in the prompt) or
+    /// item (its own first token, for models trained to name the next item; every candidate
+    /// of a request must start with a distinct token); per request with "readout"
+    /// [default: label]
+    #[arg(long, env = "RECACHE_RANK_READOUT", value_enum)]
+    pub rank_readout: Option<super::readout::Readout>,
     /// Quality guard: share of pool-served rankings scored again user-first in the
     /// background (0 = off); agreement per model in /metrics and /ready [default: 0.01]
     #[arg(long, env = "RECACHE_RANK_QUALITY_SAMPLE", value_name = "F")]
@@ -179,6 +185,8 @@ pub struct RankConfig {
     pub trace_out: Option<std::path::PathBuf>,
     /// `--rank-pool-recompute`: the recompute setting at start-up.
     pub pool_recompute: super::recompute::RecomputeSpec,
+    /// `--rank-readout`: which token scores a candidate (a request's `readout` overrides it).
+    pub readout: super::readout::Readout,
     /// `--rank-quality-sample`, `--rank-quality-min`.
     pub quality: super::guard::GuardConfig,
 }
@@ -252,6 +260,7 @@ impl RankArgs {
             item_catalog: self.rank_item_catalog.clone(),
             trace_out: self.rank_trace_out.clone(),
             pool_recompute: self.pool_recompute()?,
+            readout: self.rank_readout.unwrap_or_default(),
             quality: super::guard::GuardConfig {
                 sample: self.rank_quality_sample.unwrap_or(DEFAULT_QUALITY_SAMPLE),
                 min: self.rank_quality_min.unwrap_or(DEFAULT_QUALITY_MIN),

@@ -38,6 +38,7 @@ pub mod pipeline;
 pub mod pool;
 pub mod pooled;
 pub mod popularity;
+pub mod readout;
 pub mod recompute;
 pub mod select;
 pub mod startup;

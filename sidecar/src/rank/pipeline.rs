@@ -194,7 +194,7 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
         rank.item_prefixes.record(&hot_keys);
     }
     rank.popularity.record(&keys);
-    let (order, prompt, pool_use, pooled, link_tokens) = match (pools, kind) {
+    let (order, mut prompt, pool_use, pooled, link_tokens) = match (pools, kind) {
         (Some(ps), PrefixKind::Item) => {
             let parts = Parts {
                 user: &user,
@@ -217,6 +217,8 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
             (order, p, None, 0, 0)
         }
     };
+    let readout = req.readout.unwrap_or(rank.config.readout);
+    super::readout::apply(&mut prompt, &item_refs, &keys, readout)?;
     let item_lens: Vec<usize> = order.iter().map(|&i| item_refs[i].len() + 1).collect();
     if let Some(kvloop) = &state.kvloop {
         // The engine loop's shadow cache sees what recache wants kept: a user-first prompt

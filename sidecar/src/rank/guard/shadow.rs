@@ -105,7 +105,7 @@ async fn score(
     let (user, items, instruction) = pipeline::resolve_parts(state, req).await?;
     let item_refs: Vec<&[u32]> = items.iter().map(|t| t.as_slice()).collect();
     let base = rank.config.label_base;
-    let (prompt, used, route) = match (layout, rank.pool.as_ref()) {
+    let (mut prompt, used, route) = match (layout, rank.pool.as_ref()) {
         (Layout::Pooled, Some(pools)) => {
             let keys: Vec<&str> = req.items.iter().map(|i| i.key.as_str()).collect();
             let hot_first = rank.popularity.order(&keys);
@@ -142,6 +142,10 @@ async fn score(
             (p, None, GrHint::default())
         }
     };
+    // Read as the served answer was, so the two rankings differ only by layout.
+    let ids: Vec<&str> = req.items.iter().map(|i| i.key.as_str()).collect();
+    let readout = req.readout.unwrap_or(rank.config.readout);
+    crate::rank::readout::apply(&mut prompt, &item_refs, &ids, readout)?;
     let (path, mut body) =
         engine::scoring_request(state.engine, model, &prompt, req.cache_salt.as_deref());
     if let Some(u) = &used {

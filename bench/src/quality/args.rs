@@ -177,18 +177,27 @@ mod tests {
         assert!(err.is_some_and(|e| e.contains("--item-tokens")));
     }
 
+    /// Each layout's in-process recache settings for the command line with `extra`.
+    fn rank_per_layout(extra: &[&str]) -> Vec<(Mode, recache::harness::RankArgs)> {
+        let gr = parse(extra).gr().unwrap();
+        [Mode::Up, Mode::Ip, Mode::IpPool, Mode::Bat, Mode::BatPool]
+            .into_iter()
+            .map(|mode| {
+                (
+                    mode,
+                    crate::gr::proxy::setup_for(mode, &gr, 32768, 100).rank,
+                )
+            })
+            .collect()
+    }
+
     /// Every layout's in-process recache gets the label base the ranker was trained with.
     #[test]
     fn rank_label_base_reaches_every_layouts_recache() {
         for (extra, want) in [(&[][..], 256), (&["--rank-label-base", "4096"][..], 4096)] {
-            let q = parse(extra);
-            assert_eq!(q.rank_label_base, want);
-            let gr = q.gr().unwrap();
-            for mode in [Mode::Up, Mode::Ip, Mode::IpPool, Mode::Bat, Mode::BatPool] {
-                let rank = crate::gr::proxy::setup_for(mode, &gr, 32768, 100)
-                    .rank
-                    .resolve();
-                assert_eq!(rank.label_base, want, "{}", mode.name());
+            assert_eq!(parse(extra).rank_label_base, want);
+            for (mode, rank) in rank_per_layout(extra) {
+                assert_eq!(rank.resolve().label_base, want, "{}", mode.name());
             }
         }
     }
@@ -196,11 +205,9 @@ mod tests {
     /// The readout reaches every layout's recache.
     #[test]
     fn rank_readout_reaches_every_layout() {
-        let q = parse(&["--rank-readout", "item"]);
-        let gr = q.gr().unwrap();
-        for mode in [Mode::Up, Mode::Ip, Mode::IpPool, Mode::Bat, Mode::BatPool] {
-            let rank = crate::gr::proxy::setup_for(mode, &gr, 32768, 100).rank;
-            assert_eq!(rank.rank_readout, Some(recache::harness::Readout::Item));
+        for (mode, rank) in rank_per_layout(&["--rank-readout", "item"]) {
+            let want = Some(recache::harness::Readout::Item);
+            assert_eq!(rank.rank_readout, want, "{}", mode.name());
         }
         let default = parse(&[]).gr().unwrap();
         assert_eq!(default.rank_readout, recache::harness::Readout::Label);
@@ -209,10 +216,7 @@ mod tests {
     /// The recompute setting reaches the pooled layouts' recache and only theirs.
     #[test]
     fn rank_pool_recompute_reaches_the_pooled_layouts() {
-        let q = parse(&["--rank-pool-recompute", "link:k=2"]);
-        let gr = q.gr().unwrap();
-        for mode in [Mode::Up, Mode::Ip, Mode::IpPool, Mode::Bat, Mode::BatPool] {
-            let rank = crate::gr::proxy::setup_for(mode, &gr, 32768, 100).rank;
+        for (mode, rank) in rank_per_layout(&["--rank-pool-recompute", "link:k=2"]) {
             let want = mode.uses_pool().then(|| "link:k=2".to_string());
             assert_eq!(rank.rank_pool_recompute, want, "{}", mode.name());
         }

@@ -84,6 +84,15 @@ async fn burst(
     out
 }
 
+/// The proxy's `recache_upstream_*` series (health, errors), for failure messages.
+fn upstream_series(proxy: &Proxy) -> String {
+    String::from_utf8_lossy(&proxy.state.metrics.render())
+        .lines()
+        .filter(|l| l.starts_with("recache_upstream_"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn slowest(answers: &[(u16, Value, Option<String>, Duration)]) -> Duration {
     answers.iter().map(|a| a.3).max().unwrap_or_default()
 }
@@ -122,10 +131,13 @@ async fn vllm_burst_slo_refuses_early_what_plain_serves_late() {
 
     // Plain: everything is served, the last ones long after the deadline.
     let answers = burst(&plain, &tb.model, 2000, BURST, Some(deadline_ms)).await;
+    let failed: Vec<_> = answers.iter().filter(|a| a.0 != 200).collect();
     assert!(
-        answers.iter().all(|a| a.0 == 200),
-        "plain refused or failed: {:?}",
-        answers.iter().map(|a| a.0).collect::<Vec<_>>()
+        failed.is_empty(),
+        "plain refused or failed: {:?}; the failures: {:?}; upstream series: {}",
+        answers.iter().map(|a| a.0).collect::<Vec<_>>(),
+        failed.iter().map(|a| (a.0, &a.1, a.3)).collect::<Vec<_>>(),
+        upstream_series(&plain)
     );
     let plain_slowest = slowest(&answers);
     eprintln!("plain: slowest {plain_slowest:?}");

@@ -28,9 +28,12 @@ const ITEM_ID_BASE: u32 = 20480;
 pub const NO_POOL_HP: &str = r#"{"mix":"ip:5,up:5"}"#;
 const LABEL_BASE: u32 = 4096;
 
+/// Each user's (history, next item), and every item with its interaction count.
+type Users = (Vec<(Vec<u32>, u32)>, Vec<(u32, u64)>);
+
 /// (history, next item) of the last `n` users with over 21 items, and every item with its
 /// interaction count (the candidates' draw).
-fn users(n: usize) -> (Vec<(Vec<u32>, u32)>, Vec<(u32, u64)>) {
+fn users(n: usize) -> Users {
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared");
     let path = root.join("data/amazon/Beauty.txt");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {

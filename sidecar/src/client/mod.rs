@@ -7,7 +7,8 @@
 //! - where a request goes ([`route`]: the [`route::ReplicaChoice`] rule — the one place) and
 //!   what each replica caches ([`mirror`]: per-replica KV-event mirrors, checked by canaries),
 //! - the retry executor: a call that cannot connect is retried on another replica while the
-//!   caller has waited under [`RETRY_BUDGET`]; a call whose replica failed before answering
+//!   caller has waited under [`RETRY_BUDGET`] (a timed-out connect, when no other replica can
+//!   take it, on the same one once); a call whose replica failed before answering
 //!   (closed the connection: it died mid-request) or answered with a server error (5xx:
 //!   a dying or overloaded engine) is sent once more, to another healthy replica, and that
 //!   replica's answer is the one passed on (the first 5xx when there is none); timeouts are
@@ -229,6 +230,8 @@ impl EngineClient {
         let mut tried = Vec::new();
         let mut last_error = ClientError::NoHealthyUpstream;
         let mut resent_after_failure = false;
+        // A replica whose connect timed out is dialed once more when no other can take the call.
+        let mut dialed_again = false;
         // A 5xx answer held while the call is sent once more (see `Ok` below).
         let mut server_error: Option<Answer> = None;
         let slot = self.route.load_full();
@@ -277,7 +280,8 @@ impl EngineClient {
             let label = replica.label.as_str();
             match sent {
                 Ok(response) => {
-                    replica.set_healthy(true);
+                    // An answer ends a run of failed probes or timed-out connects.
+                    replica.record_probe(true);
                     let answer = Answer {
                         response,
                         in_flight,
@@ -301,8 +305,23 @@ impl EngineClient {
                 Err(SendError::Dial(source)) => {
                     in_flight.not_served();
                     replica.count_failure(FailureKind::Connect);
-                    tracing::warn!(upstream = label, error = %source, "connect failed, taking upstream out");
-                    replica.set_healthy(false);
+                    // A refused connection means nothing listens there: out at once. A connect
+                    // that timed out may be a starved host under load (a burst dials dozens of
+                    // connections at once): it counts as a failed probe, and a replica that
+                    // nobody else can stand in for gets the call once more.
+                    let timed_out = matches!(source, pool::DialError::Timeout(_));
+                    let again = timed_out
+                        && !dialed_again
+                        && replica.record_probe(false)
+                        && !self.another_healthy(&tried);
+                    if again {
+                        tracing::warn!(upstream = label, error = %source, "connect timed out, dialing once more");
+                        tried.retain(|&i| i != index);
+                        dialed_again = true;
+                    } else {
+                        tracing::warn!(upstream = label, error = %source, "connect failed, taking upstream out");
+                        replica.set_healthy(false);
+                    }
                     last_error = ClientError::Connect {
                         upstream: replica.label.clone(),
                         source,

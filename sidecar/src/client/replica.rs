@@ -17,8 +17,8 @@ use super::mirror::{MirrorMetricVecs, ReplicaMirror};
 use super::pool::ConnPool;
 use crate::metrics::Metrics;
 
-/// Consecutive failed health probes that take a replica out of rotation. (A refused
-/// connection on a real request takes it out at once.)
+/// Consecutive failed health probes (or timed-out connects) that take a replica out of
+/// rotation. (A refused connection on a real request takes it out at once.)
 pub const PROBE_FAILURES_TO_EJECT: u32 = 2;
 
 /// The replica's series of `recache_upstream_*`, looked up once at start.
@@ -159,9 +159,9 @@ impl Replica {
         self.in_flight.load(Ordering::Relaxed)
     }
 
-    /// Records a probe's outcome. One failed probe is not enough to take a replica out (a busy
-    /// engine can answer one probe late); [`PROBE_FAILURES_TO_EJECT`] in a row are. Returns
-    /// the health after the probe.
+    /// Records a probe's outcome (or a call's: an answer, a timed-out connect). One failed
+    /// probe is not enough to take a replica out (a busy engine can answer one probe late);
+    /// [`PROBE_FAILURES_TO_EJECT`] in a row are. Returns the health after it.
     pub fn record_probe(&self, ok: bool) -> bool {
         if ok {
             self.probe_failures.store(0, Ordering::Relaxed);

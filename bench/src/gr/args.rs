@@ -109,8 +109,9 @@ pub struct GrArgs {
     #[arg(long, default_value = "none", value_name = "SPEC")]
     pub rank_pool_recompute: recache::harness::RecomputeSpec,
     /// Which token scores a candidate in every mode's recache (`recache serve
-    /// --rank-readout`): label, or item (its own first token)
-    #[arg(long, value_enum, default_value = "label")]
+    /// --rank-readout`): auto (item in pooled layouts, label elsewhere), label, or item (its
+    /// own first token)
+    #[arg(long, value_enum, default_value = "auto")]
     pub rank_readout: recache::harness::Readout,
     /// Items recache keeps resident in the engine's item KV pool (ip-pool, bat-pool modes;
     /// needs LABEL_BASE + 128 + N <= the model's vocabulary, checked at start) [default: the

@@ -76,9 +76,10 @@ pub struct QualityArgs {
     /// link:k=N[:pos=true]; rows carry it and their computed tokens
     #[arg(long, default_value = "none", value_name = "SPEC")]
     pub rank_pool_recompute: recache::harness::RecomputeSpec,
-    /// Which token scores a candidate (`recache serve --rank-readout`): label, or item (its
-    /// own first token; the testbed ranker's item-id tokens); rows carry it
-    #[arg(long, value_enum, default_value = "label")]
+    /// Which token scores a candidate (`recache serve --rank-readout`): auto (item in pooled
+    /// layouts, label elsewhere), label, or item (its own first token; the testbed ranker's
+    /// item-id tokens); rows carry it
+    #[arg(long, value_enum, default_value = "auto")]
     pub rank_readout: recache::harness::Readout,
     /// Pool layouts: items computed into the pool before the requests, most popular first
     /// [default: every item of --data]; the rest are filled while serving, as recache does
@@ -210,7 +211,7 @@ mod tests {
             assert_eq!(rank.rank_readout, want, "{}", mode.name());
         }
         let default = parse(&[]).gr().unwrap();
-        assert_eq!(default.rank_readout, recache::harness::Readout::Label);
+        assert_eq!(default.rank_readout, recache::harness::Readout::Auto);
     }
 
     /// The recompute setting reaches the pooled layouts' recache and only theirs.

@@ -26,7 +26,7 @@ pub struct RankRequest {
     /// This request's pool recompute setting (`--rank-pool-recompute`'s spelling), instead
     /// of the one in force.
     pub pool_recompute: Option<String>,
-    /// This request's readout (`label` or `item`, as `--rank-readout`), instead of the
+    /// This request's readout (`auto`, `label` or `item`, as `--rank-readout`), instead of the
     /// server's.
     pub readout: Option<String>,
 }

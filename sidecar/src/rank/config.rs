@@ -152,10 +152,11 @@ pub struct RankArgs {
     /// /admin/rank-pool-recompute, or per request with "pool_recompute" [default: none]
     #[arg(long, env = "RECACHE_RANK_POOL_RECOMPUTE", value_name = "SPEC")]
     pub rank_pool_recompute: Option<String>,
-    /// Which token scores a candidate: label (the label introducing it in the prompt) or
-    /// item (its own first token, for models trained to name the next item; every candidate
-    /// of a request must start with a distinct token); per request with "readout"
-    /// [default: label]
+    /// Which token scores a candidate: label (the label introducing it in the prompt), item
+    /// (its own first token, for models trained to name the next item; every candidate of a
+    /// request must start with a distinct token), or auto (item for prompts served from the
+    /// item pool whose candidates start with distinct tokens, label otherwise); per request
+    /// with "readout" [default: auto]
     #[arg(long, env = "RECACHE_RANK_READOUT", value_enum)]
     pub rank_readout: Option<super::readout::Readout>,
     /// Quality guard: share of pool-served rankings scored again user-first in the

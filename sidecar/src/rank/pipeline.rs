@@ -218,7 +218,7 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
         }
     };
     let readout = req.readout.unwrap_or(rank.config.readout);
-    super::readout::apply(&mut prompt, &item_refs, &keys, readout)?;
+    super::readout::apply(&mut prompt, &item_refs, &keys, readout, pool_use.is_some())?;
     let item_lens: Vec<usize> = order.iter().map(|&i| item_refs[i].len() + 1).collect();
     if let Some(kvloop) = &state.kvloop {
         // The engine loop's shadow cache sees what recache wants kept: a user-first prompt

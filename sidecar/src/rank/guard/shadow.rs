@@ -142,10 +142,11 @@ async fn score(
             (p, None, GrHint::default())
         }
     };
-    // Read as the served answer was, so the two rankings differ only by layout.
+    // Read as the pooled answer was (`auto` resolved as for a pooled prompt), so the rankings
+    // compared differ only by layout.
     let ids: Vec<&str> = req.items.iter().map(|i| i.key.as_str()).collect();
     let readout = req.readout.unwrap_or(rank.config.readout);
-    crate::rank::readout::apply(&mut prompt, &item_refs, &ids, readout)?;
+    crate::rank::readout::apply(&mut prompt, &item_refs, &ids, readout, true)?;
     let (path, mut body) =
         engine::scoring_request(state.engine, model, &prompt, req.cache_salt.as_deref());
     if let Some(u) = &used {

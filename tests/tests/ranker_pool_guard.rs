@@ -20,6 +20,7 @@ use std::time::Duration;
 use recache::config::ServeArgs;
 use recache::rank::config::RankArgs;
 use recache::rank::guard::{MIN_SAMPLES, Z};
+use recache::rank::readout::Readout;
 use recache_integration::{Proxy, Testbed, wait_for};
 use serde_json::{Value, json};
 
@@ -98,8 +99,9 @@ fn request(model: &str, user: usize, hist: &[u32], next: u32, popular: &[(u32, u
 }
 
 /// recache in front of `tb` with the pool and every pool-served ranking sampled, its pool
-/// filled with the candidates of the first request.
-async fn guarded(tb: &Testbed, first: &Value) -> Proxy {
+/// filled with the candidates of the first request; `readout`: `--rank-readout` (None: the
+/// default).
+async fn guarded(tb: &Testbed, first: &Value, readout: Option<Readout>) -> Proxy {
     let args = ServeArgs {
         upstream: vec![tb.upstream.clone()],
         rank: RankArgs {
@@ -107,6 +109,7 @@ async fn guarded(tb: &Testbed, first: &Value) -> Proxy {
             rank_item_pool: Some(4096),
             rank_item_pool_refresh: Some(0.0),
             rank_quality_sample: Some(1.0),
+            rank_readout: readout,
             ..Default::default()
         },
         ..Default::default()
@@ -144,7 +147,9 @@ async fn guard_turns_the_pool_off_for_a_ranker_never_trained_pooled() {
     );
     let (users, popular) = users(16 * MIN_SAMPLES);
     let req = |u: usize| request(&tb.model, u, &users[u].0, users[u].1, &popular);
-    let proxy = guarded(&tb, &req(0)).await;
+    // Read by labels: what this ranker never learnt in the pooled layout is reading the pool
+    // slots' labels (docs/quality.md), so that is where it is hurt and the guard must see it.
+    let proxy = guarded(&tb, &req(0), Some(Readout::Label)).await;
     let guard = proxy
         .state
         .ranker
@@ -206,7 +211,8 @@ async fn guard_keeps_the_pool_on_for_the_ranker_trained_pooled() {
     let tb = Testbed::up("it-guard-ranker", &["--model", "ranker", "--item-pool"]);
     let (users, popular) = users(4 * MIN_SAMPLES);
     let (hist, next) = &users[0];
-    let proxy = guarded(&tb, &request(&tb.model, 0, hist, *next, &popular)).await;
+    // The defaults a user gets (`--rank-readout auto`: pooled prompts read by item token).
+    let proxy = guarded(&tb, &request(&tb.model, 0, hist, *next, &popular), None).await;
     let guard = proxy
         .state
         .ranker

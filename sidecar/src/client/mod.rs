@@ -307,13 +307,14 @@ impl EngineClient {
                     replica.count_failure(FailureKind::Connect);
                     // A refused connection means nothing listens there: out at once. A connect
                     // that timed out may be a starved host under load (a burst dials dozens of
-                    // connections at once): it counts as a failed probe, and a replica that
-                    // nobody else can stand in for gets the call once more.
+                    // connections at once): when no other replica can take the call, it counts
+                    // as a failed probe (two in a row take the replica out) and the replica is
+                    // dialed once more; otherwise the call moves on and the replica goes out.
                     let timed_out = matches!(source, pool::DialError::Timeout(_));
                     let again = timed_out
                         && !dialed_again
-                        && replica.record_probe(false)
-                        && !self.another_healthy(&tried);
+                        && !self.another_healthy(&tried)
+                        && replica.record_probe(false);
                     if again {
                         tracing::warn!(upstream = label, error = %source, "connect timed out, dialing once more");
                         tried.retain(|&i| i != index);

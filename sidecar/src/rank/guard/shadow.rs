@@ -142,11 +142,12 @@ async fn score(
             (p, None, GrHint::default())
         }
     };
-    // Read as the pooled answer was (`auto` resolved as for a pooled prompt), so the rankings
-    // compared differ only by layout.
+    // Each layout read as it would be served (`auto`: the pooled one by item token, user-first
+    // by labels), so the guard compares the rankings a user would get from either.
     let ids: Vec<&str> = req.items.iter().map(|i| i.key.as_str()).collect();
     let readout = req.readout.unwrap_or(rank.config.readout);
-    crate::rank::readout::apply(&mut prompt, &item_refs, &ids, readout, true)?;
+    let pooled = layout == Layout::Pooled;
+    crate::rank::readout::apply(&mut prompt, &item_refs, &ids, readout, pooled)?;
     let (path, mut body) =
         engine::scoring_request(state.engine, model, &prompt, req.cache_salt.as_deref());
     if let Some(u) = &used {

@@ -4,10 +4,16 @@
 //! so a dead replica is skipped at once and only probes bring it back.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use http::uri::PathAndQuery;
+use http::{HeaderMap, Method};
+use http_body_util::BodyExt;
 
 use tokio::sync::watch;
 
 use super::EngineClient;
+use super::pool::Call;
 use super::replica::Replica;
 use crate::shutdown::TaskGuard;
 
@@ -47,7 +53,7 @@ async fn probe_loop(client: Arc<EngineClient>, mut stop: watch::Receiver<bool>) 
 
 async fn probe_one(client: &EngineClient, replica: &Arc<Replica>) {
     let was = replica.is_healthy();
-    let healthy = replica.record_probe(client.probe(replica).await);
+    let healthy = replica.record_probe(probe(client, replica).await);
     let label = replica.label.as_str();
     if was != healthy {
         if healthy {
@@ -65,6 +71,29 @@ async fn probe_one(client: &EngineClient, replica: &Arc<Replica>) {
             );
         }
     }
+}
+
+/// One health probe of `replica`: a 2xx on the engine's health route within the probe
+/// interval (at least 1 s), on one of the replica's pooled connections.
+pub async fn probe(client: &EngineClient, replica: &Replica) -> bool {
+    let pq: Option<PathAndQuery> = client.settings.health_path.parse().ok();
+    let limit = client.settings.health_interval.max(Duration::from_secs(1));
+    let probe = async {
+        let target = replica.origin_for(pq.as_ref());
+        let headers = HeaderMap::new();
+        let call = Call {
+            method: &Method::GET,
+            target: &target,
+            headers: &headers,
+            body: &[],
+        };
+        let resp = replica.pool.send(&call, &replica.host, limit).await.ok()?;
+        let ok = resp.status().is_success();
+        // Read to its end, so the connection goes back to the pool.
+        let _ = resp.into_body().collect().await;
+        Some(ok)
+    };
+    matches!(tokio::time::timeout(limit, probe).await, Ok(Some(true)))
 }
 
 #[cfg(test)]

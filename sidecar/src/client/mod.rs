@@ -468,29 +468,6 @@ impl EngineClient {
             replica: chosen,
         })
     }
-
-    /// One health probe of `replica`: a 2xx on the engine's health route within the probe
-    /// interval (at least 1 s), on one of the replica's pooled connections.
-    pub async fn probe(&self, replica: &Replica) -> bool {
-        let pq: Option<PathAndQuery> = self.settings.health_path.parse().ok();
-        let limit = self.settings.health_interval.max(Duration::from_secs(1));
-        let probe = async {
-            let target = replica.origin_for(pq.as_ref());
-            let headers = HeaderMap::new();
-            let call = Call {
-                method: &Method::GET,
-                target: &target,
-                headers: &headers,
-                body: &[],
-            };
-            let resp = replica.pool.send(&call, &replica.host, limit).await.ok()?;
-            let ok = resp.status().is_success();
-            // Read to its end, so the connection goes back to the pool.
-            let _ = resp.into_body().collect().await;
-            Some(ok)
-        };
-        matches!(tokio::time::timeout(limit, probe).await, Ok(Some(true)))
-    }
 }
 
 /// Headers and bytes of a JSON request body (none: an empty body without a content type).

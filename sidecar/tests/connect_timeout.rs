@@ -4,14 +4,15 @@
 //! with a 503 within the retry budget and taken out.
 //!
 //! The stuck host is a listener with a backlog of 0 whose accept queue is filled and not
-//! drained: Linux drops further SYNs, so a connect to it times out.
+//! drained: Linux drops further SYNs (counting each in `TcpExt: ListenOverflows`), so a
+//! connect to it times out.
 
 mod support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use support::{TestProxy, error_code, post_completion};
+use support::{TestProxy, error_code, post_completion, wait_until};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;
 use tokio::sync::watch;
@@ -77,6 +78,19 @@ fn fill_queue(addr: SocketAddr) -> Vec<std::net::TcpStream> {
     panic!("16 connects to a listener with backlog 0 all succeeded: cannot make a stuck host");
 }
 
+/// The kernel's count of SYNs dropped at a full accept queue (`TcpExt: ListenOverflows`).
+fn listen_overflows() -> u64 {
+    let text = std::fs::read_to_string("/proc/net/netstat").expect("/proc/net/netstat");
+    let mut lines = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (names, values) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "ListenOverflows")
+        .and_then(|(_, v)| v.parse().ok())
+        .expect("TcpExt ListenOverflows in /proc/net/netstat")
+}
+
 fn series(proxy: &TestProxy, name: &str) -> f64 {
     String::from_utf8_lossy(&proxy.state.metrics.render())
         .lines()
@@ -94,15 +108,21 @@ fn proxy_args(args: &mut recache::config::ServeArgs) {
 #[tokio::test]
 async fn a_timed_out_connect_to_the_only_replica_is_dialed_once_more() {
     let (proxy, gate, held) = stuck().await;
-    // The host recovers while the first connect waits (its SYN was dropped; a retransmit
-    // comes after a second, past the timeout), in time for the second.
-    tokio::spawn(async move {
-        tokio::time::sleep(CONNECT_TIMEOUT / 4).await;
+    // The host recovers once the first connect's SYN has been dropped (counted by the kernel
+    // as a listen overflow; its retransmit comes after a second, past the timeout), in time
+    // for the second connect.
+    let dropped = listen_overflows();
+    let recovers = async {
+        wait_until(
+            "the kernel dropping the first connect's SYN (TcpExt ListenOverflows rising)",
+            CONNECT_TIMEOUT,
+            async || listen_overflows() > dropped,
+        )
+        .await;
         gate.send_replace(true);
-        // Kept until the test ends: a dropped sender would stop the upstream.
-        std::future::pending::<()>().await;
-    });
-    let resp = post_completion(&reqwest::Client::new(), &proxy).await;
+    };
+    let client = reqwest::Client::new();
+    let (resp, ()) = tokio::join!(post_completion(&client, &proxy), recovers);
     assert_eq!(resp.status(), 200, "{:?}", resp.text().await);
     assert_eq!(
         series(&proxy, "recache_upstream_errors_total{"),

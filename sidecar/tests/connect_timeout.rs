@@ -19,6 +19,10 @@ use tokio::sync::watch;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(400);
 
+/// The tests of this file run one at a time: `ListenOverflows` counts for the whole host, and
+/// a stuck host of one test would otherwise open the other's gate.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// An upstream that answers every request `{}` and closes (so the proxy keeps no idle
 /// connection and dials for each call), accepting only while `accepting` holds true.
 async fn gated_upstream(accepting: watch::Receiver<bool>) -> SocketAddr {
@@ -107,6 +111,7 @@ fn proxy_args(args: &mut recache::config::ServeArgs) {
 
 #[tokio::test]
 async fn a_timed_out_connect_to_the_only_replica_is_dialed_once_more() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let (proxy, gate, held) = stuck().await;
     // The host recovers once the first connect's SYN has been dropped (counted by the kernel
     // as a listen overflow; its retransmit comes after a second, past the timeout), in time
@@ -139,6 +144,7 @@ async fn a_timed_out_connect_to_the_only_replica_is_dialed_once_more() {
 
 #[tokio::test]
 async fn a_replica_whose_connects_keep_timing_out_gets_a_503_within_the_budget() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let (proxy, _gate, held) = stuck().await;
     let started = Instant::now();
     let resp = post_completion(&reqwest::Client::new(), &proxy).await;

@@ -8,7 +8,7 @@
 //!   what each replica caches ([`mirror`]: per-replica KV-event mirrors, checked by canaries),
 //! - the retry executor: a call that cannot connect is retried on another replica while the
 //!   caller has waited under [`RETRY_BUDGET`] (a timed-out connect, when no other replica can
-//!   take it, on the same one once); a call whose replica failed before answering
+//!   take it, on the same one once, whatever the budget says); a call whose replica failed before answering
 //!   (closed the connection: it died mid-request) or answered with a server error (5xx:
 //!   a dying or overloaded engine) is sent once more, to another healthy replica, and that
 //!   replica's answer is the one passed on (the first 5xx when there is none); timeouts are
@@ -327,7 +327,10 @@ impl EngineClient {
                         upstream: replica.label.clone(),
                         source,
                     };
-                    if started.elapsed() + self.settings.connect_timeout > RETRY_BUDGET {
+                    // The one dial more after a timed-out connect is not cut by the budget:
+                    // with the default timeout (half the budget) the first one already spent
+                    // half of it, and the once-only flag bounds the call at two timeouts.
+                    if !again && started.elapsed() + self.settings.connect_timeout > RETRY_BUDGET {
                         break;
                     }
                 }

@@ -29,7 +29,7 @@ use crate::slo::args::{InvalidSlo, SloArgs};
 const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8080);
 const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
-const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
 const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(2);
 const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);

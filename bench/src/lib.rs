@@ -7,7 +7,8 @@
 //!
 //! - One module per benchmark: [`overhead`] (with [`loadgen`], [`wrk`], [`static_upstream`]),
 //!   [`peers`] (recache beside sglang-router and vllm-router), [`gr`], [`quality`], [`replay`], [`retrieve`], [`route`], [`slo`], [`soak`], [`synth`],
-//!   [`predictor`]; [`sim_plot`] draws `recache sim --plot`.
+//!   [`predictor`]; [`sim_plot`] draws `recache sim --plot`; [`curve`] draws the recompute
+//!   curve from `quality` and `gr` rows already measured.
 //! - What they share: [`http`] (the client, scrapes, engine calls), [`engine_ops`] (engine
 //!   specifics: cache reset, counters), [`open_loop`] (requests released at their planned
 //!   arrival, latency counted from it), [`stats`] (quantiles, spreads), [`rng`] (the seeded
@@ -15,6 +16,7 @@
 //!   `examples/testbed`), [`recache_bin`] (the `recache` binary beside this one), [`error`].
 //! - [`tracegen`]: deterministic trace generators for `recache sim` (`examples/gen_trace`).
 
+pub mod curve;
 pub mod engine_ops;
 pub mod error;
 pub mod gr;
@@ -74,6 +76,9 @@ pub enum BenchCmd {
     /// Serving to a deadline: plain proxy vs `--slo on` under open-loop GR ranking load at
     /// multiples of the engine's saturation rate; goodput, SLO attainment, p99, refusals.
     Slo(Box<slo::SloArgs>),
+    /// Recall@10, NDCG@10, throughput and computed tokens against the link-token count K of
+    /// `--rank-pool-recompute`, from `bench quality` and `bench gr` rows already measured.
+    RecomputeCurve(curve::CurveArgs),
     /// A synthetic `bench gr` data set (Zipf item popularity, long-tailed histories) in the
     /// shared Amazon data's formats; prints a one-line JSON summary.
     Synth(synth::SynthArgs),
@@ -99,6 +104,7 @@ impl BenchCmd {
             BenchCmd::Retrieve(args) => retrieve::run(*args).await,
             BenchCmd::Soak(args) => soak::run(args).await,
             BenchCmd::Slo(args) => slo::run(*args).await,
+            BenchCmd::RecomputeCurve(args) => curve::run(args).await,
             BenchCmd::Synth(args) => tokio::task::block_in_place(|| synth::run(args)),
             BenchCmd::Predictor(args) => {
                 // CPU-bound: keep it off the runtime's worker threads.

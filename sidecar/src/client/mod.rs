@@ -8,11 +8,11 @@
 //!   what each replica caches ([`mirror`]: per-replica KV-event mirrors, checked by canaries),
 //! - the retry executor: a call that cannot connect is retried on another replica while the
 //!   caller has waited under [`RETRY_BUDGET`] (a timed-out connect, when no other replica can
-//!   take it, on the same one once, whatever the budget says); a call whose replica failed before answering
-//!   (closed the connection: it died mid-request) or answered with a server error (5xx:
-//!   a dying or overloaded engine) is sent once more, to another healthy replica, and that
-//!   replica's answer is the one passed on (the first 5xx when there is none); timeouts are
-//!   not retried (the engine is still working on it),
+//!   take it, on the same one once, whatever the budget says); a call whose replica failed
+//!   before answering (closed the connection: it died mid-request) or answered with a server
+//!   error (5xx: a dying or overloaded engine) is sent once more, to another healthy replica,
+//!   and that replica's answer is the one passed on (the first 5xx when there is none);
+//!   timeouts are not retried (the engine is still working on it),
 //! - deadlines: a generation call made for a request with a deadline waits for a place in its
 //!   replica's window or is refused ([`crate::slo`]), and the replica is chosen by the rule
 //!   composed with predicted completion times ([`crate::slo::dispatch`]),

@@ -115,6 +115,7 @@ mod tests {
     use super::super::keys::RouteKeys;
     use super::super::{Routing, build};
     use super::*;
+    use crate::client::mirror::MirrorState;
     use crate::client::replica::InFlight;
 
     fn set(urls: &[&str]) -> Vec<Arc<Replica>> {
@@ -158,6 +159,47 @@ mod tests {
             homes[x] += 1;
         }
         assert!(homes.iter().all(|&n| n > 60), "{homes:?}");
+    }
+
+    /// New users homed on one replica: without KV events every one goes home (up to the load
+    /// bound, so the next request finds it from any instance); where the mirrors are exact,
+    /// a home above its fair share yields and the users spread.
+    #[test]
+    fn homes_yield_to_balance_where_mirrors_are_exact() {
+        let homed_on_first = |reps: &[Arc<Replica>]| {
+            (0..)
+                .map(|u| format!("user-{u}"))
+                .filter(|u| affinity(reps, &user(u))[0] == 1)
+                .take(20)
+                .collect::<Vec<_>>()
+        };
+        let on_first = |exact: bool| {
+            let rule = build(Routing::gr());
+            let reps = set(&["http://a:1", "http://b:2"]);
+            if exact {
+                for r in &reps {
+                    r.mirror.set_state(MirrorState::Exact, "test", &r.label);
+                }
+            }
+            let mut n = 0;
+            for (i, u) in homed_on_first(&reps).iter().enumerate() {
+                let keys = prompt(1000 + i as u32, 256);
+                let gr = user(u);
+                let hint = RouteHint {
+                    path: "",
+                    keys: &keys,
+                    gr: Some(&gr),
+                };
+                n += usize::from(rule.choose(&reps, &[], &hint) == Some(0));
+            }
+            n
+        };
+        let (approximate, exact) = (on_first(false), on_first(true));
+        assert!(
+            approximate >= 13,
+            "home up to the load bound: {approximate} of 20"
+        );
+        assert!(exact <= 11, "spread where mirrors are exact: {exact} of 20");
     }
 
     /// A replica holding the user's prefix beats the user's home; placement breaks ties only.

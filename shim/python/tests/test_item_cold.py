@@ -1,0 +1,176 @@
+"""The item pool's cold tier (``recache_shim/item_cold.py``): an entry written to a store reads
+back bit-exact; a value for another model, item, token list or layout, or a damaged one, is a
+counted mismatch and a miss, never an entry; a store that is slow, failing or empty reads as a
+miss within the bound. With the store venv (examples/store/install) on this machine, the same
+round trip runs through a real Mooncake Store started here; without it that part is reported
+SKIPPED. Run with the testbed venv's Python:
+
+    ~/.cache/recache-testbed/venv-vllm/bin/python shim/python/tests/test_item_cold.py
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from recache_shim.item_cold import ColdTier, Mismatch, cold_key, pack, unpack  # noqa: E402
+from recache_shim.item_pool_store import Entry  # noqa: E402
+
+LAYERS = ("model.layers.0.attn", "model.layers.1.attn")
+
+
+def entry(tokens=(5, 6, 7), seed=0, dtype=torch.bfloat16) -> Entry:
+    g = torch.Generator().manual_seed(seed)
+    e = Entry(tokens=tuple(tokens))
+    for name in LAYERS:
+        e.k[name] = torch.randn(len(tokens), 2, 8, generator=g).to(dtype)
+        e.v[name] = torch.randn(len(tokens), 2, 8, generator=g).to(dtype)
+    return e
+
+
+def same(a: Entry, b: Entry) -> bool:
+    return a.tokens == b.tokens and all(
+        torch.equal(a.k[n], b.k[n]) and torch.equal(a.v[n], b.v[n]) for n in LAYERS)
+
+
+class DictStore:
+    def __init__(self):
+        self.d = {}
+
+    def get(self, key):
+        return self.d.get(key)
+
+    def put(self, key, value):
+        self.d[key] = value
+
+
+class SlowStore(DictStore):
+    def get(self, key):
+        time.sleep(1.0)
+        return super().get(key)
+
+
+class DeadStore:
+    def get(self, key):
+        raise ConnectionError("store down")
+
+    def put(self, key, value):
+        raise ConnectionError("store down")
+
+
+def test_round_trip_and_every_mismatch():
+    for dtype in (torch.bfloat16, torch.float32):
+        e = entry(dtype=dtype)
+        blob = pack(e, "m", "item-1", "paged")
+        assert same(unpack(blob, "m", "item-1", e.tokens, "paged"), e), dtype
+    blob = pack(entry(), "m", "item-1", "paged")
+    for args in (("other", "item-1", (5, 6, 7), "paged"), ("m", "item-2", (5, 6, 7), "paged"),
+                 ("m", "item-1", (5, 6, 8), "paged"), ("m", "item-1", (5, 6, 7), "other")):
+        try:
+            unpack(blob, *args)
+        except Mismatch:
+            continue
+        raise AssertionError(f"served for {args}")
+    for bad in (blob[:-1], b"junk", blob[:10]):
+        try:
+            unpack(bad, "m", "item-1", (5, 6, 7), "paged")
+        except Mismatch:
+            continue
+        raise AssertionError("a damaged value was served")
+    assert cold_key("m", "i", (1, 2), "a") != cold_key("m", "i", (1, 3), "a")
+
+
+def test_tier_counts_hits_misses_and_mismatches():
+    store = DictStore()
+    tier = ColdTier(store, "m", "paged", timeout_s=0.5)
+    e = entry()
+    assert tier.get("item-1", e.tokens) is None
+    assert tier.put("item-1", e)
+    assert same(tier.get("item-1", e.tokens), e)
+    # A value planted under the key of other tokens (a stale write) is not served.
+    store.put(cold_key("m", "item-1", (5, 6, 9), "paged"), pack(e, "m", "item-1", "paged"))
+    assert tier.get("item-1", (5, 6, 9)) is None
+    c = tier.counts
+    assert (c["hits"], c["misses"], c["mismatches"], c["puts"]) == (1, 1, 1, 1), c
+    tier.close()
+
+
+def test_slow_or_dead_store_reads_as_a_miss_within_the_bound():
+    slow = ColdTier(SlowStore(), "m", "paged", timeout_s=0.05)
+    t0 = time.perf_counter()
+    assert slow.get("item-1", (5, 6, 7)) is None
+    took = time.perf_counter() - t0
+    assert took < 0.5, f"waited {took:.2f} s for a slow store"
+    assert slow.counts["timeouts"] == 1
+    slow.close()
+    dead = ColdTier(DeadStore(), "m", "paged", timeout_s=0.5)
+    assert dead.get("item-1", (5, 6, 7)) is None
+    assert not dead.put("item-1", entry())
+    assert (dead.counts["errors"], dead.counts["put_failures"]) == (1, 1)
+    dead.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, proc, what: str) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"{what} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"{what} did not listen on {port} within 20 s")
+
+
+def test_round_trip_through_a_real_mooncake_store():
+    home = os.environ.get("RECACHE_TESTBED_HOME", Path.home() / ".cache/recache-testbed")
+    venv = Path(os.environ.get("RECACHE_STORE_VENV", Path(home) / "venv-store"))
+    master = venv / "bin/mooncake_master"
+    site = next(iter(sorted(venv.glob("lib/python3*/site-packages"))), None)
+    if not master.exists() or site is None:
+        return "SKIPPED: no store venv (examples/store/install makes it)"
+    sys.path.append(str(site))
+    from recache_shim.item_cold import MooncakeStore
+
+    rpc, meta = _free_port(), _free_port()
+    proc = subprocess.Popen(
+        [str(master), f"--rpc_port={rpc}", "--enable_http_metadata_server=true",
+         f"--http_metadata_server_port={meta}", "--http_metadata_server_host=127.0.0.1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_port(rpc, proc, "mooncake_master")
+        _wait_port(meta, proc, "mooncake_master's metadata server")
+        store = MooncakeStore(f"127.0.0.1:{_free_port()}", f"http://127.0.0.1:{meta}/metadata",
+                              f"127.0.0.1:{rpc}", segment_bytes=64 << 20)
+        tier = ColdTier(store, "m", "paged", timeout_s=2.0)
+        e = entry(tokens=tuple(range(19)))
+        assert tier.get("item-1", e.tokens) is None
+        assert tier.put("item-1", e), tier.counts
+        assert same(tier.get("item-1", e.tokens), e)
+        assert tier.get("item-1", tuple(range(1, 20))) is None
+        assert (tier.counts["hits"], tier.counts["misses"]) == (1, 2), tier.counts
+        tier.close()
+        store.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    for name, fn in list(globals().items()):
+        if name.startswith("test_") and callable(fn):
+            said = fn()
+            print(f"{name}: {said or 'ok'}")

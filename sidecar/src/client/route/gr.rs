@@ -19,7 +19,9 @@
 //!   the rule before it builds the prompt, since the prompt depends on that pool.
 //!
 //! Requests without a hint (proxied completions, chat) are routed exactly as `prefix` routes
-//! them. Load bound and queue gap apply as in `prefix`; placement only breaks cost ties.
+//! them. Load bound and queue gap apply as in `prefix`; placement only breaks cost ties, and
+//! on a replica whose KV events are mirrored exactly only while its recent share is at most
+//! the mean (there every instance sees where a prompt went; see `Prefix::choose_with`).
 
 use std::sync::Arc;
 

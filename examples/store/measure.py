@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import socket
@@ -321,5 +320,4 @@ def summaries(rows: list[dict], args) -> list[dict]:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("MC_LOG_LEVEL", "error")
     main()

@@ -179,9 +179,11 @@ fn draw(path: &std::path::Path, points: &[Point]) -> Result<(), String> {
             .collect();
         s
     };
+    // No UP rows (or no such number for UP): the reference line is left out, not drawn at NaN.
     let flat = |name: &str, f: fn(&Point) -> Spread| {
-        let y = up.map(|p| f(p).median).unwrap_or(f64::NAN);
-        Series::new(name, ks.iter().map(|&k| (k, y)).collect())
+        let y = up.map(|p| f(p).median).filter(|y| y.is_finite());
+        let points = y.map(|y| ks.iter().map(|&k| (k, y)).collect());
+        Series::new(name, points.unwrap_or_default())
     };
     let lines = |title, y_desc, series| Lines {
         title,

@@ -194,29 +194,29 @@ fn draw(path: &std::path::Path, points: &[Point]) -> Result<(), String> {
         legend: SeriesLabelPosition::LowerRight,
         series,
     };
+    // bat-pool's line and UP's reference for one number, named "<layout><what>".
+    let both = |what: &str, f: fn(&Point) -> Spread| {
+        vec![
+            series(&format!("bat-pool{what}"), f),
+            flat(&format!("UP{what}"), f),
+        ]
+    };
+    let quality = [
+        both(" Recall@10", |p| p.recall_at_10),
+        both(" NDCG@10", |p| p.ndcg_at_10),
+    ]
+    .concat();
     let panels = [
-        Panel::Lines(lines(
-            "ranking quality (held-out users)",
-            "",
-            vec![
-                series("bat-pool Recall@10", |p| p.recall_at_10),
-                flat("UP Recall@10", |p| p.recall_at_10),
-                series("bat-pool NDCG@10", |p| p.ndcg_at_10),
-                flat("UP NDCG@10", |p| p.ndcg_at_10),
-            ],
-        )),
+        Panel::Lines(lines("ranking quality (held-out users)", "", quality)),
         Panel::Lines(lines(
             "saturation throughput",
             "requests/s",
-            vec![series("bat-pool", |p| p.rps), flat("UP", |p| p.rps)],
+            both("", |p| p.rps),
         )),
         Panel::Lines(lines(
             "tokens the engine computes per ranking",
             "tokens",
-            vec![
-                series("bat-pool", |p| p.computed_per_request),
-                flat("UP", |p| p.computed_per_request),
-            ],
+            both("", |p| p.computed_per_request),
         )),
     ];
     plot::draw(path, (1500, 480), &panels)

@@ -34,15 +34,20 @@ def free_port() -> int:
 
 
 def wait_port(port: int, what: str, proc: subprocess.Popen, timeout: float = 20.0) -> None:
+    """Until ``port`` accepts, within ``timeout``; between tries it waits for ``proc`` to
+    exit (the other event it needs: a server that died is an error at once)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"[store] {what} exited with {proc.returncode} before listening")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return
         except OSError:
-            time.sleep(0.05)
+            pass
+        try:
+            rc = proc.wait(timeout=0.05)
+        except subprocess.TimeoutExpired:
+            continue
+        raise SystemExit(f"[store] {what} exited with {rc} before listening")
     raise SystemExit(f"[store] {what} did not listen on port {port} within {timeout:.0f} s")
 
 

@@ -9,18 +9,21 @@ SKIPPED. Run with the testbed venv's Python:
 """
 
 import os
-import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# The store's start-up helpers (free port, wait for it to listen) are measure.py's.
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples" / "store"))
 
 from recache_shim.item_cold import ColdTier, Mismatch, cold_key, pack, unpack  # noqa: E402
 from recache_shim.item_pool_store import Entry  # noqa: E402
+from measure import free_port, wait_port  # noqa: E402
 
 LAYERS = ("model.layers.0.attn", "model.layers.1.attn")
 
@@ -51,8 +54,14 @@ class DictStore:
 
 
 class SlowStore(DictStore):
+    """Answers nothing until the test releases it (a store that hangs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.released = threading.Event()
+
     def get(self, key):
-        time.sleep(1.0)
+        self.released.wait(timeout=10)
         return super().get(key)
 
 
@@ -102,37 +111,20 @@ def test_tier_counts_hits_misses_and_mismatches():
 
 
 def test_slow_or_dead_store_reads_as_a_miss_within_the_bound():
-    slow = ColdTier(SlowStore(), "m", "paged", timeout_s=0.05)
+    hung = SlowStore()
+    slow = ColdTier(hung, "m", "paged", timeout_s=0.05)
     t0 = time.perf_counter()
     assert slow.get("item-1", (5, 6, 7)) is None
     took = time.perf_counter() - t0
     assert took < 0.5, f"waited {took:.2f} s for a slow store"
     assert slow.counts["timeouts"] == 1
+    hung.released.set()
     slow.close()
     dead = ColdTier(DeadStore(), "m", "paged", timeout_s=0.5)
     assert dead.get("item-1", (5, 6, 7)) is None
     assert not dead.put("item-1", entry())
     assert (dead.counts["errors"], dead.counts["put_failures"]) == (1, 1)
     dead.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, proc, what: str) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"{what} exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"{what} did not listen on {port} within 20 s")
 
 
 def test_round_trip_through_a_real_mooncake_store():
@@ -145,15 +137,15 @@ def test_round_trip_through_a_real_mooncake_store():
     sys.path.append(str(site))
     from recache_shim.item_cold import MooncakeStore
 
-    rpc, meta = _free_port(), _free_port()
+    rpc, meta = free_port(), free_port()
     proc = subprocess.Popen(
         [str(master), f"--rpc_port={rpc}", "--enable_http_metadata_server=true",
          f"--http_metadata_server_port={meta}", "--http_metadata_server_host=127.0.0.1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_port(rpc, proc, "mooncake_master")
-        _wait_port(meta, proc, "mooncake_master's metadata server")
-        store = MooncakeStore(f"127.0.0.1:{_free_port()}", f"http://127.0.0.1:{meta}/metadata",
+        wait_port(rpc, "mooncake_master", proc)
+        wait_port(meta, "mooncake_master's metadata server", proc)
+        store = MooncakeStore(f"127.0.0.1:{free_port()}", f"http://127.0.0.1:{meta}/metadata",
                               f"127.0.0.1:{rpc}", segment_bytes=64 << 20)
         tier = ColdTier(store, "m", "paged", timeout_s=2.0)
         e = entry(tokens=tuple(range(19)))

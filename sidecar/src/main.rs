@@ -173,6 +173,9 @@ async fn serve(config: recache::config::Config) -> anyhow::Result<()> {
     let state = recache::service::AppState::new(config).context("starting")?;
     // Label check, item pool adoption and catalog precompute, once a replica is healthy.
     let _startup = recache::rank::startup::spawn(state.ranker.clone());
+    // The item pool's store (--rank-pool-store), probed for /ready.
+    let _store_probe = (state.ranker.rank.store.as_ref())
+        .map(|p| p.spawn(recache::rank::pool::store_probe::PROBE_EVERY));
     let drained = recache::server::run_with_admin(listener, admin, state, shutdown_signal()).await;
     if !drained {
         anyhow::bail!("exited with requests still in flight after the drain deadline");

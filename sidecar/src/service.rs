@@ -353,14 +353,16 @@ async fn admin(state: &AppState, route: &str, req: Request<Incoming>) -> Respons
 fn ready(state: &AppState) -> Response<Body> {
     if state.client.ready() {
         let upstreams = state.client.replica_detail();
-        json_response(
-            StatusCode::OK,
-            &match &state.ranker.rank.guard {
-                Some(g) => serde_json::json!({"status": "ready", "upstreams": upstreams,
-                                              "quality": g.detail()}),
-                None => serde_json::json!({"status": "ready", "upstreams": upstreams}),
-            },
-        )
+        let mut body = serde_json::json!({"status": "ready", "upstreams": upstreams});
+        let rank = &state.ranker.rank;
+        if let Some(g) = &rank.guard {
+            body["quality"] = g.detail();
+        }
+        // Ready either way: a store that is down costs recomputing cold items, not answers.
+        if let Some(s) = &rank.store {
+            body["store"] = s.detail();
+        }
+        json_response(StatusCode::OK, &body)
     } else {
         let err = ApiError::from(ClientError::NoHealthyUpstream);
         let body = crate::error::error_json(

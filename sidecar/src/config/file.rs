@@ -53,6 +53,7 @@ pub(super) struct FileConfig {
     rank_item_pool_fills: Option<usize>,
     rank_item_pool_refresh: Option<f64>,
     rank_item_catalog: Option<PathBuf>,
+    rank_pool_store: Option<String>,
     rank_trace_out: Option<PathBuf>,
     rank_pool_recompute: Option<String>,
     rank_readout: Option<crate::rank::readout::Readout>,
@@ -134,6 +135,7 @@ impl ServeArgs {
                 rank_item_pool_fills: rank.rank_item_pool_fills.or(file.rank_item_pool_fills),
                 rank_item_pool_refresh: rank.rank_item_pool_refresh.or(file.rank_item_pool_refresh),
                 rank_item_catalog: rank.rank_item_catalog.clone().or(file.rank_item_catalog),
+                rank_pool_store: rank.rank_pool_store.clone().or(file.rank_pool_store),
                 rank_trace_out: rank.rank_trace_out.clone().or(file.rank_trace_out),
                 rank_pool_recompute: (rank.rank_pool_recompute.clone())
                     .or(file.rank_pool_recompute),

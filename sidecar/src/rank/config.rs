@@ -136,6 +136,14 @@ pub struct RankArgs {
     /// [default: 4]
     #[arg(long, env = "RECACHE_RANK_ITEM_POOL_REFRESH")]
     pub rank_item_pool_refresh: Option<f64>,
+    /// The item pool's cold tier: the store (Mooncake Store master, host:port) the replicas'
+    /// connectors write fills through to (testbed `up --pool-store`). recache then sends an
+    /// item another replica's pool holds marked cold, and the engine reads it from the store
+    /// instead of computing it; each replica's pool takes its own label range, so it needs
+    /// LABEL_BASE + MAX_ITEMS + replicas x N <= the model's vocabulary; /ready reports the
+    /// store unreachable [default: off]
+    #[arg(long, env = "RECACHE_RANK_POOL_STORE", value_name = "ADDR")]
+    pub rank_pool_store: Option<String>,
     /// Item catalog to precompute into the pool at start-up, hottest first (JSON lines
     /// `{"id": .., "text" | "tokens": .., "count"?: n}`); needs --rank-item-pool
     // Checked in `try_resolve_for`, not by clap's `requires`, so the pool may come from the file.
@@ -256,6 +264,7 @@ impl RankArgs {
                     refresh_per_s: self
                         .rank_item_pool_refresh
                         .unwrap_or(DEFAULT_POOL_REFRESH_PER_S),
+                    store: self.rank_pool_store.clone(),
                 }
             }),
             item_catalog: self.rank_item_catalog.clone(),
@@ -332,6 +341,23 @@ impl RankArgs {
                 "must be a relative agreement from 0 to 1 (0 never turns the pool off)",
             );
         }
+        if let Some(addr) = &self.rank_pool_store {
+            if self.rank_item_pool.unwrap_or(0) == 0 {
+                return invalid(
+                    "--rank-pool-store",
+                    "needs --rank-item-pool N (N > 0): the store holds the item pool's entries",
+                );
+            }
+            if addr
+                .rsplit_once(':')
+                .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+            {
+                return invalid(
+                    "--rank-pool-store",
+                    "must be the store's address as host:port (the Mooncake master's RPC port)",
+                );
+            }
+        }
         if self.rank_item_catalog.is_some() && self.rank_item_pool.unwrap_or(0) == 0 {
             return invalid(
                 "--rank-item-catalog",
@@ -391,6 +417,21 @@ mod tests {
                     ..Default::default()
                 },
                 "--rank-item-pool-refresh",
+            ),
+            (
+                RankArgs {
+                    rank_pool_store: Some("127.0.0.1:50051".into()),
+                    ..Default::default()
+                },
+                "--rank-pool-store",
+            ),
+            (
+                RankArgs {
+                    rank_item_pool: Some(4),
+                    rank_pool_store: Some("mooncake-master".into()),
+                    ..Default::default()
+                },
+                "--rank-pool-store",
             ),
             (
                 RankArgs {

@@ -88,6 +88,8 @@ pub struct RankState {
     pub recompute: arc_swap::ArcSwap<recompute::RecomputeSpec>,
     /// The quality guard, when the pool is on and `--rank-quality-sample` > 0.
     pub guard: Option<Arc<guard::QualityGuard>>,
+    /// The item pool's store as recache sees it (`--rank-pool-store`): probed for `/ready`.
+    pub store: Option<Arc<pool::store_probe::StoreProbe>>,
 }
 
 /// Blocks of the `--rank-trace-out` trace, in tokens: vLLM's (and the testbed's) KV block.
@@ -140,12 +142,17 @@ impl RankState {
             )?)),
             _ => None,
         };
+        let store = (config.item_pool.as_ref())
+            .and_then(|p| p.store.as_deref())
+            .map(|addr| pool::store_probe::StoreProbe::new(addr, registry).map(Arc::new))
+            .transpose()?;
         Ok(Self {
             trace,
             pool,
             guard,
+            store,
             recompute: arc_swap::ArcSwap::from_pointee(config.pool_recompute),
-            vocab: vocab::VocabCheck::new(&config),
+            vocab: vocab::VocabCheck::new(&config, replicas.len()),
             selector: select::build(&config.selector),
             config,
             popularity: Default::default(),

@@ -9,6 +9,7 @@ use tokio::task::JoinSet;
 use super::api::{Mode, Validated};
 use super::config::ItemReuse;
 use super::layout::{self, Prompt};
+use super::pool::cold::Held;
 use super::pooled::{self, Parts};
 use super::recompute::RecomputeSpec;
 use super::select::{CacheProbe, EngineView, PrefixKind, SelectInput};
@@ -117,19 +118,23 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
             .collect(),
         None => Vec::new(),
     };
-    let held: Vec<Vec<bool>> = pools
-        .map(|ps| ps.iter().map(|p| p.resident(&hot_pool)).collect())
+    let held: Vec<Held> = pools
+        .map(|ps| (0..ps.len()).map(|r| ps.held_on(r, &hot_pool)).collect())
         .unwrap_or_default();
-    // Per replica, the prompt tokens its pool would supply (labels included).
+    // Per replica, the prompt tokens its pool (or the store) would supply, labels included.
+    // A store fetch costs about what a local load does and both far less than computing
+    // (docs/store.md), so a cold item counts as supplied, one token short per item: ties go
+    // to the replica that holds the items itself.
     let supplied: Vec<usize> = (held.iter())
-        .map(|res| {
-            let pooled: Vec<&[u32]> = (0..res.len())
-                .filter(|&j| res[j])
+        .map(|h| {
+            let pooled: Vec<&[u32]> = (0..h.resident.len())
+                .filter(|&j| h.resident[j])
                 .map(|j| item_refs[hot_first[j]])
                 .collect();
             // Link tokens are computed again: what the pool supplies is the rest.
             let link: usize = pooled.iter().map(|t| spec.link_count(t.len() + 1)).sum();
-            layout::item_tokens(&pooled).saturating_sub(link)
+            let cold = h.cold.iter().filter(|&&c| c).count();
+            layout::item_tokens(&pooled).saturating_sub(link + cold)
         })
         .collect();
     // The pool that serves the item side best, as far as recache knows before routing.
@@ -204,7 +209,7 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
                 hot_keys: &hot_pool,
                 label_base: rank.config.label_base,
             };
-            let b = pooled::build(ps.get(target.unwrap_or(0)), &parts, spec);
+            let b = pooled::build(ps, target.unwrap_or(0), &parts, spec);
             (b.order, b.prompt, Some(b.pool), b.resident, b.link_tokens)
         }
         _ => {

@@ -35,16 +35,22 @@ pub struct VocabCheck {
 }
 
 impl VocabCheck {
-    pub fn new(config: &RankConfig) -> Self {
+    /// For `replicas` engine replicas (with a store, each replica's pool has its own labels).
+    pub fn new(config: &RankConfig, replicas: usize) -> Self {
         let positional = config.label_base as u64 + config.max_items as u64;
-        let pooled = config.item_pool.as_ref().map_or(0, |p| p.items as u64);
+        let pooled =
+            (config.item_pool.as_ref()).map_or(0, |p| super::pool::cold::label_span(p, replicas));
         let highest = (positional + pooled).saturating_sub(1).min(u32::MAX as u64) as u32;
         let mut flags = format!(
             "--rank-label-base {} + --rank-max-items {}",
             config.label_base, config.max_items
         );
-        if pooled > 0 {
-            flags += &format!(" + --rank-item-pool {pooled}");
+        match config.item_pool.as_ref() {
+            Some(p) if pooled > p.items as u64 => {
+                flags += &format!(" + {replicas} replicas x --rank-item-pool {}", p.items)
+            }
+            _ if pooled > 0 => flags += &format!(" + --rank-item-pool {pooled}"),
+            _ => {}
         }
         Self {
             highest,
@@ -106,7 +112,7 @@ mod tests {
             ..Default::default()
         }
         .resolve();
-        let check = VocabCheck::new(&config);
+        let check = VocabCheck::new(&config, 1);
         assert_eq!(check.highest, 256 + 128 + 1000 - 1);
         assert_eq!(check.verdict(), Verdict::Unknown);
         assert!(check.refusal().is_none());
@@ -125,5 +131,26 @@ mod tests {
         ));
         assert_eq!(check.record(&down), Verdict::Unknown);
         assert_eq!(check.record(&Ok(json!({}))), Verdict::Fits);
+    }
+
+    #[test]
+    fn with_a_store_each_replica_has_its_own_pool_labels() {
+        let config = RankArgs {
+            rank_item_pool: Some(1000),
+            rank_pool_store: Some("127.0.0.1:50051".into()),
+            ..Default::default()
+        }
+        .resolve();
+        assert_eq!(VocabCheck::new(&config, 1).highest, 256 + 128 + 1000 - 1);
+        let check = VocabCheck::new(&config, 3);
+        assert_eq!(check.highest, 256 + 128 + 3 * 1000 - 1);
+        let refused = Err(RankError::Engine {
+            status: StatusCode::BAD_REQUEST,
+            body: json!({"error": {"message": "out of vocabulary"}}),
+        });
+        let Verdict::TooSmall(msg) = check.record(&refused) else {
+            panic!("a 400 is a refusal");
+        };
+        assert!(msg.contains("3 replicas x --rank-item-pool 1000"), "{msg}");
     }
 }

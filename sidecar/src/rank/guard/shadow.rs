@@ -121,7 +121,7 @@ async fn score(
                 label_base: base,
             };
             // With several replicas, the probe uses (and is pinned to) the first one's pool.
-            let built = pooled::build(pools.get(0), &parts, spec);
+            let built = pooled::build(pools, 0, &parts, spec);
             let route = GrHint {
                 replica: (pools.len() > 1).then_some(0),
                 ..GrHint::default()

@@ -31,6 +31,13 @@ pub struct PoolMetrics {
     /// The connector's cumulative seconds loading pooled K/V and capturing fills.
     pub engine_load_seconds: Gauge,
     pub engine_fill_seconds: Gauge,
+    /// Items sent marked cold (another replica's pool holds them: read from the store).
+    pub cold_items: IntCounter,
+    /// The connectors' store reads by result and writes by result (cumulative, as reported).
+    pub store_reads: IntGaugeVec,
+    pub store_writes: IntGaugeVec,
+    pub store_fetch_seconds: Gauge,
+    pub store_bytes_read: IntGauge,
     /// What each pool last reported, by pool index: the gauges are their sums.
     per_pool: Mutex<Vec<PerPool>>,
 }
@@ -44,7 +51,24 @@ struct PerPool {
     engine_bytes: i64,
     load_s: f64,
     fill_s: f64,
+    /// Store reads: hit, miss, mismatch, timeout, error; writes: ok, failed.
+    reads: [i64; 5],
+    writes: [i64; 2],
+    fetch_s: f64,
+    bytes_read: i64,
 }
+
+/// The report fields of the store's counters, in [`PerPool`]'s order, and their labels.
+/// The connector's `store_misses` counts every failed read; `miss` is what the other kinds
+/// leave of it (no entry).
+const READS: [(&str, &str); 5] = [
+    ("store_hits", "hit"),
+    ("store_misses", "miss"),
+    ("store_mismatches", "mismatch"),
+    ("store_timeouts", "timeout"),
+    ("store_errors", "error"),
+];
+const WRITES: [(&str, &str); 2] = [("store_puts", "ok"), ("store_put_failures", "failed")];
 
 impl PoolMetrics {
     pub fn new(registry: &Metrics) -> Result<Self, prometheus::Error> {
@@ -110,6 +134,32 @@ impl PoolMetrics {
                 "rank_pool_engine_fill_seconds",
                 "Seconds the engine's connector spent capturing fills (cumulative, as last reported)",
             )?,
+            cold_items: IntCounter::new(
+                "rank_pool_cold_items_total",
+                "Items of ranking prompts sent marked cold: another replica's pool holds them, the engine reads them from the store (--rank-pool-store)",
+            )?,
+            store_reads: IntGaugeVec::new(
+                Opts::new(
+                    "rank_pool_store_reads",
+                    "The connectors' reads of cold items from the store, by result (hit; miss, mismatch, timeout, error: computed instead), cumulative as last reported",
+                ),
+                &["result"],
+            )?,
+            store_writes: IntGaugeVec::new(
+                Opts::new(
+                    "rank_pool_store_writes",
+                    "The connectors' write-through of fills to the store, by result (ok, failed), cumulative as last reported",
+                ),
+                &["result"],
+            )?,
+            store_fetch_seconds: Gauge::new(
+                "rank_pool_store_fetch_seconds",
+                "Seconds the connectors spent waiting on store reads (cumulative, as last reported)",
+            )?,
+            store_bytes_read: IntGauge::new(
+                "rank_pool_store_bytes_read",
+                "Bytes the connectors read from the store (cumulative, as last reported)",
+            )?,
             per_pool: Mutex::new(Vec::new()),
         };
         registry.register(Box::new(m.items.clone()))?;
@@ -125,6 +175,11 @@ impl PoolMetrics {
         registry.register(Box::new(m.refills_deferred.clone()))?;
         registry.register(Box::new(m.engine_load_seconds.clone()))?;
         registry.register(Box::new(m.engine_fill_seconds.clone()))?;
+        registry.register(Box::new(m.cold_items.clone()))?;
+        registry.register(Box::new(m.store_reads.clone()))?;
+        registry.register(Box::new(m.store_writes.clone()))?;
+        registry.register(Box::new(m.store_fetch_seconds.clone()))?;
+        registry.register(Box::new(m.store_bytes_read.clone()))?;
         Ok(m)
     }
 
@@ -142,6 +197,10 @@ impl PoolMetrics {
             engine_bytes: a.engine_bytes + p.engine_bytes,
             load_s: a.load_s + p.load_s,
             fill_s: a.fill_s + p.fill_s,
+            reads: std::array::from_fn(|i| a.reads[i] + p.reads[i]),
+            writes: std::array::from_fn(|i| a.writes[i] + p.writes[i]),
+            fetch_s: a.fetch_s + p.fetch_s,
+            bytes_read: a.bytes_read + p.bytes_read,
         });
         self.items
             .with_label_values(&["resident"])
@@ -151,6 +210,18 @@ impl PoolMetrics {
         self.engine_bytes.set(sum.engine_bytes);
         self.engine_load_seconds.set(sum.load_s);
         self.engine_fill_seconds.set(sum.fill_s);
+        for (i, (_, label)) in READS.iter().enumerate() {
+            self.store_reads
+                .with_label_values(&[label])
+                .set(sum.reads[i]);
+        }
+        for (i, (_, label)) in WRITES.iter().enumerate() {
+            self.store_writes
+                .with_label_values(&[label])
+                .set(sum.writes[i]);
+        }
+        self.store_fetch_seconds.set(sum.fetch_s);
+        self.store_bytes_read.set(sum.bytes_read);
     }
 
     /// Pool `index` holds `resident` items and waits on `pending` fills.
@@ -174,6 +245,20 @@ impl PoolMetrics {
             }
             if let Some(v) = report["total_fill_s"].as_f64() {
                 p.fill_s = p.fill_s.max(v);
+            }
+            // The store's counters (present when the engine's connector has a store).
+            let count = |field: &str| report[field].as_i64();
+            let mut reads: [i64; 5] = READS.map(|(field, _)| count(field).unwrap_or(0));
+            reads[1] -= reads[2] + reads[3] + reads[4];
+            for (i, r) in reads.into_iter().enumerate() {
+                p.reads[i] = p.reads[i].max(r);
+            }
+            for (i, (field, _)) in WRITES.iter().enumerate() {
+                p.writes[i] = p.writes[i].max(count(field).unwrap_or(0));
+            }
+            p.bytes_read = p.bytes_read.max(count("store_bytes_read").unwrap_or(0));
+            if let Some(v) = report["total_store_fetch_s"].as_f64() {
+                p.fetch_s = p.fetch_s.max(v);
             }
         });
     }

@@ -25,11 +25,13 @@
 
 pub mod budget;
 pub mod catalog;
+pub mod cold;
 pub mod fill;
 pub mod metrics;
 pub mod precompute;
 pub mod replicas;
 pub mod resync;
+pub mod store_probe;
 pub mod sync;
 
 use std::collections::{HashMap, HashSet};
@@ -49,6 +51,10 @@ pub struct PoolConfig {
     pub max_pending: usize,
     /// Fills per second at most while serving (0: unbounded); precomputing ignores it.
     pub refresh_per_s: f64,
+    /// `--rank-pool-store`: the store (Mooncake master `host:port`) the replicas' connectors
+    /// write fills through to, so an item one replica holds may be served to another
+    /// ([`cold`]). None: each replica serves only what its own pool holds.
+    pub store: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,6 +198,16 @@ impl ItemPool {
             .collect()
     }
 
+    /// Each key's label and whether it is resident, under one lock (None: no slot).
+    pub fn slots(&self, keys: &[String]) -> Vec<Option<(u32, bool)>> {
+        let st = self.lock();
+        keys.iter()
+            .map(|k| {
+                (st.entries.get(k)).map(|e| (e.label, matches!(e.state, Residency::Resident(_))))
+            })
+            .collect()
+    }
+
     /// Which keys are resident (filled and not known to be gone).
     pub fn resident(&self, keys: &[String]) -> Vec<bool> {
         let st = self.lock();
@@ -209,7 +225,9 @@ impl ItemPool {
     /// tokens) start at token 0 with the given lengths, in prompt order. The first `resident`
     /// are the pooled run; `link` tokens (the recompute setting's, computed in context) follow
     /// it, so later segments start that much later. Each segment's `pos` is where `spec`
-    /// puts its K in RoPE position space (0: the shared start it was filled at).
+    /// puts its K in RoPE position space (0: the shared start it was filled at). `cold` are
+    /// the keys of the run another replica's pool holds: the connector reads them from the
+    /// store (`"cold"`, sent only when there are some).
     pub fn request(
         &self,
         keys: Vec<String>,
@@ -217,6 +235,7 @@ impl ItemPool {
         resident: usize,
         link: usize,
         spec: super::recompute::RecomputeSpec,
+        cold: Vec<String>,
     ) -> PoolUse {
         let mut start = 0;
         let segments: Vec<Value> = (keys.iter().zip(lens).enumerate())
@@ -234,9 +253,14 @@ impl ItemPool {
             })
             .collect();
         let evict = std::mem::take(&mut self.lock().evict);
+        let mut params = json!({"recache_pool": {"segments": segments, "evict": evict}});
+        if !cold.is_empty() {
+            self.metrics.cold_items.inc_by(cold.len() as u64);
+            params["recache_pool"]["cold"] = json!(cold);
+        }
         PoolUse {
             keys,
-            params: json!({"recache_pool": {"segments": segments, "evict": evict}}),
+            params,
             sent: Instant::now(),
         }
     }

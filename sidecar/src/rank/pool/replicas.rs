@@ -11,16 +11,17 @@
 //! `pool_hot_share` of item accesses (the `gr` rule's setting; 1 — every item replicated —
 //! under the other rules and by default). Alg. 1 sizes the share as `1 − R_max`, where
 //! `R_max` is the share of item accesses that may be served from another machine's memory
-//! over the network; recache has no path for KV between replicas, so a request finds only
-//! the items its own replica pooled and the measured `R_max` is 0 (docs/routing.md has the
-//! numbers for a share below 1).
+//! over the network. Without a store (`--rank-pool-store`) recache has no path for KV between
+//! replicas, so a request finds only the items its own replica pooled and `R_max` is 0
+//! (docs/routing.md has the numbers for a share below 1); with one, an item any replica's
+//! pool holds is served to the others from the store ([`super::cold`]).
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::precompute::{PrecomputeError, Precomputed};
-use super::{ItemPool, PoolConfig, Wanted, metrics::PoolMetrics};
+use super::{ItemPool, PoolConfig, Wanted, cold, metrics::PoolMetrics};
 use crate::client::route::placement;
 use crate::rank::{RankError, Ranker};
 
@@ -42,9 +43,13 @@ impl Pools {
     ) -> Self {
         let metrics = Arc::new(metrics);
         let n = labels.len().max(1);
+        // With a store, a prompt may carry items another replica's pool filled, with that
+        // pool's labels: each pool then takes its own label range, so the labels of one
+        // prompt stay distinct whichever pools its items come from.
         let per = (0..n)
             .map(|i| {
-                let p = ItemPool::new(config.clone(), first_label, metrics.clone());
+                let first = first_label + cold::label_offset(config, n, i);
+                let p = ItemPool::new(config.clone(), first, metrics.clone());
                 Arc::new(p.on_replica(i, n > 1))
             })
             .collect();
@@ -215,6 +220,7 @@ mod tests {
             fills: 1,
             max_pending: 8,
             refresh_per_s: 0.0,
+            store: None,
         };
         let labels: Vec<String> = (0..n).map(|i| format!("127.0.0.1:{}", 9000 + i)).collect();
         Pools::new(&config, 1000, m, &labels)

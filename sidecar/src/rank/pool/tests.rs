@@ -15,6 +15,7 @@ pub(super) fn pool(items: usize) -> ItemPool {
         fills: 1,
         max_pending: 8,
         refresh_per_s: 0.0,
+        store: None,
     };
     ItemPool::new(config, 1000, Arc::new(m))
 }
@@ -76,7 +77,14 @@ fn a_failed_fill_gives_its_slot_back() {
 fn segments_tile_the_item_region_and_carry_evictions() {
     let p = pool(1);
     p.requeue_evictions(vec!["old".into()]);
-    let used = p.request(keys(&["m/1", "m/2"]), &[3, 4], 2, 0, Default::default());
+    let used = p.request(
+        keys(&["m/1", "m/2"]),
+        &[3, 4],
+        2,
+        0,
+        Default::default(),
+        Vec::new(),
+    );
     assert_eq!(
         used.params,
         json!({"recache_pool": {"segments": [["m/1", 0, 3], ["m/2", 3, 4]], "evict": ["old"]}})
@@ -94,7 +102,14 @@ fn residency_and_forgetting_what_the_engine_lacks() {
         p.resident(&keys(&["a", "b", "x", "c"])),
         [true, true, false, true]
     );
-    let used = p.request(keys(&["a", "b", "c"]), &[2, 2, 2], 3, 0, Default::default());
+    let used = p.request(
+        keys(&["a", "b", "c"]),
+        &[2, 2, 2],
+        3,
+        0,
+        Default::default(),
+        Vec::new(),
+    );
     let answer = json!({"kv_transfer_params": {"recache_pool": {
         "present": ["a", "c"], "loaded_tokens": 2, "entries": 2, "bytes": 64}}});
     p.observe(&used, &answer);

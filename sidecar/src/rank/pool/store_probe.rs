@@ -1,0 +1,109 @@
+//! Whether the item pool's store answers (`--rank-pool-store`), for `/ready` and a gauge: a
+//! TCP connect to its address now and then, off the request path.
+//!
+//! The store is the engines' connectors' to use; recache only reports on it. A store that is
+//! down costs recomputing the cold items (the connectors count the failed reads, reported in
+//! `recache_rank_pool_store_reads`), never an answer, so `/ready` stays ready and says so in
+//! its `store` detail.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use prometheus::IntGauge;
+use serde_json::{Value, json};
+
+/// How often `recache serve` probes.
+pub const PROBE_EVERY: Duration = Duration::from_secs(5);
+
+/// How long one probe waits for the connect.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Default, Clone)]
+struct Seen {
+    /// None until the first probe ends.
+    reachable: Option<bool>,
+    error: Option<String>,
+}
+
+pub struct StoreProbe {
+    addr: String,
+    seen: Mutex<Seen>,
+    up: IntGauge,
+}
+
+impl StoreProbe {
+    pub fn new(addr: &str, registry: &crate::metrics::Metrics) -> Result<Self, prometheus::Error> {
+        let up = IntGauge::new(
+            "rank_pool_store_up",
+            "1 when the item pool's store (--rank-pool-store) accepted recache's last probe connect, 0 when not",
+        )?;
+        registry.register(Box::new(up.clone()))?;
+        Ok(Self {
+            addr: addr.to_string(),
+            seen: Mutex::new(Seen::default()),
+            up,
+        })
+    }
+
+    /// One probe: a TCP connect within [`PROBE_TIMEOUT`].
+    pub async fn check(&self) -> bool {
+        let dial = tokio::net::TcpStream::connect(&self.addr);
+        let error = match tokio::time::timeout(PROBE_TIMEOUT, dial).await {
+            Ok(Ok(_)) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some(format!("connect timed out after {PROBE_TIMEOUT:?}")),
+        };
+        let ok = error.is_none();
+        if let Some(e) = &error {
+            tracing::warn!(store = %self.addr, error = %e, "item pool store unreachable: cold items are computed");
+        }
+        self.up.set(ok as i64);
+        *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = Seen {
+            reachable: Some(ok),
+            error,
+        };
+        ok
+    }
+
+    /// Probes every `every` in the background until the runtime stops.
+    pub fn spawn(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
+        let me = self.clone();
+        tokio::spawn(async move {
+            loop {
+                me.check().await;
+                tokio::time::sleep(every).await;
+            }
+        })
+    }
+
+    /// `/ready`'s `store` detail.
+    pub fn detail(&self) -> Value {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        json!({"addr": self.addr, "reachable": seen.reachable, "error": seen.error})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn reports_a_listening_store_and_a_closed_port() {
+        let registry = crate::metrics::Metrics::new().expect("registry");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let probe = StoreProbe::new(&addr, &registry).expect("probe");
+        assert_eq!(probe.detail()["reachable"], Value::Null, "not probed yet");
+        assert!(probe.check().await);
+        assert_eq!(probe.detail()["reachable"], json!(true));
+        assert_eq!(probe.up.get(), 1);
+        drop(listener);
+        assert!(!probe.check().await, "nothing listens any more");
+        let d = probe.detail();
+        assert_eq!(d["reachable"], json!(false));
+        assert!(d["error"].as_str().is_some_and(|e| !e.is_empty()), "{d}");
+        assert_eq!(probe.up.get(), 0);
+    }
+}

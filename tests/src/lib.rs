@@ -22,6 +22,7 @@ use recache::config::ServeArgs;
 use recache::local::LocalServer;
 use recache::service::AppState;
 
+pub mod store;
 pub mod wait;
 pub use wait::wait_for;
 

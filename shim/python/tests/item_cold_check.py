@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""The item pool's cold tier on two live vLLM replicas sharing a Mooncake Store (testbed
+`up --item-pool --pool-store ...`; the caller starts the store and the engines).
+
+Run with the testbed venv's Python: item_cold_check.py --a URL --b URL --phase PHASE.
+Prints one JSON line with what it measured and exits non-zero when a check fails.
+
+Items are filled through replica A only (each fill is written through to the store); B never
+computes them. For one item-first prompt `[L0 I0][L1 I1]..[U][instr]` it scores the labels
+- on A, every item loaded from A's own pool (`local`);
+- on B, every item marked cold, so B's connector reads it from the store (`cold`);
+- on B as a plain causal prompt, no pool (`causal`).
+Phases:
+- `served` (store up): cold == local exactly (the same K/V bytes, the same prompt, the same
+  engine), B loaded every item token from the store (its report: `store_hits`), and pooled
+  scores differ from causal ones (else no load could be told apart);
+- `down` (the caller stopped the store): the same cold prompt on B is answered, its failed
+  reads are counted, and its scores equal the causal ones (vLLM recomputed the items:
+  `kv_load_failure_policy: recompute`), never a wrong pooled answer;
+- `refill` (the caller started the store again, empty): new items filled through A are
+  written to the new store and served to B from it, as in `served`.
+"""
+
+import argparse, json, random, sys, time, urllib.request
+
+
+def post(url, body, timeout=120):
+    req = urllib.request.Request(url, json.dumps(body).encode(),
+                                 {"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def report(answer):
+    return (answer.get("kv_transfer_params") or {}).get("recache_pool", {})
+
+
+def score(up, model, tokens, labels, salt, params=None):
+    body = {"model": model, "prompt": tokens, "max_tokens": 1, "temperature": 0,
+            "logprobs": 1, "logprob_token_ids": labels, "return_tokens_as_token_ids": True,
+            "cache_salt": salt}
+    if params is not None:
+        body["kv_transfer_params"] = params
+    out = post(up + "/v1/completions", body)
+    top = out["choices"][0]["logprobs"]["top_logprobs"][0]
+    return [top[f"token_id:{l}"] for l in labels], report(out)
+
+
+def stats(up, model):
+    """The connector's counters (a list request claims and stores nothing)."""
+    out = post(up + "/v1/completions", {"model": model, "prompt": [0], "max_tokens": 1,
+                                        "kv_transfer_params": {"recache_pool": {"list": True}}})
+    return report(out)
+
+
+def wait_puts(up, model, want, limit_s=60.0):
+    """Waits until A's connector has written `want` fills to the store in all (they are
+    written in the background, after the fill's step); returns its stats."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        s = stats(up, model)
+        if s.get("store_puts", 0) >= want:
+            return s
+        if time.monotonic() > deadline:
+            raise SystemExit(f"A wrote {s.get('store_puts')} fills to the store, not {want}, "
+                             f"within {limit_s:.0f} s: {json.dumps(s)}")
+        # Each list request is one engine step, the event the background put waits behind.
+
+
+def build(tag, model, n_items, item_tokens, user_tokens, rng):
+    word = lambda n: [rng.randrange(400, 4000) for _ in range(n)]
+    labels = [256 + k for k in range(n_items)]
+    items = [[labels[k]] + word(item_tokens) for k in range(n_items)]
+    tokens, segments = [], []
+    for k, seg in enumerate(items):
+        segments.append([f"{model}/{tag}-{k}", len(tokens), len(seg)])
+        tokens += seg
+    tokens += word(user_tokens) + word(12)
+    return items, labels, tokens, segments
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--a", required=True, help="replica A (fills)")
+    ap.add_argument("--b", required=True, help="replica B (reads the store)")
+    ap.add_argument("--model", default="tiny-qwen2")
+    ap.add_argument("--phase", choices=["served", "down", "refill"], required=True)
+    ap.add_argument("--items", type=int, default=8)
+    ap.add_argument("--item-tokens", type=int, default=40)
+    ap.add_argument("--user-tokens", type=int, default=200)
+    ap.add_argument("--tol", type=float, default=0.05)
+    ap.add_argument("--seed", type=int, default=11)
+    a = ap.parse_args()
+    A, B = a.a.rstrip("/"), a.b.rstrip("/")
+    # `down` reuses `served`'s items (A still holds them; the store is gone).
+    seed = a.seed + (1 if a.phase == "refill" else 0)
+    rng = random.Random(seed)
+    tag = f"cold{seed}-{rng.randrange(1 << 30)}"
+    items, labels, tokens, segments = build(tag, a.model, a.items, a.item_tokens,
+                                            a.user_tokens, rng)
+    region = sum(len(s) for s in items)
+    salt = f"{tag}-{a.phase}-{time.time_ns()}"
+    out = {"phase": a.phase, "items": a.items, "item_region_tokens": region}
+    if a.phase != "down":
+        before = stats(A, a.model).get("store_puts", 0)
+        for (key, _, _), seg in zip(segments, items):
+            post(A + "/v1/completions", {"model": a.model, "prompt": seg, "max_tokens": 1,
+                                          "kv_transfer_params": {"recache_pool": {"fill": key}}})
+        out["a_stats"] = wait_puts(A, a.model, before + a.items)
+    keys = [s[0] for s in segments]
+    b0 = stats(B, a.model)
+    local, local_rep = score(A, a.model, tokens, labels, salt + "-a",
+                             {"recache_pool": {"segments": segments}})
+    cold, cold_rep = score(B, a.model, tokens, labels, salt + "-b",
+                           {"recache_pool": {"segments": segments, "cold": keys}})
+    causal, _ = score(B, a.model, tokens, labels, salt + "-c")
+    b1 = stats(B, a.model)
+    d = lambda x, y: max(abs(p - q) for p, q in zip(x, y))
+    delta = lambda f: b1.get(f, 0) - b0.get(f, 0)
+    out.update({
+        "local_loaded_tokens": local_rep.get("loaded_tokens"),
+        "cold_loaded_tokens": cold_rep.get("loaded_tokens"),
+        "b_store_hits": delta("store_hits"), "b_store_misses": delta("store_misses"),
+        "b_store_loaded_tokens": delta("store_loaded_tokens"),
+        "b_entries": b1.get("entries"),
+        "cold_vs_local": d(cold, local), "cold_vs_causal": d(cold, causal),
+        "local_vs_causal": d(local, causal), "tol": a.tol,
+    })
+    checks = {"A loaded every item from its pool": out["local_loaded_tokens"] == region,
+              "B filled nothing itself": out["b_entries"] == 0}
+    if a.phase == "down":
+        checks.update({
+            "B counted every failed read": out["b_store_misses"] >= a.items
+            and out["b_store_hits"] == 0,
+            "B's answer equals the causal one (items recomputed)":
+                out["cold_vs_causal"] <= 1e-6,
+        })
+    else:
+        checks.update({
+            "B read every item from the store": out["b_store_hits"] == a.items
+            and out["b_store_misses"] == 0,
+            "B claimed every item token": out["cold_loaded_tokens"] == region,
+            "cold scores equal local ones": out["cold_vs_local"] <= 1e-6,
+            "pooled scores differ from causal ones": out["local_vs_causal"] > a.tol,
+        })
+    out["failed"] = [k for k, ok in checks.items() if not ok]
+    print(json.dumps(out))
+    return 1 if out["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -34,6 +34,12 @@ pub struct RouteArgs {
     /// replica with `examples/testbed/up --item-pool`)
     #[arg(long, requires = "data")]
     pub pool_items: Option<usize>,
+    /// The item pool's store (Mooncake master host:port) the replicas' connectors write fills
+    /// through to (start each replica with `examples/testbed/up --item-pool --pool-store ..`):
+    /// recache serves an item another replica's pool holds from it (`--rank-pool-store`);
+    /// rows gain `pool_bytes_per_replica`, `store_hit_rate` and the store's bytes
+    #[arg(long, requires = "pool_items", value_name = "ADDR")]
+    pub pool_store: Option<String>,
     /// recache instances in front of the same replicas (request i goes to instance i mod N):
     /// they share nothing but the replicas and, with --kv-events, their events
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]

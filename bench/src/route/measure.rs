@@ -43,7 +43,10 @@ pub(super) async fn one(
             kv_events: args.kv_events.clone(),
             ..Default::default()
         },
-        rank: load.rank.clone().unwrap_or_default(),
+        rank: recache::harness::RankArgs {
+            rank_pool_store: args.pool_store.clone(),
+            ..load.rank.clone().unwrap_or_default()
+        },
         ..Default::default()
     };
     let mut locals = Vec::new();
@@ -68,6 +71,10 @@ pub(super) async fn one(
     let pooled = match args.pool_items {
         Some(_) => Some(pool::precompute(local, model, &load.past, routing.name()).await?),
         None => None,
+    };
+    let pool_before = match args.pool_items {
+        Some(_) => pool::connector_stats(&client, &args.upstream, model).await?,
+        None => Vec::new(),
     };
     let before = scrape(&client, &args.upstream).await?;
     let urls: Arc<[String]> = (locals.iter())
@@ -122,6 +129,14 @@ pub(super) async fn one(
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = scrape(&client, &args.upstream).await?;
+    let store = match args.pool_items {
+        Some(_) => {
+            let pool_after = pool::connector_stats(&client, &args.upstream, model).await?;
+            let store = args.pool_store.as_deref();
+            pool::store_fields(&pool_before, &pool_after, store)
+        }
+        None => Value::Null,
+    };
     let (mut queries, mut hits, mut pool_hits) = (0.0, 0.0, 0.0);
     for (b, a) in before.iter().zip(&after) {
         let (q, h) = engine_ops::cache_deltas(engine, b, a);
@@ -158,5 +173,8 @@ pub(super) async fn one(
         "mirrors": mirrors(local, &ours, args.kv_events.is_empty(), verified),
         "pool_hit_rate": pooled.as_ref().map(|_| pool_hits / queries.max(1.0)),
         "pool": pooled,
+        "pool_bytes_per_replica": store["pool_bytes_per_replica"],
+        "store_hit_rate": store["store_hit_rate"],
+        "store": store,
     }))
 }

@@ -73,3 +73,80 @@ pub async fn precompute(
         "precompute_s": done.seconds,
     }))
 }
+
+/// Each replica's connector counters: a `list` request each (it claims and stores nothing).
+pub async fn connector_stats(
+    client: &crate::http::HttpClient,
+    upstreams: &[String],
+    model: &str,
+) -> Result<Vec<Value>, BenchError> {
+    let body = json!({"model": model, "prompt": [0], "max_tokens": 1,
+                      "kv_transfer_params": {"recache_pool": {"list": true}}});
+    let mut out = Vec::new();
+    for up in upstreams {
+        let url = format!("{up}/v1/completions");
+        let (status, v) = crate::http::post(client, &url, &body).await?;
+        let mut report = v["kv_transfer_params"]["recache_pool"].clone();
+        if status != 200 || !report.is_object() {
+            return Err(BenchError::Setup(format!(
+                "{up}: no item pool report ({status}: {v}); start it with `{}`",
+                crate::testbed::up_command("--item-pool")
+            )));
+        }
+        if let Some(r) = report.as_object_mut() {
+            r.remove("list"); // the entries themselves: not a counter
+        }
+        out.push(report);
+    }
+    Ok(out)
+}
+
+/// The row's pool and store fields from the connectors' counters before and after the
+/// stream: host pool bytes per replica at the end, and, with a store, the share of cold reads
+/// it served and the bytes written to it so far (its memory: the store keeps what it got).
+pub fn store_fields(before: &[Value], after: &[Value], store: Option<&str>) -> Value {
+    let sum = |rows: &[Value], f: &str| -> f64 {
+        rows.iter().map(|r| r[f].as_f64().unwrap_or(0.0)).sum()
+    };
+    let delta = |f: &str| sum(after, f) - sum(before, f);
+    let n = after.len().max(1) as f64;
+    let (hits, misses) = (delta("store_hits"), delta("store_misses"));
+    let reads = hits + misses;
+    json!({
+        "pool_bytes_per_replica": sum(after, "bytes") / n,
+        "pool_store": store,
+        "store_hit_rate": store.and((reads > 0.0).then(|| hits / reads)),
+        "store_reads": store.map(|_| reads),
+        "store_loaded_tokens": store.map(|_| delta("store_loaded_tokens")),
+        "store_bytes": store.map(|_| sum(after, "store_bytes_written")),
+        "store_fetch_s": store.map(|_| delta("total_store_fetch_s")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_fields_from_counter_deltas() {
+        let before = [
+            json!({"bytes": 10, "store_hits": 1, "store_misses": 0}),
+            json!({}),
+        ];
+        let after = [
+            json!({"bytes": 30, "store_hits": 7, "store_misses": 2, "store_bytes_written": 100}),
+            json!({"bytes": 10, "store_hits": 2, "store_misses": 0, "store_bytes_written": 50}),
+        ];
+        let f = store_fields(&before, &after, Some("127.0.0.1:1"));
+        assert_eq!(f["pool_bytes_per_replica"], json!(20.0));
+        assert_eq!(
+            f["store_hit_rate"],
+            json!(0.8),
+            "8 hits of 10 reads in the stream"
+        );
+        assert_eq!(f["store_bytes"], json!(150.0));
+        let none = store_fields(&before, &after, None);
+        assert_eq!(none["store_hit_rate"], Value::Null);
+        assert_eq!(none["pool_bytes_per_replica"], json!(20.0));
+    }
+}

@@ -72,9 +72,16 @@ def vllm_command(a, port, kv_port):
            "--kv-events-config", json.dumps(kv_cfg)]
     if a.item_pool_bytes > 0:
         # recache_shim.item_pool (installed by `up --item-pool`): item KV reused at any position.
+        extra = {"pool_bytes": a.item_pool_bytes}
+        if a.pool_store_master:
+            # The cold tier (Mooncake Store; `up --pool-store` installed its client).
+            extra["store"] = {"master": a.pool_store_master, "metadata": a.pool_store_metadata,
+                              "local": "127.0.0.1"}
+        # Blocks the connector could not load (a store miss or timeout, a lost entry) are
+        # recomputed by vLLM; its default, "fail", would fail the request instead.
         pool = {"kv_connector": "RecacheItemPoolConnector",
                 "kv_connector_module_path": "recache_shim.item_pool", "kv_role": "kv_both",
-                "kv_connector_extra_config": {"pool_bytes": a.item_pool_bytes}}
+                "kv_load_failure_policy": "recompute", "kv_connector_extra_config": extra}
         cmd += ["--kv-transfer-config", json.dumps(pool)]
     if os.environ.get("RECACHE_TESTBED_EAGER") == "1":
         # The engine tests set it: vLLM's torch.compile cache misses on every start here, and
@@ -165,6 +172,10 @@ def main():
     ap.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
     ap.add_argument("--item-pool-bytes", type=int, default=0,
                     help="> 0: load recache's item KV pool connector with this host budget")
+    ap.add_argument("--pool-store-master", default="",
+                    help="the item pool's cold tier: Mooncake Store master HOST:RPC_PORT")
+    ap.add_argument("--pool-store-metadata", default="",
+                    help="its HTTP metadata server (http://HOST:PORT/metadata)")
     ap.add_argument("extra", nargs="*", help="extra args passed to the vLLM server")
     a = ap.parse_args()
     label = "SGLang" if a.engine == "sglang" else "vLLM"

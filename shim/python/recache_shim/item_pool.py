@@ -13,11 +13,12 @@ Requests say what they want in ``kv_transfer_params`` (recache writes them):
 
 - fill: ``{"recache_pool": {"fill": KEY, "evict": [KEY..]}}`` — the whole prompt is one item
   segment, computed alone from position 0; its K/V is captured under KEY.
-- ranking: ``{"recache_pool": {"segments": [[KEY, start, len(, pos)], ..], "evict": [..]}}`` —
-  the item segments of an item-as-prefix prompt, in prompt order from token 0. ``pos``
-  (default 0, the shared start every entry was computed at) is the RoPE position the entry's
-  first token takes: K is re-rotated by ``pos`` on load, so a pooled item can also sit after a
-  user prefix.
+- ranking: ``{"recache_pool": {"segments": [[KEY, start, len(, pos)], ..], "evict": [..],
+  "cold": [KEY..]}}`` — the item segments of an item-as-prefix prompt, in prompt order from
+  token 0. ``pos`` (default 0, the shared start every entry was computed at) is the RoPE
+  position the entry's first token takes: K is re-rotated by ``pos`` on load, so a pooled item
+  can also sit after a user prefix. ``cold`` (optional): keys recache believes are in the
+  store (``item_cold``); used only when this engine has a ``store`` config.
 - list: ``{"recache_pool": {"list": true, "evict": [..]}}`` (recache sends prompt ``[0]``,
   ``max_tokens`` 1) — claims and stores nothing; its report carries ``list``: every committed
   entry as ``[KEY, first token id, tokens]`` (in least recently used order; fills not yet
@@ -26,15 +27,19 @@ Requests say what they want in ``kv_transfer_params`` (recache writes them):
 Scheduler side (engine-core process): the residency index (KEY -> token ids, bytes), which is
 authoritative: it answers ``get_num_new_matched_tokens`` with the leading run of segments that
 are resident **with the same token ids** (labels included), so a stale or missing entry is
-never claimed — those tokens are computed by the engine. recache's ``evict`` lists are applied
-on arrival; if stores exceed ``pool_bytes`` the least recently used entries go (a safety net;
-recache's own admission should keep it under). Every finished request gets back
+never claimed — those tokens are computed by the engine. With a store, a segment in ``cold``
+not resident with these tokens continues the run as a cold part (with the prompt's token ids
+for it, which the store's entry must have). recache's ``evict`` lists are applied on arrival;
+if stores exceed ``pool_bytes`` the least recently used entries go (a safety net; recache's
+own admission should keep it under). Every finished request gets back
 ``kv_transfer_params.recache_pool = {present: [KEY..], loaded_tokens (this request), entries,
-bytes, total_loaded_tokens, stores, evictions, total_load_s, total_fill_s}`` (plus ``list`` for
-a list request). ``total_load_s`` / ``total_fill_s`` are the worker's cumulative seconds since
-engine start spent writing pooled K/V into request slots and capturing + committing fills; they
-arrive with the worker metadata, so a report includes them up to the previous engine step (the
-step a request finishes in is accounted after vLLM asks for its report).
+bytes, total_loaded_tokens, stores, evictions, total_load_s, total_fill_s, store_*}`` (plus
+``list`` for a list request). ``total_load_s`` / ``total_fill_s`` are the worker's cumulative
+seconds since engine start spent writing pooled K/V into request slots (store fetches
+included) and capturing + committing fills; they arrive with the worker metadata, so a report
+includes them up to the previous engine step (the step a request finishes in is accounted
+after vLLM asks for its report). The cold tier's counts (``item_cold.cold_stats``; zero
+without a store) come the same way, but ``store_loaded_tokens``: tokens claimed as cold parts.
 
 Worker side (model process): the tensors (``item_pool_store``). Per step, in this order: loads
 (``start_load_kv``), captures of finished fills (``save_kv_layer``, per layer), evictions and
@@ -43,6 +48,14 @@ metadata (increments, summed by the scheduler), go back to the scheduler as work
 (``PoolWorkerMeta``; across tensor-parallel workers a step's seconds are the slowest worker's,
 since they work at the same time). Evictions decided by the scheduler reach the worker in a
 later step than the last load that used them.
+
+Cold tier (``item_cold``; ``kv_connector_extra_config.store = {"master": "host:port",
+"metadata": "http://host:port/metadata", "local": "127.0.0.1", "timeout_ms": 50}``): a step's
+cold parts are fetched in one call bounded by ``timeout_ms`` and written like pooled entries,
+not kept (BAT §5.2); a committed fill is put to the store once, in the background. A part that
+cannot be served (a miss, other tokens, a timeout, a local entry gone) is not written; its
+blocks go to ``get_block_ids_with_load_errors`` and, with ``kv_load_failure_policy:
+"recompute"``, vLLM recomputes from the first. CPU path only (the GPU path fails cold parts).
 
 Position layout: a pooled segment's K was rotated at positions 0..len-1 (its own, shared start
 position: BAT §4.2); with ``pos`` 0 it is written unchanged into the request's slots, so the
@@ -76,6 +89,8 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 from vllm.logger import init_logger
 from vllm.v1.metrics.cache_hit_source import CacheHitSource
 
+from .item_cold import (ColdLoads, add_cold_stats, blocks_of, cold_stats, is_cold,
+                        merge_counts, served_name)
 from .item_pool_store import Entry, PoolStore, SlotIO, split_kv
 from .paged_kv import LayoutError, PagedBackend, RopeSpec, rope_shift
 
@@ -90,7 +105,7 @@ def slots_of(block_ids: list[int], block_size: int, start: int, end: int) -> lis
 @dataclass
 class LoadOp:
     req_id: str
-    parts: list[tuple[str, int, int, int]]  # (key, first entry token to take, count, pos)
+    parts: list[tuple]  # (key, first entry token to take, count, pos(, cold: segment tokens))
     slots: list[int]
 
 
@@ -99,6 +114,7 @@ class StoreOp:
     req_id: str
     key: str
     slots: list[int]
+    tokens: tuple[int, ...] = ()  # the fill's token ids (the store's key and check)
 
 
 @dataclass
@@ -114,12 +130,13 @@ class PoolWorkerMeta(KVConnectorWorkerMetadata):
     stored: list[tuple[str, str, int]] = field(default_factory=list)  # (req_id, key, bytes)
     load_s: float = 0.0  # seconds loading since the worker's previous metadata
     fill_s: float = 0.0  # seconds capturing and committing fills, likewise
+    cold: dict = field(default_factory=dict)  # cold tier increments (ColdLoads.take_counts)
 
     def aggregate(self, other: "PoolWorkerMeta") -> "PoolWorkerMeta":
         # vLLM aggregates one step's metadata across workers (one worker: never called).
         # Workers run concurrently, so the step took the slowest one's time, not the sum.
         return PoolWorkerMeta(self.stored + other.stored, max(self.load_s, other.load_s),
-                              max(self.fill_s, other.fill_s))
+                              max(self.fill_s, other.fill_s), merge_counts(self.cold, other.cold))
 
 
 def _model_rope(vllm_config) -> RopeSpec | None:
@@ -146,7 +163,7 @@ class SchedulerState:
         self.to_evict: list[str] = []
         self.clear = False
         self.stats = {"total_loaded_tokens": 0, "stores": 0, "evictions": 0,
-                      "total_load_s": 0.0, "total_fill_s": 0.0}
+                      "total_load_s": 0.0, "total_fill_s": 0.0, **cold_stats()}
 
     def evict(self, keys) -> None:
         for k in keys:
@@ -161,16 +178,24 @@ class SchedulerState:
         self.to_evict = []
         self.clear = True
 
-    def match(self, prompt: list[int], segments) -> tuple[int, list[tuple[str, int, int, int]]]:
-        """Leading run of resident segments: (end token, [(key, start, len, pos)])."""
+    def match(self, prompt: list[int], segments, cold=()) -> tuple[int, list[tuple]]:
+        """Leading run of resident segments: (end token, [(key, start, len, pos)]); a segment
+        whose key is in ``cold`` and not resident with these tokens continues the run as a
+        cold part ``(key, start, len, pos, its prompt tokens)``."""
         end, run = 0, []
         for seg in segments:
             key, start, n = str(seg[0]), int(seg[1]), int(seg[2])
             pos = int(seg[3]) if len(seg) > 3 else 0
             hit = self.index.get(key)
-            if start != end or n <= 0 or hit is None or hit[0] != tuple(prompt[start:start + n]):
+            toks = tuple(prompt[start:start + n])
+            if start != end or n <= 0 or len(toks) != n:
                 break
-            run.append((key, start, n, pos))
+            if hit is not None and hit[0] == toks:
+                run.append((key, start, n, pos))
+            elif key in cold:
+                run.append((key, start, n, pos, toks))
+            else:
+                break
             end = start + n
         return end, run
 
@@ -235,6 +260,8 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         # the engine's KV cache that much smaller (--kv-cache-memory) to keep memory equal.
         self.tier_bytes = int(extra.get("device_tier_bytes", 0))
         self.rope = _model_rope(vllm_config)
+        self.cold = ColdLoads(extra.get("store"), served_name(vllm_config))
+        self.load_errors: set[int] = set()  # blocks not loaded this step (vLLM recomputes)
         self.store = PoolStore()
         self.io: SlotIO | None = None
         self.paged: PagedBackend | None = None
@@ -257,7 +284,13 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         if not p or "segments" not in p:
             return 0, False
         prompt = list(request.prompt_token_ids or [])
-        end, run = self.sched.match(prompt, p["segments"])
+        cold = p.get("cold") if self.cold.enabled else None
+        try:
+            end, run = self.sched.match(prompt, p["segments"],
+                                        set(map(str, cold)) if isinstance(cold, list) else ())
+        except (TypeError, ValueError, IndexError, KeyError) as e:  # malformed: claim nothing
+            logger.warning("recache item pool: bad segments in %s: %s", request.request_id, e)
+            return 0, False
         end = min(end, len(prompt) - 1)  # the engine must compute at least one token
         self.matched[request.request_id] = (end, run)
         return max(0, end - num_computed_tokens), False
@@ -272,12 +305,13 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         end, run = self.matched.get(rid, (0, []))
         first = end - num_external_tokens
         parts = []
-        for key, start, n, pos in run:
+        for key, start, n, pos, *toks in run:
             lo, hi = max(start, first), min(start + n, end)
             if lo < hi:
-                parts.append((key, lo - start, hi - lo, pos))
+                parts.append((key, lo - start, hi - lo, pos, *toks))
+                self.sched.stats["store_loaded_tokens"] += (hi - lo) if toks else 0
         self.plans[rid] = [parts, first, end]
-        self.sched.touch(k for k, _, _, _ in run)
+        self.sched.touch(p[0] for p in run if not is_cold(p))
         self.loaded[rid] = num_external_tokens
         self.sched.stats["total_loaded_tokens"] += num_external_tokens
 
@@ -305,7 +339,8 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
             fill = self.fills.get(rid)
             n = computed + scheduler_output.num_scheduled_tokens.get(rid, 0)
             if fill is not None and n >= len(fill[1]):
-                meta.stores.append(StoreOp(rid, fill[0], slots_of(blocks, self.block_size, 0, len(fill[1]))))
+                meta.stores.append(StoreOp(rid, fill[0], slots_of(blocks, self.block_size, 0,
+                                                                  len(fill[1])), fill[1]))
         return meta
 
     def update_connector_output(self, connector_output) -> None:
@@ -313,6 +348,7 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         if wm is None:
             return
         self.sched.worker_times(getattr(wm, "load_s", 0.0), getattr(wm, "fill_s", 0.0))
+        add_cold_stats(self.sched.stats, getattr(wm, "cold", None) or {})
         for rid, key, nbytes in getattr(wm, "stored", []) or []:
             fill = self.fills.pop(rid, None)
             if fill is not None and fill[0] == key:
@@ -375,6 +411,7 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
             io = SlotIO(ops.cpu_attn_reshape_and_cache, isa, heads, bs, two_d // 2, kv_layer.dtype)
             io.verify()
             self.io = io
+            self.cold.configure(heads, two_d // 2, kv_layer.dtype)
             logger.info("recache item pool: CPU attention, isa %s, layout probe verified", isa)
         except Exception as e:  # any failure means: never load, let vLLM compute
             self.disabled = str(e)
@@ -394,31 +431,39 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         paged = self._paged(forward_context)
         if paged is not None:
             t0 = time.perf_counter()
-            paged.load(meta.loads)  # enqueued; wait_for_layer_load waits per layer
+            loads, failed = self.cold.local_only(meta.loads, paged.arena.entries.__contains__)
+            self._failed(failed)
+            paged.load(loads)  # enqueued; wait_for_layer_load waits per layer
             self.load_s += time.perf_counter() - t0
             return
         if not meta.loads:
             return
-        for name, layer, kv in self._layers(forward_context):
-            io = self._slot_io(layer, kv)
-            if io is None:
-                raise RuntimeError(f"recache item pool cannot load ({self.disabled})")
-            t0 = time.perf_counter()  # after the one-time layout probe
+        layers = list(self._layers(forward_context))
+        io = self._slot_io(layers[0][1], layers[0][2]) if layers else None
+        if io is None:  # the scheduler claimed what this worker cannot load: vLLM recomputes
+            self._failed(s for op in meta.loads for s in op.slots)
+            return
+        t0 = time.perf_counter()  # after the one-time layout probe
+        writes, failed = self.cold.resolve(meta.loads, [n for n, _, _ in layers],
+                                           self.store.get, self.rope is not None)
+        self._failed(failed)
+        for name, _, kv in layers:
             kc, vc = split_kv(kv)
-            for op in meta.loads:
+            for slots, parts in writes:
                 ks, vs = [], []
-                for key, off, n, pos in op.parts:
-                    e = self.store.get(key)
-                    if e is None:
-                        raise RuntimeError(f"recache item pool: scheduler claimed missing {key}")
-                    if pos and self.rope is None:
-                        raise RuntimeError("recache item pool: re-rotation needs the model's RoPE")
+                for e, off, n, pos in parts:
                     k = e.k[name][off:off + n]
                     ks.append(rope_shift(k, pos, self.rope) if pos else k)
                     vs.append(e.v[name][off:off + n])
-                io.write(kc, vc, torch.tensor(op.slots, dtype=torch.long),
-                         torch.cat(ks), torch.cat(vs))
-            self.load_s += time.perf_counter() - t0
+                io.write(kc, vc, slots, torch.cat(ks), torch.cat(vs))
+        self.load_s += time.perf_counter() - t0
+
+    def _failed(self, slots) -> None:
+        self.load_errors |= blocks_of(slots, self.block_size)
+
+    def get_block_ids_with_load_errors(self) -> set[int]:
+        out, self.load_errors = self.load_errors, set()
+        return out
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         if self.paged is not None:
@@ -466,15 +511,21 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         for op in meta.stores:
             e = self.captured.pop(op.req_id, None)
             if e is not None and e.k:
+                e.tokens = tuple(op.tokens)
                 self.store.put(op.key, e)
                 self.stored_out.append((op.req_id, op.key, e.nbytes))
+                self.cold.write_through(op.key, e)
         if meta.stores:
             self.fill_s += time.perf_counter() - t0
         self.captured.clear()
 
+    def shutdown(self):
+        self.cold.close()
+
     def build_connector_worker_meta(self):
-        if not (self.stored_out or self.load_s or self.fill_s):
+        cold = self.cold.take_counts()
+        if not (self.stored_out or self.load_s or self.fill_s or cold):
             return None
-        out = PoolWorkerMeta(self.stored_out, self.load_s, self.fill_s)
+        out = PoolWorkerMeta(self.stored_out, self.load_s, self.fill_s, cold)
         self.stored_out, self.load_s, self.fill_s = [], 0.0, 0.0
         return out

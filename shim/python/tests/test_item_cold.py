@@ -1,7 +1,8 @@
 """The item pool's cold tier (``recache_shim/item_cold.py``): an entry written to a store reads
 back bit-exact; a value for another model, item, token list or layout, or a damaged one, is a
 counted mismatch and a miss, never an entry; a store that is slow, failing or empty reads as a
-miss within the bound. With the store venv (examples/store/install) on this machine, the same
+miss within the bound, one bound for a whole batch (``get_many``); a client that cannot be set
+up fails fast until its retry time. With the store venv (examples/store/install) on this machine, the same
 round trip runs through a real Mooncake Store started here; without it that part is reported
 SKIPPED. Run with the testbed venv's Python:
 
@@ -21,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # The store's start-up helpers (free port, wait for it to listen) are measure.py's.
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples" / "store"))
 
-from recache_shim.item_cold import ColdTier, Mismatch, cold_key, pack, unpack  # noqa: E402
+from recache_shim.item_cold import (  # noqa: E402
+    ColdTier, LazyStore, Mismatch, cold_key, pack, unpack)
 from recache_shim.item_pool_store import Entry  # noqa: E402
 from measure import free_port, wait_port  # noqa: E402
 
@@ -127,6 +129,69 @@ def test_slow_or_dead_store_reads_as_a_miss_within_the_bound():
     dead.close()
 
 
+class BatchStore(DictStore):
+    """A store with one round trip for many keys (as Mooncake's ``get_batch``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.batches = 0
+
+    def get_many(self, keys):
+        self.batches += 1
+        return [self.d.get(k) for k in keys]
+
+
+def test_get_many_serves_each_and_counts_by_kind():
+    for store in (DictStore(), BatchStore()):  # parallel gets, then one batched call
+        tier = ColdTier(store, "m", "paged", timeout_s=0.5)
+        a, b = entry(seed=1), entry(tokens=(8, 9), seed=2)
+        assert tier.put("item-a", a) and tier.put("item-b", b)
+        store.put(cold_key("m", "item-c", (1, 2), "paged"), pack(b, "m", "item-b", "paged"))
+        got = tier.get_many([("item-a", a.tokens), ("item-b", (8, 10)), ("item-c", (1, 2)),
+                             ("item-b", b.tokens)])
+        assert same(got[0], a) and got[1] is None and got[2] is None and same(got[3], b)
+        c = tier.counts
+        assert (c["hits"], c["misses"], c["mismatches"]) == (2, 1, 1), c
+        assert tier.get_many([]) == []
+        assert getattr(store, "batches", 1) == 1
+        tier.close()
+
+
+def test_get_many_has_one_deadline_for_the_batch():
+    hung = SlowStore()
+    tier = ColdTier(hung, "m", "paged", timeout_s=0.05)
+    t0 = time.perf_counter()
+    assert tier.get_many([(f"item-{i}", (i,)) for i in range(6)]) == [None] * 6
+    took = time.perf_counter() - t0
+    assert took < 0.5, f"waited {took:.2f} s for 6 gets from a slow store (bound 0.05 s)"
+    assert tier.counts["timeouts"] == 6, tier.counts
+    hung.released.set()
+    tier.close()
+
+
+def test_lazy_store_sets_up_once_and_retries_after_a_failure():
+    made = []
+
+    def make():
+        made.append(1)
+        if len(made) == 1:
+            raise ConnectionError("master down")
+        return DictStore()
+
+    lazy = LazyStore(make, retry_s=60.0)
+    for _ in range(2):  # the second call does not try again before retry_s
+        try:
+            lazy.get("k")
+        except ConnectionError:
+            continue
+        raise AssertionError("a store that failed to set up answered")
+    assert len(made) == 1
+    lazy.retry_s = 0.0
+    lazy.put("k", b"v")
+    assert lazy.get_many(["k", "x"]) == [b"v", None] and len(made) == 2
+    lazy.close()
+
+
 def test_round_trip_through_a_real_mooncake_store():
     home = os.environ.get("RECACHE_TESTBED_HOME", Path.home() / ".cache/recache-testbed")
     venv = Path(os.environ.get("RECACHE_STORE_VENV", Path(home) / "venv-store"))
@@ -154,6 +219,9 @@ def test_round_trip_through_a_real_mooncake_store():
         assert same(tier.get("item-1", e.tokens), e)
         assert tier.get("item-1", tuple(range(1, 20))) is None
         assert (tier.counts["hits"], tier.counts["misses"]) == (1, 2), tier.counts
+        got = tier.get_many([("item-1", e.tokens), ("item-2", e.tokens)])  # Mooncake get_batch
+        assert same(got[0], e) and got[1] is None
+        assert (tier.counts["hits"], tier.counts["misses"]) == (2, 3), tier.counts
         tier.close()
         store.close()
     finally:

@@ -73,10 +73,16 @@ def vllm_command(a, port, kv_port):
     if a.item_pool_bytes > 0:
         # recache_shim.item_pool (installed by `up --item-pool`): item KV reused at any position.
         extra = {"pool_bytes": a.item_pool_bytes}
-        if a.pool_store_master:
+        if a.pool_store_url:
+            extra["store"] = {"url": a.pool_store_url}
+        elif a.pool_store_master:
             # The cold tier (Mooncake Store; `up --pool-store` installed its client).
             extra["store"] = {"master": a.pool_store_master, "metadata": a.pool_store_metadata,
                               "local": "127.0.0.1"}
+        # The wait a step's cold fetch may take (the connector's default: 250 ms).
+        wait_ms = os.environ.get("RECACHE_TESTBED_POOL_STORE_TIMEOUT_MS")
+        if wait_ms and "store" in extra:
+            extra["store"]["timeout_ms"] = int(wait_ms)
         # Blocks the connector could not load (a store miss or timeout, a lost entry) are
         # recomputed by vLLM; its default, "fail", would fail the request instead.
         pool = {"kv_connector": "RecacheItemPoolConnector",
@@ -174,6 +180,8 @@ def main():
                     help="> 0: load recache's item KV pool connector with this host budget")
     ap.add_argument("--pool-store-master", default="",
                     help="the item pool's cold tier: Mooncake Store master HOST:RPC_PORT")
+    ap.add_argument("--pool-store-url", default="",
+                    help="the item pool's cold tier in Redis: redis://HOST:PORT")
     ap.add_argument("--pool-store-metadata", default="",
                     help="its HTTP metadata server (http://HOST:PORT/metadata)")
     ap.add_argument("extra", nargs="*", help="extra args passed to the vLLM server")

@@ -29,6 +29,8 @@ pub struct LocalServer {
     pub state: Arc<AppState>,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<bool>,
+    /// The item pool store's probe (`--rank-pool-store`), as `recache serve` runs it.
+    probe: Option<JoinHandle<()>>,
 }
 
 impl LocalServer {
@@ -44,11 +46,14 @@ impl LocalServer {
         let task = tokio::spawn(crate::server::run(listener, state.clone(), async move {
             let _ = rx.await;
         }));
+        let probe = (state.ranker.rank.store.as_ref())
+            .map(|p| p.spawn(crate::rank::pool::store_probe::PROBE_EVERY));
         Ok(Self {
             addr,
             state,
             stop: Some(tx),
             task,
+            probe,
         })
     }
 
@@ -73,5 +78,13 @@ impl LocalServer {
     pub async fn stopped(mut self) -> bool {
         self.stop();
         (&mut self.task).await.unwrap_or(false)
+    }
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        if let Some(p) = self.probe.take() {
+            p.abort();
+        }
     }
 }

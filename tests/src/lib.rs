@@ -83,6 +83,16 @@ impl Engine {
     }
 }
 
+/// The testbed's cache (`RECACHE_TESTBED_HOME`, default `~/.cache/recache-testbed`).
+pub fn testbed_home() -> PathBuf {
+    std::env::var_os("RECACHE_TESTBED_HOME")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/recache-testbed"))
+        })
+        .unwrap_or_default()
+}
+
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -144,14 +154,10 @@ impl Testbed {
 
     /// The last `lines` lines of the engine's log (for a failing test's message).
     pub fn log_tail(&self, lines: usize) -> String {
-        let home = std::env::var_os("RECACHE_TESTBED_HOME")
-            .map(std::path::PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("HOME")
-                    .map(|h| std::path::Path::new(&h).join(".cache/recache-testbed"))
-            })
-            .unwrap_or_default();
-        let log = home.join("run").join(&self.name).join("server.log");
+        let log = testbed_home()
+            .join("run")
+            .join(&self.name)
+            .join("server.log");
         let text =
             std::fs::read_to_string(&log).unwrap_or_else(|e| format!("({}: {e})", log.display()));
         let all: Vec<&str> = text.lines().collect();

@@ -1,15 +1,15 @@
-//! A Mooncake Store master for the engine tests of the item pool's cold tier: installed by
-//! `examples/store/install` (its cached venv holds `mooncake_master`), started on given or
-//! free loopback ports with its HTTP metadata server, stopped on [`StoreMaster::stop`] or drop.
+//! The store for the engine tests of the item pool's cold tier, installed by
+//! `examples/store/install`: a Redis server ([`RedisServer`], Debian's `redis-server`) started
+//! on a given or free loopback port, logging beside the engines, stopped on `stop` or drop.
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::{repo_root, wait_for};
 
-/// `examples/store/install`'s venv (installing what is missing first).
+/// Installs what is missing of the stores (`examples/store/install`); returns its venv.
 pub fn install() -> PathBuf {
     let out = Command::new(repo_root().join("examples/store/install"))
         .output()
@@ -32,69 +32,58 @@ fn free_port() -> u16 {
     l.local_addr().expect("local addr").port()
 }
 
-/// A running `mooncake_master`.
-pub struct StoreMaster {
+/// A running `redis-server` (no persistence: a restart comes back empty, as a lost store).
+pub struct RedisServer {
     child: Option<Child>,
-    venv: PathBuf,
-    pub rpc: u16,
-    pub http: u16,
+    pub port: u16,
 }
 
-impl StoreMaster {
-    /// Starts a master on free ports and waits until both accept connections.
-    pub async fn start(venv: &Path) -> StoreMaster {
-        Self::start_on(venv, free_port(), free_port()).await
+impl RedisServer {
+    pub async fn start() -> RedisServer {
+        Self::start_on(free_port()).await
     }
 
-    /// Starts a master on `rpc` (clients) and `http` (metadata) and waits for both ports.
-    pub async fn start_on(venv: &Path, rpc: u16, http: u16) -> StoreMaster {
-        let child = Command::new(venv.join("bin/mooncake_master"))
-            .args([
-                format!("--rpc_port={rpc}"),
-                "--enable_http_metadata_server=true".into(),
-                format!("--http_metadata_server_port={http}"),
-                "--http_metadata_server_host=127.0.0.1".into(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+    pub async fn start_on(port: u16) -> RedisServer {
+        let log = crate::testbed_home()
+            .join("run")
+            .join(format!("redis-{port}.log"));
+        let out = std::fs::File::create(&log)
+            .unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
+        let err = out.try_clone().expect("log file handle");
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
             .spawn()
-            .expect("starting mooncake_master");
-        let mut m = StoreMaster {
+            .expect("starting redis-server (examples/store/install installs it)");
+        let mut r = RedisServer {
             child: Some(child),
-            venv: venv.to_path_buf(),
-            rpc,
-            http,
+            port,
         };
-        for port in [rpc, http] {
-            wait_for(
-                format_args!("mooncake_master accepting on 127.0.0.1:{port}"),
-                Duration::from_secs(30),
-                async || {
-                    if let Some(status) = m.child.as_mut().and_then(|c| c.try_wait().ok()?) {
-                        panic!("mooncake_master exited ({status}) before listening on {port}");
-                    }
-                    tokio::net::TcpStream::connect(("127.0.0.1", port))
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| e.to_string())
-                },
-            )
-            .await;
-        }
-        m
+        wait_for(
+            format_args!("redis-server accepting on 127.0.0.1:{port}"),
+            Duration::from_secs(30),
+            async || {
+                if let Some(status) = r.child.as_mut().and_then(|c| c.try_wait().ok()?) {
+                    panic!("redis-server exited ({status}) before listening on {port}");
+                }
+                tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            },
+        )
+        .await;
+        r
     }
 
-    /// The master's client address (`--rank-pool-store`).
-    pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.rpc)
+    /// `--rank-pool-store` and `up --pool-store`'s value.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
     }
 
-    /// The metadata server's URL.
-    pub fn metadata(&self) -> String {
-        format!("http://127.0.0.1:{}/metadata", self.http)
-    }
-
-    /// Stops the master (SIGKILL: a store that dies, not one that shuts down politely).
+    /// Stops the server (SIGKILL: a store that dies).
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
@@ -102,14 +91,14 @@ impl StoreMaster {
         }
     }
 
-    /// A new master on the same ports (empty: a restarted store).
+    /// A new, empty server on the same port.
     pub async fn restart(&mut self) {
         self.stop();
-        *self = Self::start_on(&self.venv.clone(), self.rpc, self.http).await;
+        *self = Self::start_on(self.port).await;
     }
 }
 
-impl Drop for StoreMaster {
+impl Drop for RedisServer {
     fn drop(&mut self) {
         self.stop();
     }

@@ -34,8 +34,9 @@ pub struct RouteArgs {
     /// replica with `examples/testbed/up --item-pool`)
     #[arg(long, requires = "data")]
     pub pool_items: Option<usize>,
-    /// The item pool's store (Mooncake master host:port) the replicas' connectors write fills
-    /// through to (start each replica with `examples/testbed/up --item-pool --pool-store ..`):
+    /// The item pool's store (host:port of a Mooncake master, or redis://host:port) the
+    /// replicas' connectors write fills through to (start each replica with
+    /// `examples/testbed/up --item-pool --pool-store ..`):
     /// recache serves an item another replica's pool holds from it (`--rank-pool-store`);
     /// rows gain `pool_bytes_per_replica`, `store_hit_rate` and the store's bytes
     #[arg(long, requires = "pool_items", value_name = "ADDR")]

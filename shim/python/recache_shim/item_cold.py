@@ -17,7 +17,7 @@ write-through of committed fills in the background. ``item_pool.py`` decides wha
   never as an error or a wrong entry, so the item is computed as it is without a store.
 - The store is anything with ``get(key) -> bytes | None`` and ``put(key, bytes)``, optionally
   ``get_many(keys) -> [bytes | None]`` (one round trip); :class:`MooncakeStore` adapts
-  Mooncake Store (chosen in docs/store.md). :class:`LazyStore` sets the client up on its first
+  Mooncake Store, :class:`RedisStore` Redis/Valkey (docs/store.md compares them). :class:`LazyStore` sets the client up on its first
   call, inside the tier's bounded wait, so a master that is down or slow never holds up an
   engine step (a failed set-up is logged once and retried after ``retry_s``).
 - Fetched entries are served to the request that asked and not kept: cold items are read per
@@ -121,8 +121,12 @@ class ColdTier:
 
     KINDS = ("hits", "misses", "mismatches", "timeouts", "errors", "puts", "put_failures")
 
-    def __init__(self, store, model: str, layout: str, timeout_s: float = 0.05):
+    def __init__(self, store, model: str, layout: str, timeout_s: float = 0.05,
+                 put_timeout_s: float = 2.0):
         self.store, self.model, self.layout, self.timeout_s = store, model, layout, timeout_s
+        # Puts run in the background (no request waits on them): a looser bound, which only
+        # keeps a hung store from holding the put thread for ever.
+        self.put_timeout_s = put_timeout_s
         # Threads left waiting on a hung store stay busy; more than one keeps a put from
         # holding up the next get.
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="recache-cold")
@@ -142,11 +146,11 @@ class ColdTier:
             return {**self.counts, "fetch_s": self.fetch_s, "bytes": self.bytes_read,
                     "bytes_written": self.bytes_written}
 
-    def _call(self, fn, *args):
+    def _call(self, fn, *args, timeout_s: float | None = None):
         """``fn(*args)`` within the bound; (ok, result or the failure's kind)."""
         fut = self.pool.submit(fn, *args)
         try:
-            return True, fut.result(timeout=self.timeout_s)
+            return True, fut.result(timeout=self.timeout_s if timeout_s is None else timeout_s)
         except FutureTimeout:
             fut.cancel()
             return False, "timeouts"
@@ -214,7 +218,9 @@ class ColdTier:
     def put(self, item: str, entry: Entry) -> bool:
         blob = pack(entry, self.model, item, self.layout)
         key = cold_key(self.model, item, entry.tokens, self.layout)
-        ok, _ = self._call(self.store.put, key, blob)
+        ok, why = self._call(self.store.put, key, blob, timeout_s=self.put_timeout_s)
+        if not ok:
+            logger.debug("recache item pool: store put %s failed (%s)", item, why)
         with self.lock:
             self.counts["puts" if ok else "put_failures"] += 1
             self.bytes_written += len(blob) if ok else 0
@@ -253,6 +259,46 @@ class MooncakeStore:
         self.client.close()
 
 
+class RedisStore:
+    """Redis (or Valkey) as the store (``redis==8.1.0``, examples/store/install): one server
+    holds every value, so a read is one round trip to it, with no transfer between the
+    engines (docs/store.md says when to prefer it to Mooncake)."""
+
+    def __init__(self, url: str):
+        import redis
+
+        self.client = redis.Redis.from_url(url, socket_connect_timeout=2.0, socket_timeout=5.0)
+        self.client.ping()  # fails here, inside the set-up, when nothing answers
+
+    def get(self, key: str) -> bytes | None:
+        return self.client.get(key) or None
+
+    def get_many(self, keys: list[str]) -> list[bytes | None]:
+        return [b or None for b in self.client.mget(list(keys))]
+
+    def put(self, key: str, value: bytes) -> None:
+        self.client.set(key, value)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def store_address(cfg: dict) -> str:
+    """The store's ``host:port`` (Mooncake's master, or the Redis server of ``url``)."""
+    url = str(cfg.get("url") or "")
+    if url:
+        return url.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
+    return str(cfg.get("master") or "")
+
+
+def store_from_config(cfg: dict):
+    """The client the connector's ``store`` config names: ``url`` (redis://host:port) for
+    Redis, else ``master`` (and ``metadata``) for Mooncake Store."""
+    if cfg.get("url"):
+        return RedisStore(str(cfg["url"]))
+    return mooncake_from_config(cfg)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
@@ -276,12 +322,21 @@ class LazyStore:
     :class:`ColdTier`'s threads, so a set-up that hangs or fails costs a request no more than
     the tier's bound; a failure is logged once and tried again after ``retry_s``."""
 
+    # Calls failing in a row before the client is dropped and set up again: a store that
+    # restarted (empty, perhaps elsewhere) is not reached through the old client's state.
+    RESET_AFTER = 8
+    # A call running this long has hung (a fetch is bounded far below it; a put at 2 s).
+    HANG_S = 5.0
+
     def __init__(self, make, retry_s: float = 30.0):
         self.make, self.retry_s = make, retry_s
         self.client = None
         self.failed_at: float | None = None
         self.warned = False
         self.lock = threading.Lock()
+        self.connects = 0  # successful set-ups so far
+        self.failing = 0  # calls failed in a row on the current client
+        self.inflight: dict = {}  # call -> (client, started): what `hung` looks at
 
     def connect(self):
         with self.lock:
@@ -300,19 +355,110 @@ class LazyStore:
                                    e, self.retry_s)
                 raise
             self.failed_at = None
+            self.connects += 1
+            self.failing = 0
+            logger.info("recache item pool: store client set up")
             return self.client
 
+    def _use(self, fn):
+        c = self.connect()
+        call = object()
+        with self.lock:
+            self.inflight[call] = (c, time.monotonic())
+        try:
+            out = fn(c)
+        except Exception:
+            self._failed(c)
+            raise
+        finally:
+            with self.lock:
+                self.inflight.pop(call, None)
+        self.failing = 0
+        return out
+
+    def hung(self) -> bool:
+        """Drops the client when one of its calls has run longer than ``HANG_S`` (seen here:
+        a transfer from another client's segment that never completed, after which that
+        client read nothing more); the call keeps its thread, the client is not closed (its
+        close could hang too), and the next call sets up a new one. Whether it dropped one."""
+        now = time.monotonic()
+        with self.lock:
+            stuck = [c for c, t0 in self.inflight.values()
+                     if c is self.client and now - t0 > self.HANG_S]
+            if not stuck:
+                return False
+            self.client, self.failing = None, 0
+        logger.warning("recache item pool: a store call has hung for over %.0f s; setting "
+                       "the client up again", self.HANG_S)
+        return True
+
+    def _failed(self, c) -> None:
+        with self.lock:
+            if self.client is not c:
+                return
+            self.failing += 1
+            if self.failing < self.RESET_AFTER:
+                return
+            self.client, self.failing = None, 0
+        logger.warning("recache item pool: %d store calls failed in a row; setting the client "
+                       "up again", self.RESET_AFTER)
+        try:
+            c.close()
+        except Exception:  # the old client's store is gone: nothing to unmount
+            pass
+
+    def reset(self) -> None:
+        """Drops the client (the next call sets one up): its store went away."""
+        with self.lock:
+            c, self.client, self.failing, self.failed_at = self.client, None, 0, None
+        if c is not None:
+            try:
+                c.close()
+            except Exception:  # the old client's store is gone: nothing to unmount
+                pass
+
+    def watch(self, addr: str, every_s: float = 1.0) -> None:
+        """Follows the store's address (a TCP connect every ``every_s``, on this thread,
+        forever): when it stops answering the client is dropped, and when it answers again a
+        new one is set up at once, so a restarted store (empty; it knows no client) is used
+        again without waiting for calls to fail."""
+        host, _, port = addr.rpartition(":")
+        up = None
+        while True:
+            try:
+                socket.create_connection((host or "127.0.0.1", int(port)), timeout=0.5).close()
+                now = True
+            except (OSError, ValueError):
+                now = False
+            if now != up:
+                if up is not None:
+                    logger.warning("recache item pool: store %s %s", addr,
+                                   "is back; setting the client up" if now else
+                                   "stopped answering; cold items are computed")
+                if up is not None or not now:
+                    self.reset()
+                if now:
+                    try:
+                        self.connect()
+                    except Exception:  # logged by connect; tried again by later calls
+                        pass
+                up = now
+            if now and self.hung():
+                try:
+                    self.connect()
+                except Exception:  # logged by connect; tried again by later calls
+                    pass
+            time.sleep(every_s)  # a poll interval, not a wait for an event we could get
+
     def get(self, key: str):
-        return self.connect().get(key)
+        return self._use(lambda c: c.get(key))
 
     def get_many(self, keys: list[str]):
-        c = self.connect()
-        if hasattr(c, "get_many"):
-            return c.get_many(keys)
-        return [c.get(k) for k in keys]
+        return self._use(lambda c: c.get_many(keys) if hasattr(c, "get_many")
+                         else [c.get(k) for k in keys])
 
     def put(self, key: str, value: bytes):
-        return self.connect().put(key, value)
+        return self._use(lambda c: c.put(key, value))
 
     def close(self) -> None:
         if not self.lock.acquire(timeout=5.0):  # a set-up still hangs: leave it to the exit
@@ -371,15 +517,25 @@ class ColdLoads:
 
     def __init__(self, config, model: str, make_store=None):
         cfg = config if isinstance(config, dict) else {}
-        self.enabled = bool(cfg.get("master"))
+        self.enabled = bool(store_address(cfg))
         self.model = model
         try:
-            self.timeout_s = max(0.001, float(cfg.get("timeout_ms", 50)) / 1000.0)
+            # A step waits this long at most; computing a 100-item prompt takes seconds on
+            # the testbed, a fetch of its items a few ms once connected (docs/store.md).
+            self.timeout_s = max(0.001, float(cfg.get("timeout_ms", 250)) / 1000.0)
         except (TypeError, ValueError):
-            logger.warning("recache item pool: store timeout_ms %r is not a number; 50 ms",
+            logger.warning("recache item pool: store timeout_ms %r is not a number; 250 ms",
                            cfg.get("timeout_ms"))
-            self.timeout_s = 0.05
-        self.make_store = make_store or (lambda: mooncake_from_config(cfg))
+            self.timeout_s = 0.25
+        try:
+            self.put_timeout_s = max(0.001, float(cfg.get("put_timeout_ms", 2000)) / 1000.0)
+        except (TypeError, ValueError):
+            self.put_timeout_s = 2.0
+        self.make_store = make_store or (lambda: store_from_config(cfg))
+        # The master's address, followed so a restarted store is reached again (not with a
+        # store made by the caller: tests).
+        self.watch_addr = store_address(cfg) if self.enabled and make_store is None else ""
+
         self.layout: str | None = None
         self.shape: tuple[int, int] | None = None
         self.tier: ColdTier | None = None
@@ -388,6 +544,22 @@ class ColdLoads:
         self.lock = threading.Lock()
         self.shipped: dict = {}
         self.warned: set[str] = set()
+        self.store: LazyStore | None = None
+
+    def start(self) -> None:
+        """Worker side: starts setting the client up now, in the background, so that it is
+        ready before the first cold request (a set-up takes about a second; inside a fetch's
+        bound it would fail the first requests). The scheduler side never calls it: each
+        client lends the store memory."""
+        if not self.enabled or self.store is not None:
+            return
+        # Late-bound: the store's maker may be swapped until the first set-up (tests do).
+        self.store = LazyStore(lambda: self.make_store())
+        if self.watch_addr:
+            target, args = self.store.watch, (self.watch_addr,)
+        else:  # a store without an address to watch (tests): set up once
+            target, args = self._connect, (self.store,)
+        threading.Thread(target=target, args=args, daemon=True, name="recache-cold").start()
 
     def warn_once(self, what: str, msg: str, *args) -> None:
         if what not in self.warned:
@@ -400,9 +572,9 @@ class ColdLoads:
             return
         self.shape = (heads, dim)
         self.layout = entry_layout(heads, dim, dtype, _tp_shard())
-        store = LazyStore(self.make_store)
-        self.tier = ColdTier(store, self.model, self.layout, self.timeout_s)
-        self.tier.pool.submit(self._connect, store)  # ready before the first fetch, mostly
+        self.start()  # a no-op when the worker started it at construction
+        self.tier = ColdTier(self.store, self.model, self.layout, self.timeout_s,
+                             self.put_timeout_s)
 
     @staticmethod
     def _connect(store: LazyStore) -> None:
@@ -486,9 +658,10 @@ class ColdLoads:
     def take_counts(self) -> dict:
         """Increments since the previous call (non-zero ones): the tier's counts,
         ``fetch_s`` and ``bytes``."""
-        if self.tier is None:
+        if self.store is None:
             return {}
-        now = self.tier.snapshot()
+        # Set-ups count from the start (before the first load names the layout: `tier`).
+        now = {**(self.tier.snapshot() if self.tier else {}), "connects": self.store.connects}
         inc = {k: v - self.shipped.get(k, 0) for k, v in now.items()}
         self.shipped = now
         return {k: v for k, v in inc.items() if v}
@@ -529,7 +702,7 @@ class ColdLoads:
 STATS = {"hits": "store_hits", "mismatches": "store_mismatches", "timeouts": "store_timeouts",
          "errors": "store_errors", "puts": "store_puts", "put_failures": "store_put_failures",
          "fetch_s": "total_store_fetch_s", "bytes": "store_bytes_read",
-         "bytes_written": "store_bytes_written"}
+         "bytes_written": "store_bytes_written", "connects": "store_connects"}
 MISS_KINDS = ("misses", "mismatches", "timeouts", "errors")
 
 

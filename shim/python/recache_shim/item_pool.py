@@ -50,7 +50,8 @@ since they work at the same time). Evictions decided by the scheduler reach the 
 later step than the last load that used them.
 
 Cold tier (``item_cold``; ``kv_connector_extra_config.store = {"master": "host:port",
-"metadata": "http://host:port/metadata", "local": "127.0.0.1", "timeout_ms": 50}``): a step's
+"metadata": "http://host:port/metadata", "local": "127.0.0.1", "timeout_ms": 250,
+"put_timeout_ms": 2000}``): a step's
 cold parts are fetched in one call bounded by ``timeout_ms`` and written like pooled entries,
 not kept (BAT §5.2); a committed fill is put to the store once, in the background. A part that
 cannot be served (a miss, other tokens, a timeout, a local entry gone) is not written; its
@@ -261,6 +262,8 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         self.tier_bytes = int(extra.get("device_tier_bytes", 0))
         self.rope = _model_rope(vllm_config)
         self.cold = ColdLoads(extra.get("store"), served_name(vllm_config))
+        if role == KVConnectorRole.WORKER:
+            self.cold.start()  # the client's set-up, in the background
         self.load_errors: set[int] = set()  # blocks not loaded this step (vLLM recomputes)
         self.store = PoolStore()
         self.io: SlotIO | None = None

@@ -11,7 +11,8 @@ computes them. For one item-first prompt `[L0 I0][L1 I1]..[U][instr]` it scores 
 - on B, every item marked cold, so B's connector reads it from the store (`cold`);
 - on B as a plain causal prompt, no pool (`causal`).
 Phases:
-- `served` (store up): cold == local exactly (the same K/V bytes, the same prompt, the same
+- `served` (store up): once B has read one item (`warm_up`: its first read from a peer's
+  segment sets up the transfer connection, longer than a step's bound), cold == local exactly (the same K/V bytes, the same prompt, the same
   engine), B loaded every item token from the store (its report: `store_hits`), and pooled
   scores differ from causal ones (else no load could be told apart);
 - `down` (the caller stopped the store): the same cold prompt on B is answered, its failed
@@ -53,6 +54,19 @@ def stats(up, model):
     return report(out)
 
 
+def wait_connected(ups, model, want, limit_s=60.0):
+    """Waits until every replica's connector reports `want` store client set-ups in all (the
+    worker sets its client up in the background at start and again when a store it lost comes
+    back; each list request is an engine step, which ships the count)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        got = [stats(up, model).get("store_connects", 0) for up in ups]
+        if all(n >= want for n in got):
+            return got
+        if time.monotonic() > deadline:
+            raise SystemExit(f"store clients set up {got}, not {want} each, within {limit_s:.0f} s")
+
+
 def wait_puts(up, model, want, limit_s=60.0):
     """Waits until A's connector has written `want` fills to the store in all (they are
     written in the background, after the fill's step); returns its stats."""
@@ -65,6 +79,30 @@ def wait_puts(up, model, want, limit_s=60.0):
             raise SystemExit(f"A wrote {s.get('store_puts')} fills to the store, not {want}, "
                              f"within {limit_s:.0f} s: {json.dumps(s)}")
         # Each list request is one engine step, the event the background put waits behind.
+
+
+def warm_up(A, B, model, tag, rng, limit_s=60.0):
+    """Waits until B has read one item from the store: B's first read from the store
+    client that holds a value sets up the transfer connection to it (about 0.5 s here,
+    seconds after a store restart), longer than a step's bound, so that read is a counted miss
+    (recomputed). Fills one item through A and sends B prompts holding it cold, each a new
+    request, until one is served from the store; returns how many reads it took."""
+    seg = [256] + [rng.randrange(400, 4000) for _ in range(40)]
+    key = f"{model}/{tag}-warm"
+    before = stats(A, model).get("store_puts", 0)
+    post(A + "/v1/completions", {"model": model, "prompt": seg, "max_tokens": 1,
+                                  "kv_transfer_params": {"recache_pool": {"fill": key}}})
+    wait_puts(A, model, before + 1)
+    deadline = time.monotonic() + limit_s
+    for tries in range(1, 1000):
+        hits = stats(B, model).get("store_hits", 0)
+        score(B, model, seg + [7, 8, 9], [256], f"{tag}-warm-{tries}-{time.time_ns()}",
+              {"recache_pool": {"segments": [[key, 0, len(seg)]], "cold": [key]}})
+        if stats(B, model).get("store_hits", 0) > hits:
+            return tries
+        if time.monotonic() > deadline:
+            raise SystemExit(f"B read nothing from the store in {tries} tries within "
+                             f"{limit_s:.0f} s: {json.dumps(stats(B, model))[:600]}")
 
 
 def build(tag, model, n_items, item_tokens, user_tokens, rng):
@@ -90,6 +128,8 @@ def main():
     ap.add_argument("--user-tokens", type=int, default=200)
     ap.add_argument("--tol", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--min-connects", type=int, default=1,
+                    help="store client set-ups each replica must report first (2 after a restart)")
     a = ap.parse_args()
     A, B = a.a.rstrip("/"), a.b.rstrip("/")
     # `down` reuses `served`'s items (A still holds them; the store is gone).
@@ -102,11 +142,16 @@ def main():
     salt = f"{tag}-{a.phase}-{time.time_ns()}"
     out = {"phase": a.phase, "items": a.items, "item_region_tokens": region}
     if a.phase != "down":
+        # A store the engines have not reached yet (at start, after a restart) serves nothing.
+        out["store_connects"] = wait_connected([A, B], a.model, a.min_connects)
         before = stats(A, a.model).get("store_puts", 0)
         for (key, _, _), seg in zip(segments, items):
             post(A + "/v1/completions", {"model": a.model, "prompt": seg, "max_tokens": 1,
                                           "kv_transfer_params": {"recache_pool": {"fill": key}}})
-        out["a_stats"] = wait_puts(A, a.model, before + a.items)
+        out["a_stats"] = {k: v for k, v in wait_puts(A, a.model, before + a.items).items()
+                          if k != "list"}
+    if a.phase != "down":
+        out["warmup_reads"] = warm_up(A, B, a.model, tag, rng)
     keys = [s[0] for s in segments]
     b0 = stats(B, a.model)
     local, local_rep = score(A, a.model, tokens, labels, salt + "-a",

@@ -192,6 +192,96 @@ def test_lazy_store_sets_up_once_and_retries_after_a_failure():
     lazy.close()
 
 
+def poll(cond, what, limit_s=10.0):
+    """Waits for ``cond()`` (the watch thread's doing) with a deadline and a message."""
+    deadline = time.monotonic() + limit_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} never happened within {limit_s} s")
+        time.sleep(0.01)
+
+
+def test_watch_drops_the_client_when_the_store_goes_and_sets_up_anew_when_back():
+    import socket
+
+    def listen(port=0):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen()
+        return s
+
+    made = []
+    lazy = LazyStore(lambda: made.append(1) or DictStore())
+    srv = listen()
+    port = srv.getsockname()[1]
+    threading.Thread(target=lazy.watch, args=(f"127.0.0.1:{port}", 0.02), daemon=True).start()
+    poll(lambda: lazy.connects == 1, "the first set-up")
+    lazy.put("k", b"v")
+    srv.close()  # the store goes away: the client with it
+    poll(lambda: lazy.client is None, "the client dropped")
+    srv = listen(port)  # back (a new, empty store): a new client at once, no call needed
+    poll(lambda: lazy.connects == 2 and lazy.client is not None, "a second set-up")
+    assert lazy.get("k") is None and len(made) == 2, "the new store does not have the old value"
+    srv.close()
+
+
+def test_a_hung_call_gets_the_client_set_up_again():
+    release = threading.Event()
+
+    class Hangs(DictStore):
+        def get(self, key):
+            release.wait()
+            return None
+
+    made = []
+    lazy = LazyStore(lambda: made.append(1) or (Hangs() if len(made) == 1 else DictStore()))
+    lazy.HANG_S = 0.05
+    t = threading.Thread(target=lazy.get, args=("k",), daemon=True)
+    t.start()
+    poll(lazy.hung, "the hung call seen")
+    lazy.put("k", b"v")
+    assert lazy.get("k") == b"v" and len(made) == 2, "a new client serves"
+    release.set()
+    t.join(timeout=5)
+    assert not lazy.inflight
+
+
+def test_round_trip_through_a_real_redis():
+    import shutil
+
+    server = shutil.which("redis-server")
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        server = None
+    if server is None:
+        return "SKIPPED: no redis-server or redis-py (examples/store/install installs both)"
+    from recache_shim.item_cold import RedisStore, store_address, store_from_config
+
+    port = free_port()
+    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port, "redis-server", proc)
+        cfg = {"url": f"redis://127.0.0.1:{port}"}
+        assert store_address(cfg) == f"127.0.0.1:{port}"
+        store = store_from_config(cfg)
+        assert isinstance(store, RedisStore)
+        tier = ColdTier(store, "m", "rows", timeout_s=2.0)
+        e = entry(tokens=tuple(range(19)))
+        assert tier.get("item-1", e.tokens) is None
+        assert tier.put("item-1", e), tier.counts
+        got = tier.get_many([("item-1", e.tokens), ("item-2", e.tokens)])
+        assert same(got[0], e) and got[1] is None
+        assert (tier.counts["hits"], tier.counts["misses"]) == (1, 2), tier.counts
+        store.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def test_round_trip_through_a_real_mooncake_store():
     home = os.environ.get("RECACHE_TESTBED_HOME", Path.home() / ".cache/recache-testbed")
     venv = Path(os.environ.get("RECACHE_STORE_VENV", Path(home) / "venv-store"))

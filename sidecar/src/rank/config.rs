@@ -136,8 +136,9 @@ pub struct RankArgs {
     /// [default: 4]
     #[arg(long, env = "RECACHE_RANK_ITEM_POOL_REFRESH")]
     pub rank_item_pool_refresh: Option<f64>,
-    /// The item pool's cold tier: the store (Mooncake Store master, host:port) the replicas'
-    /// connectors write fills through to (testbed `up --pool-store`). recache then sends an
+    /// The item pool's cold tier: the store the replicas' connectors write fills through to
+    /// (testbed `up --pool-store`), as host:port (Mooncake Store's master) or
+    /// redis://host:port (Redis or Valkey). recache then sends an
     /// item another replica's pool holds marked cold, and the engine reads it from the store
     /// instead of computing it; each replica's pool takes its own label range, so it needs
     /// LABEL_BASE + MAX_ITEMS + replicas x N <= the model's vocabulary; /ready reports the
@@ -348,13 +349,11 @@ impl RankArgs {
                     "needs --rank-item-pool N (N > 0): the store holds the item pool's entries",
                 );
             }
-            if addr
-                .rsplit_once(':')
-                .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
-            {
+            if super::pool::store_probe::address(addr).is_none() {
                 return invalid(
                     "--rank-pool-store",
-                    "must be the store's address as host:port (the Mooncake master's RPC port)",
+                    "must name the store as host:port (Mooncake's master, its RPC port) or \
+                     redis://host:port (Redis or Valkey)",
                 );
             }
         }

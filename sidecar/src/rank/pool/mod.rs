@@ -51,9 +51,9 @@ pub struct PoolConfig {
     pub max_pending: usize,
     /// Fills per second at most while serving (0: unbounded); precomputing ignores it.
     pub refresh_per_s: f64,
-    /// `--rank-pool-store`: the store (Mooncake master `host:port`) the replicas' connectors
-    /// write fills through to, so an item one replica holds may be served to another
-    /// ([`cold`]). None: each replica serves only what its own pool holds.
+    /// `--rank-pool-store`: the store (`host:port` of Mooncake's master, or `redis://..`)
+    /// the replicas' connectors write fills through to, so an item one replica holds may be
+    /// served to another ([`cold`]). None: each replica serves only what its own pool holds.
     pub store: Option<String>,
 }
 

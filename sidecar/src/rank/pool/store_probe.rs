@@ -18,6 +18,18 @@ pub const PROBE_EVERY: Duration = Duration::from_secs(5);
 /// How long one probe waits for the connect.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// The `host:port` a `--rank-pool-store` value names: Mooncake's master as `host:port`, or a
+/// Redis (Valkey) server as `redis://host:port[/db]`; None when it names neither.
+pub fn address(spec: &str) -> Option<String> {
+    let rest = match spec.split_once("://") {
+        Some(("redis", rest)) => rest.split('/').next().unwrap_or(rest),
+        Some(_) => return None,
+        None => spec,
+    };
+    let (host, port) = rest.rsplit_once(':')?;
+    (!host.is_empty() && port.parse::<u16>().is_ok()).then(|| rest.to_string())
+}
+
 #[derive(Debug, Default, Clone)]
 struct Seen {
     /// None until the first probe ends.
@@ -32,14 +44,17 @@ pub struct StoreProbe {
 }
 
 impl StoreProbe {
-    pub fn new(addr: &str, registry: &crate::metrics::Metrics) -> Result<Self, prometheus::Error> {
+    /// Probes the store `spec` names ([`address`]; a value it refuses is probed as given, and
+    /// fails, which `/ready` then shows).
+    pub fn new(spec: &str, registry: &crate::metrics::Metrics) -> Result<Self, prometheus::Error> {
+        let addr = address(spec).unwrap_or_else(|| spec.to_string());
         let up = IntGauge::new(
             "rank_pool_store_up",
             "1 when the item pool's store (--rank-pool-store) accepted recache's last probe connect, 0 when not",
         )?;
         registry.register(Box::new(up.clone()))?;
         Ok(Self {
-            addr: addr.to_string(),
+            addr,
             seen: Mutex::new(Seen::default()),
             up,
         })
@@ -86,6 +101,25 @@ impl StoreProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn addresses_of_both_stores() {
+        assert_eq!(address("10.0.0.2:50051").as_deref(), Some("10.0.0.2:50051"));
+        assert_eq!(
+            address("redis://cache:6379/0").as_deref(),
+            Some("cache:6379")
+        );
+        assert_eq!(address("redis://cache:6379").as_deref(), Some("cache:6379"));
+        for bad in [
+            "mooncake-master",
+            ":50051",
+            "http://x:1",
+            "redis://cache",
+            "h:99999",
+        ] {
+            assert_eq!(address(bad), None, "{bad}");
+        }
+    }
 
     #[tokio::test]
     async fn reports_a_listening_store_and_a_closed_port() {

@@ -133,7 +133,11 @@ pub(super) async fn one(
         Some(_) => {
             let pool_after = pool::connector_stats(&client, &args.upstream, model).await?;
             let store = args.pool_store.as_deref();
-            pool::store_fields(&pool_before, &pool_after, store)
+            let memory = match store {
+                Some(s) => pool::store_memory(s).await,
+                None => None,
+            };
+            pool::store_fields(&pool_before, &pool_after, store, memory)
         }
         None => Value::Null,
     };

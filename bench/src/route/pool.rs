@@ -101,10 +101,56 @@ pub async fn connector_stats(
     Ok(out)
 }
 
+/// The store's own count of the bytes it holds: Redis' `used_memory` and
+/// `used_memory_dataset` (an `INFO memory` on its port); None for another store or when it
+/// does not answer (the row then has only the bytes the connectors wrote).
+pub async fn store_memory(store: &str) -> Option<(u64, u64)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = store.strip_prefix("redis://")?.split('/').next()?;
+    let ask = async {
+        let mut conn = tokio::net::TcpStream::connect(addr).await.ok()?;
+        conn.write_all(b"INFO memory\r\n").await.ok()?;
+        // One bulk reply: `$<len>\r\n<text>\r\n`; read until the text is whole.
+        let mut buf = Vec::new();
+        loop {
+            let mut chunk = [0u8; 8192];
+            let n = conn.read(&mut chunk).await.ok()?;
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&buf);
+            let (head, body) = text.split_once("\r\n")?;
+            let len: usize = head.strip_prefix('$')?.parse().ok()?;
+            if body.len() >= len {
+                break;
+            }
+        }
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let field = |name: &str| {
+            (text.lines())
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        Some((field("used_memory")?, field("used_memory_dataset")?))
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(5), ask)
+        .await
+        .ok()
+        .flatten()
+}
+
 /// The row's pool and store fields from the connectors' counters before and after the
 /// stream: host pool bytes per replica at the end, and, with a store, the share of cold reads
-/// it served and the bytes written to it so far (its memory: the store keeps what it got).
-pub fn store_fields(before: &[Value], after: &[Value], store: Option<&str>) -> Value {
+/// it served, the bytes the connectors wrote to it since the engines started (a store
+/// flushed meanwhile holds less), and (`memory`) what the store itself says it holds
+/// ([`store_memory`]).
+pub fn store_fields(
+    before: &[Value],
+    after: &[Value],
+    store: Option<&str>,
+    memory: Option<(u64, u64)>,
+) -> Value {
     let sum = |rows: &[Value], f: &str| -> f64 {
         rows.iter().map(|r| r[f].as_f64().unwrap_or(0.0)).sum()
     };
@@ -118,14 +164,38 @@ pub fn store_fields(before: &[Value], after: &[Value], store: Option<&str>) -> V
         "store_hit_rate": store.and((reads > 0.0).then(|| hits / reads)),
         "store_reads": store.map(|_| reads),
         "store_loaded_tokens": store.map(|_| delta("store_loaded_tokens")),
-        "store_bytes": store.map(|_| sum(after, "store_bytes_written")),
+        "store_bytes_written_total": store.map(|_| sum(after, "store_bytes_written")),
         "store_fetch_s": store.map(|_| delta("total_store_fetch_s")),
+        "store_used_memory": memory.map(|m| m.0),
+        "store_dataset_bytes": memory.map(|m| m.1),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn store_memory_reads_redis_info() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = l.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let (mut c, _) = l.accept().await.expect("accept");
+            let mut cmd = [0u8; 64];
+            let _ = c.read(&mut cmd).await;
+            let text = "# Memory\r\nused_memory:1000\r\nused_memory_dataset:800\r\n";
+            let reply = format!("${}\r\n{text}\r\n", text.len());
+            c.write_all(reply.as_bytes()).await.expect("write");
+        });
+        assert_eq!(
+            store_memory(&format!("redis://{addr}")).await,
+            Some((1000, 800))
+        );
+        assert_eq!(store_memory("127.0.0.1:1").await, None, "not a Redis URL");
+    }
 
     #[test]
     fn store_fields_from_counter_deltas() {
@@ -137,15 +207,16 @@ mod tests {
             json!({"bytes": 30, "store_hits": 7, "store_misses": 2, "store_bytes_written": 100}),
             json!({"bytes": 10, "store_hits": 2, "store_misses": 0, "store_bytes_written": 50}),
         ];
-        let f = store_fields(&before, &after, Some("127.0.0.1:1"));
+        let f = store_fields(&before, &after, Some("127.0.0.1:1"), Some((9, 8)));
         assert_eq!(f["pool_bytes_per_replica"], json!(20.0));
         assert_eq!(
             f["store_hit_rate"],
             json!(0.8),
             "8 hits of 10 reads in the stream"
         );
-        assert_eq!(f["store_bytes"], json!(150.0));
-        let none = store_fields(&before, &after, None);
+        assert_eq!(f["store_bytes_written_total"], json!(150.0));
+        assert_eq!(f["store_dataset_bytes"], json!(8));
+        let none = store_fields(&before, &after, None, None);
         assert_eq!(none["store_hit_rate"], Value::Null);
         assert_eq!(none["pool_bytes_per_replica"], json!(20.0));
     }

@@ -38,7 +38,7 @@ bytes, total_loaded_tokens, stores, evictions, total_load_s, total_fill_s, store
 seconds since engine start spent writing pooled K/V into request slots (store fetches
 included) and capturing + committing fills; they arrive with the worker metadata, so a report
 includes them up to the previous engine step (the step a request finishes in is accounted
-after vLLM asks for its report). The cold tier's counts (``item_cold.cold_stats``; zero
+after vLLM asks for its report). The cold tier's counts (``item_cold_loads.cold_stats``; zero
 without a store) come the same way, but ``store_loaded_tokens``: tokens claimed as cold parts.
 
 Worker side (model process): the tensors (``item_pool_store``). Per step, in this order: loads
@@ -49,7 +49,7 @@ metadata (increments, summed by the scheduler), go back to the scheduler as work
 since they work at the same time). Evictions decided by the scheduler reach the worker in a
 later step than the last load that used them.
 
-Cold tier (``item_cold``; ``kv_connector_extra_config.store = {"master": "host:port",
+Cold tier (``item_cold``, ``item_cold_loads``; ``kv_connector_extra_config.store = {"master": "host:port",
 "metadata": "http://host:port/metadata", "local": "127.0.0.1", "timeout_ms": 250,
 "put_timeout_ms": 2000}``): a step's
 cold parts are fetched in one call bounded by ``timeout_ms`` and written like pooled entries,
@@ -90,8 +90,8 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 from vllm.logger import init_logger
 from vllm.v1.metrics.cache_hit_source import CacheHitSource
 
-from .item_cold import (ColdLoads, add_cold_stats, blocks_of, cold_stats, is_cold,
-                        merge_counts, served_name)
+from .item_cold_loads import (ColdLoads, add_cold_stats, blocks_of, cold_stats, is_cold,
+                              merge_counts, served_name)
 from .item_pool_store import Entry, PoolStore, SlotIO, split_kv
 from .paged_kv import LayoutError, PagedBackend, RopeSpec, rope_shift
 

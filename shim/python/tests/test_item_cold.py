@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples" / "store"))
 
 from recache_shim.item_cold import (  # noqa: E402
-    ColdTier, LazyStore, Mismatch, cold_key, pack, unpack)
+    ColdTier, Mismatch, cold_key, pack, unpack)
+from recache_shim.item_cold_clients import LazyStore  # noqa: E402
 from recache_shim.item_pool_store import Entry  # noqa: E402
 from measure import free_port, wait_port  # noqa: E402
 
@@ -257,7 +258,7 @@ def test_round_trip_through_a_real_redis():
         server = None
     if server is None:
         return "SKIPPED: no redis-server or redis-py (examples/store/install installs both)"
-    from recache_shim.item_cold import RedisStore, store_address, store_from_config
+    from recache_shim.item_cold_clients import RedisStore, store_address, store_from_config
 
     port = free_port()
     proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
@@ -290,7 +291,7 @@ def test_round_trip_through_a_real_mooncake_store():
     if not master.exists() or site is None:
         return "SKIPPED: no store venv (examples/store/install makes it)"
     sys.path.append(str(site))
-    from recache_shim.item_cold import MooncakeStore
+    from recache_shim.item_cold_clients import MooncakeStore
 
     rpc, meta = free_port(), free_port()
     proc = subprocess.Popen(

@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The store's start-up helpers (free port, wait for it to listen) are measure.py's.
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples" / "store"))
 
-from recache_shim.item_cold import (  # noqa: E402
-    ColdLoads, cold_key, entry_layout, pack, unpack)
+from recache_shim.item_cold import cold_key, pack, unpack  # noqa: E402
+from recache_shim.item_cold_loads import ColdLoads, entry_layout  # noqa: E402
 from recache_shim.item_pool import (  # noqa: E402
     LoadOp, PoolWorkerMeta, RecacheItemPoolConnector, SchedulerState, slots_of)
 from recache_shim.item_pool_store import Entry, split_kv  # noqa: E402

@@ -14,9 +14,7 @@
 //! over the network. Without a store (`--rank-pool-store`) recache has no path for KV between
 //! replicas, so a request finds only the items its own replica pooled and `R_max` is 0
 //! (docs/routing.md has the numbers for a share below 1); with one, an item any replica's
-//! pool holds is served to the others from the store ([`super::cold`]), and a precompute
-//! places the hottest items that fit, each at its home while the home has room and else
-//! where there is room, so that together the pools hold the hottest items.
+//! pool holds is served to the others from the store ([`super::cold`]).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -111,64 +109,6 @@ impl Pools {
         }
     }
 
-    /// What each replica's pool precomputes of `items` (hottest first): hot items everywhere,
-    /// each other item at its home. With a store every pool's items reach every replica, so
-    /// the pools take the hottest items that fit, each at its home while the home has room and
-    /// else where there is room (together they then hold the hottest items, as replicate-all's
-    /// pools do); without one, homes only (an item elsewhere serves only prompts that land
-    /// there).
-    fn shares(&self, items: &[Wanted], hot_share: f64) -> Vec<Vec<Wanted>> {
-        let threshold =
-            placement::hot_threshold(items.iter().map(|w| w.count).collect(), hot_share);
-        let n = self.per.len();
-        let copy = |w: &Wanted| Wanted {
-            key: w.key.clone(),
-            count: w.count,
-            tokens: w.tokens.clone(),
-        };
-        let mut shares: Vec<Vec<Wanted>> = (0..n).map(|_| Vec::new()).collect();
-        if !self.has_store() {
-            for w in items {
-                let (id, hot) = (id_of(&w.key), w.count >= threshold);
-                for (r, share) in shares.iter_mut().enumerate() {
-                    if self.placed(r, id, hot) {
-                        share.push(copy(w));
-                    }
-                }
-            }
-            return shares;
-        }
-        // Hottest first, each into its place while it has room: a hot item into every pool, a
-        // cold one into its home, else into the pool with the most room left.
-        let mut room: Vec<usize> = self.per.iter().map(|p| p.config.items).collect();
-        for w in items {
-            if room.iter().all(|&r| r == 0) {
-                break;
-            }
-            let id = id_of(&w.key);
-            if w.count >= threshold {
-                for (r, share) in shares.iter_mut().enumerate() {
-                    if room[r] > 0 {
-                        share.push(copy(w));
-                        room[r] -= 1;
-                    }
-                }
-                continue;
-            }
-            let home = placement::home_of(id, &self.replica_ids, |_| true).unwrap_or(0);
-            let r = if room.get(home).is_some_and(|&r| r > 0) {
-                home
-            } else {
-                (0..n)
-                    .max_by_key(|&r| (room[r], std::cmp::Reverse(r)))
-                    .unwrap_or(0)
-            };
-            shares[r].push(copy(w));
-            room[r] -= 1;
-        }
-        shares
-    }
-
     /// Every replica's [`ItemPool::sync`]; returns (adopted, evicted) summed.
     pub async fn sync(
         &self,
@@ -206,7 +146,21 @@ impl Pools {
                 .precompute(state, model, items, limit, progress)
                 .await;
         }
-        let shares = self.shares(&items, hot_share);
+        let threshold =
+            placement::hot_threshold(items.iter().map(|w| w.count).collect(), hot_share);
+        let ids: Vec<u64> = items.iter().map(|w| id_of(&w.key)).collect();
+        let shares: Vec<Vec<Wanted>> = (0..self.per.len())
+            .map(|r| {
+                (items.iter().enumerate())
+                    .filter(|(i, w)| self.placed(r, ids[*i], w.count >= threshold))
+                    .map(|(_, w)| Wanted {
+                        key: w.key.clone(),
+                        count: w.count,
+                        tokens: w.tokens.clone(),
+                    })
+                    .collect()
+            })
+            .collect();
         // Each pool fills from a task of its own; their progress comes back by channel.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, usize, usize)>();
         let mut runs = tokio::task::JoinSet::new();
@@ -298,65 +252,6 @@ mod tests {
             Some(2),
             "several: each pool's calls go to its replica"
         );
-    }
-
-    #[test]
-    fn with_a_store_spare_slots_take_the_next_hottest_items() {
-        let registry = crate::metrics::Metrics::new().expect("registry");
-        let config = PoolConfig {
-            items: 4,
-            fills: 1,
-            max_pending: 8,
-            refresh_per_s: 0.0,
-            store: Some("redis://127.0.0.1:6379".into()),
-        };
-        let labels: Vec<String> = (0..2).map(|i| format!("127.0.0.1:{}", 9000 + i)).collect();
-        let with = Pools::new(
-            &config,
-            1000,
-            PoolMetrics::new(&registry).expect("m"),
-            &labels,
-        );
-        let items: Vec<Wanted> = (0..12u64)
-            .map(|k| Wanted {
-                key: format!("m/item-{k}"),
-                count: 100 - k,
-                tokens: Arc::new(vec![1]),
-            })
-            .collect();
-        let shares = with.shares(&items, 0.0);
-        let mut union: Vec<&str> = (shares.iter().flatten()).map(|w| w.key.as_str()).collect();
-        assert!(
-            shares.iter().all(|s| s.len() <= 4),
-            "each pool fits its slots"
-        );
-        union.sort_unstable();
-        union.dedup();
-        let mut top8: Vec<String> = (0..8).map(|k| format!("m/item-{k}")).collect();
-        top8.sort_unstable();
-        assert_eq!(
-            union, top8,
-            "together the pools take the 8 hottest items, once each"
-        );
-        // Without a store: homes only (the coldest homed items of a fuller home are left out).
-        let registry = crate::metrics::Metrics::new().expect("registry");
-        let plain = PoolConfig {
-            store: None,
-            ..config
-        };
-        let without = Pools::new(
-            &plain,
-            1000,
-            PoolMetrics::new(&registry).expect("m"),
-            &labels,
-        );
-        for (r, share) in without.shares(&items, 0.0).iter().enumerate() {
-            assert!(
-                share
-                    .iter()
-                    .all(|w| without.placed(r, id_of(&w.key), false))
-            );
-        }
     }
 
     #[test]

@@ -118,7 +118,10 @@ class LazyStore:
         self.client = None
         self.failed_at: float | None = None
         self.warned = False
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
+        # Notified on every change of client or calls in flight: what waiting callers (the
+        # tests) wait on instead of polling.
+        self.changed = threading.Condition(self.lock)
         self.connects = 0  # successful set-ups so far
         self.failing = 0  # calls failed in a row on the current client
         self.inflight: dict = {}  # call -> (client, started): what `hung` looks at
@@ -142,6 +145,7 @@ class LazyStore:
             self.failed_at = None
             self.connects += 1
             self.failing = 0
+            self.changed.notify_all()
             logger.info("recache item pool: store client set up")
             return self.client
 
@@ -150,6 +154,7 @@ class LazyStore:
         call = object()
         with self.lock:
             self.inflight[call] = (c, time.monotonic())
+            self.changed.notify_all()
         try:
             out = fn(c)
         except Exception:
@@ -160,6 +165,11 @@ class LazyStore:
                 self.inflight.pop(call, None)
         self.failing = 0
         return out
+
+    def wait_until(self, pred, timeout_s: float) -> bool:
+        """Waits until ``pred()`` holds, re-checked on every change (or ``timeout_s``)."""
+        with self.changed:
+            return self.changed.wait_for(pred, timeout_s)
 
     def hung(self) -> bool:
         """Drops the client when one of its calls has run longer than ``HANG_S`` (seen here:
@@ -173,6 +183,7 @@ class LazyStore:
             if not stuck:
                 return False
             self.client, self.failing = None, 0
+            self.changed.notify_all()
         logger.warning("recache item pool: a store call has hung for over %.0f s; setting "
                        "the client up again", self.HANG_S)
         return True
@@ -185,6 +196,7 @@ class LazyStore:
             if self.failing < self.RESET_AFTER:
                 return
             self.client, self.failing = None, 0
+            self.changed.notify_all()
         logger.warning("recache item pool: %d store calls failed in a row; setting the client "
                        "up again", self.RESET_AFTER)
         try:
@@ -196,6 +208,7 @@ class LazyStore:
         """Drops the client (the next call sets one up): its store went away."""
         with self.lock:
             c, self.client, self.failing, self.failed_at = self.client, None, 0, None
+            self.changed.notify_all()
         if c is not None:
             try:
                 c.close()

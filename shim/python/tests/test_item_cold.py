@@ -193,13 +193,11 @@ def test_lazy_store_sets_up_once_and_retries_after_a_failure():
     lazy.close()
 
 
-def poll(cond, what, limit_s=10.0):
-    """Waits for ``cond()`` (the watch thread's doing) with a deadline and a message."""
-    deadline = time.monotonic() + limit_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} never happened within {limit_s} s")
-        time.sleep(0.01)
+def poll(lazy, cond, what, limit_s=10.0):
+    """Waits for ``cond()`` (the watch thread's doing), woken by each change of ``lazy``'s
+    client; fails with ``what`` after ``limit_s``."""
+    if not lazy.wait_until(cond, limit_s):
+        raise AssertionError(f"{what} never happened within {limit_s} s")
 
 
 def test_watch_drops_the_client_when_the_store_goes_and_sets_up_anew_when_back():
@@ -217,12 +215,12 @@ def test_watch_drops_the_client_when_the_store_goes_and_sets_up_anew_when_back()
     srv = listen()
     port = srv.getsockname()[1]
     threading.Thread(target=lazy.watch, args=(f"127.0.0.1:{port}", 0.02), daemon=True).start()
-    poll(lambda: lazy.connects == 1, "the first set-up")
+    poll(lazy, lambda: lazy.connects == 1, "the first set-up")
     lazy.put("k", b"v")
     srv.close()  # the store goes away: the client with it
-    poll(lambda: lazy.client is None, "the client dropped")
+    poll(lazy, lambda: lazy.client is None, "the client dropped")
     srv = listen(port)  # back (a new, empty store): a new client at once, no call needed
-    poll(lambda: lazy.connects == 2 and lazy.client is not None, "a second set-up")
+    poll(lazy, lambda: lazy.connects == 2 and lazy.client is not None, "a second set-up")
     assert lazy.get("k") is None and len(made) == 2, "the new store does not have the old value"
     srv.close()
 
@@ -237,10 +235,11 @@ def test_a_hung_call_gets_the_client_set_up_again():
 
     made = []
     lazy = LazyStore(lambda: made.append(1) or (Hangs() if len(made) == 1 else DictStore()))
-    lazy.HANG_S = 0.05
+    lazy.HANG_S = 0.0  # any call in flight counts as hung: no waiting for time to pass
     t = threading.Thread(target=lazy.get, args=("k",), daemon=True)
     t.start()
-    poll(lazy.hung, "the hung call seen")
+    poll(lazy, lambda: bool(lazy.inflight), "the call in flight")
+    assert lazy.hung(), "the hung call seen"
     lazy.put("k", b"v")
     assert lazy.get("k") == b"v" and len(made) == 2, "a new client serves"
     release.set()

@@ -97,7 +97,6 @@ mod tests {
     use super::*;
     use crate::rank::pool::PoolConfig;
     use crate::rank::pool::metrics::PoolMetrics;
-    use crate::rank::pool::replicas::Pools;
     use std::sync::Arc;
 
     fn pool_holding(keys: &[&str]) -> ItemPool {
@@ -173,17 +172,7 @@ mod tests {
 
     #[test]
     fn cold_items_follow_the_local_ones_with_their_pools_labels() {
-        let registry = crate::metrics::Metrics::new().expect("registry");
-        let m = PoolMetrics::new(&registry).expect("metrics");
-        let config = PoolConfig {
-            items: 8,
-            fills: 1,
-            max_pending: 8,
-            refresh_per_s: 0.0,
-            store: Some("127.0.0.1:50051".into()),
-        };
-        let replicas = ["127.0.0.1:1".to_string(), "127.0.0.1:2".to_string()];
-        let pools = Pools::new(&config, 1000, m, &replicas);
+        let pools = crate::rank::pool::replicas::test_pools(2, 8, Some("127.0.0.1:50051"));
         for (r, key) in [(0, "m/a"), (1, "m/b")] {
             let wanted = vec![crate::rank::pool::Wanted {
                 key: key.into(),

@@ -95,21 +95,11 @@ impl Pools {
 mod tests {
     use std::sync::Arc;
 
-    use super::super::{Wanted, metrics::PoolMetrics};
+    use super::super::Wanted;
     use super::*;
 
     fn pools(n: usize, store: bool) -> Pools {
-        let registry = crate::metrics::Metrics::new().expect("registry");
-        let m = PoolMetrics::new(&registry).expect("metrics");
-        let config = PoolConfig {
-            items: 4,
-            fills: 1,
-            max_pending: 8,
-            refresh_per_s: 0.0,
-            store: store.then(|| "127.0.0.1:50051".to_string()),
-        };
-        let labels: Vec<String> = (0..n).map(|i| format!("127.0.0.1:{}", 9000 + i)).collect();
-        Pools::new(&config, 1000, m, &labels)
+        super::super::replicas::test_pools(n, 4, store.then_some("127.0.0.1:50051"))
     }
 
     fn fill(p: &Pools, r: usize, keys: &[&str]) {

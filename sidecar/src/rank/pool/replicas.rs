@@ -208,22 +208,29 @@ pub fn id_of(key: &str) -> u64 {
     placement::id(item)
 }
 
+/// Tests' pools: `n` replicas at 127.0.0.1:9000.., `items` slots each, first pool label 1000,
+/// optionally a store.
+#[cfg(test)]
+pub(crate) fn test_pools(n: usize, items: usize, store: Option<&str>) -> Pools {
+    let registry = crate::metrics::Metrics::new().expect("registry");
+    let m = PoolMetrics::new(&registry).expect("metrics");
+    let config = PoolConfig {
+        items,
+        fills: 1,
+        max_pending: 8,
+        refresh_per_s: 0.0,
+        store: store.map(str::to_string),
+    };
+    let labels: Vec<String> = (0..n).map(|i| format!("127.0.0.1:{}", 9000 + i)).collect();
+    Pools::new(&config, 1000, m, &labels)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn pools(n: usize) -> Pools {
-        let registry = crate::metrics::Metrics::new().expect("registry");
-        let m = PoolMetrics::new(&registry).expect("metrics");
-        let config = PoolConfig {
-            items: 4,
-            fills: 1,
-            max_pending: 8,
-            refresh_per_s: 0.0,
-            store: None,
-        };
-        let labels: Vec<String> = (0..n).map(|i| format!("127.0.0.1:{}", 9000 + i)).collect();
-        Pools::new(&config, 1000, m, &labels)
+        test_pools(n, 4, None)
     }
 
     #[test]

@@ -61,6 +61,8 @@ pub async fn precompute(
     if let Some(p) = progress.get() {
         p.finish();
     }
+    // The share the precompute used: the rule's, else Alg. 1's with a store.
+    let share = pools.metrics.hot_share.get();
     let resident: Vec<usize> = pools.iter().map(|p| p.counts().0).collect();
     eprintln!(
         "[route] {name}: pools hold {resident:?} items ({} computed: {} tokens in {:.1}s)",

@@ -54,6 +54,7 @@ pub(super) struct FileConfig {
     rank_item_pool_refresh: Option<f64>,
     rank_item_catalog: Option<PathBuf>,
     rank_pool_store: Option<String>,
+    rank_pool_costs: Option<String>,
     rank_trace_out: Option<PathBuf>,
     rank_pool_recompute: Option<String>,
     rank_readout: Option<crate::rank::readout::Readout>,
@@ -136,6 +137,7 @@ impl ServeArgs {
                 rank_item_pool_refresh: rank.rank_item_pool_refresh.or(file.rank_item_pool_refresh),
                 rank_item_catalog: rank.rank_item_catalog.clone().or(file.rank_item_catalog),
                 rank_pool_store: rank.rank_pool_store.clone().or(file.rank_pool_store),
+                rank_pool_costs: rank.rank_pool_costs.clone().or(file.rank_pool_costs),
                 rank_trace_out: rank.rank_trace_out.clone().or(file.rank_trace_out),
                 rank_pool_recompute: (rank.rank_pool_recompute.clone())
                     .or(file.rank_pool_recompute),

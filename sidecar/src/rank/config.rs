@@ -145,6 +145,14 @@ pub struct RankArgs {
     /// store unreachable [default: off]
     #[arg(long, env = "RECACHE_RANK_POOL_STORE", value_name = "ADDR")]
     pub rank_pool_store: Option<String>,
+    /// With --rank-pool-store: the costs BAT's Alg. 1 sizes the share of item accesses every
+    /// replica's pool replicates from (the rest pooled once and read from the store
+    /// elsewhere), as fetch=TOKENS_PER_S (the store's), prefill=TOKENS_PER_S (the engine's),
+    /// alpha=A (the fetch time a request may wait, over its prefill time); `--routing
+    /// gr:pool_hot_share=P` overrides the result [default: fetch=311000,prefill=876,alpha=0.1,
+    /// measured on the testbed: docs/store.md]
+    #[arg(long, env = "RECACHE_RANK_POOL_COSTS", value_name = "SPEC")]
+    pub rank_pool_costs: Option<String>,
     /// Item catalog to precompute into the pool at start-up, hottest first (JSON lines
     /// `{"id": .., "text" | "tokens": .., "count"?: n}`); needs --rank-item-pool
     // Checked in `try_resolve_for`, not by clap's `requires`, so the pool may come from the file.
@@ -266,6 +274,10 @@ impl RankArgs {
                         .rank_item_pool_refresh
                         .unwrap_or(DEFAULT_POOL_REFRESH_PER_S),
                     store: self.rank_pool_store.clone(),
+                    // Checked in `validate`: a bad spec never gets here.
+                    costs: (self.rank_pool_costs.as_deref())
+                        .and_then(|c| super::pool::hrcs::Costs::parse(c).ok())
+                        .unwrap_or_default(),
                 }
             }),
             item_catalog: self.rank_item_catalog.clone(),
@@ -357,6 +369,11 @@ impl RankArgs {
                 );
             }
         }
+        if let Some(spec) = &self.rank_pool_costs
+            && let Err(why) = super::pool::hrcs::Costs::parse(spec)
+        {
+            return invalid("--rank-pool-costs", &why);
+        }
         if self.rank_item_catalog.is_some() && self.rank_item_pool.unwrap_or(0) == 0 {
             return invalid(
                 "--rank-item-catalog",
@@ -431,6 +448,13 @@ mod tests {
                     ..Default::default()
                 },
                 "--rank-pool-store",
+            ),
+            (
+                RankArgs {
+                    rank_pool_costs: Some("fetch=fast".into()),
+                    ..Default::default()
+                },
+                "--rank-pool-costs",
             ),
             (
                 RankArgs {

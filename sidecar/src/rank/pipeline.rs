@@ -122,9 +122,11 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
         .map(|ps| (0..ps.len()).map(|r| ps.held_on(r, &hot_pool)).collect())
         .unwrap_or_default();
     // Per replica, the prompt tokens its pool (or the store) would supply, labels included.
-    // A store fetch costs about what a local load does and both far less than computing
-    // (docs/store.md), so a cold item counts as supplied, one token short per item: ties go
-    // to the replica that holds the items itself.
+    // A store fetch costs about what a local load does, both ~0.1% of computing the item
+    // (docs/store.md), so a cold item counts as supplied in full; that it is dearer than a
+    // local one orders replicas only after cost, placement and load (`cold` below). Counted
+    // one token short per item, it sent 57% of the requests to the replica holding the
+    // hotter items (docs/store.md, set C).
     let supplied: Vec<usize> = (held.iter())
         .map(|h| {
             let pooled: Vec<&[u32]> = (0..h.resident.len())
@@ -133,12 +135,17 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
                 .collect();
             // Link tokens are computed again: what the pool supplies is the rest.
             let link: usize = pooled.iter().map(|t| spec.link_count(t.len() + 1)).sum();
-            let cold = h.cold.iter().filter(|&&c| c).count();
-            layout::item_tokens(&pooled).saturating_sub(link + cold)
+            layout::item_tokens(&pooled).saturating_sub(link)
         })
         .collect();
+    let cold: Vec<usize> = (held.iter())
+        .map(|h| h.cold.iter().filter(|&&c| c).count())
+        .collect();
     // The pool that serves the item side best, as far as recache knows before routing.
-    let best = (0..supplied.len()).max_by_key(|&r| (supplied[r], std::cmp::Reverse(r)));
+    let best = (0..supplied.len()).max_by_key(|&r| {
+        let c = std::cmp::Reverse(cold[r]);
+        (supplied[r], c, std::cmp::Reverse(r))
+    });
     let (kind, rule) = match req.mode {
         Mode::Fixed(kind) => (kind, "request"),
         Mode::Auto => {
@@ -187,10 +194,10 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
         .with_label_values(&[kind.as_str(), rule])
         .inc();
     // An item-first prompt with per-replica pools is built for the replica it goes to.
-    let hot_share = state.client.routing().pool_hot_share();
     let target = match (pools, kind) {
         (Some(ps), PrefixKind::Item) if ps.len() > 1 => {
-            let pick = pick_replica(state, req, &keys, &item_refs, &instruction, &supplied);
+            let pool = (&supplied[..], &cold[..]);
+            let pick = pick_replica(state, req, &keys, &item_refs, &instruction, pool);
             pick.or(best)
         }
         _ => None,
@@ -250,7 +257,12 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
                 tokens: items[i].clone(),
             })
             .collect();
-        // Which candidates every replica pools (all of them unless `gr` shards the tail).
+        // Which candidates every replica pools (all of them unless `gr` or, with a store,
+        // Alg. 1 shards the tail).
+        ps.shape
+            .record(keys.len(), user.len(), layout::item_tokens(&item_refs));
+        let item_tokens = layout::item_tokens(&item_refs) as f64 / keys.len().max(1) as f64;
+        let hot_share = ps.hot_share(state.client.routing().pool_hot_share(), item_tokens);
         let hot = if ps.len() < 2 || hot_share >= 1.0 {
             vec![true; keys.len()]
         } else {
@@ -261,6 +273,7 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
     let mut route = route_hint(state, req, kind, &keys);
     if target.is_some() {
         route.pooled = supplied;
+        route.cold = cold;
         route.replica = target;
     }
     let prepared = Prepared {
@@ -282,17 +295,19 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
 
 /// Where an item-first prompt goes when every replica has its own item pool: the routing
 /// rule's pick now, before the prompt is built for that replica's pool. The rule sees the
-/// prompt's length and, under `gr`, what each replica's pool would supply (`supplied`).
+/// prompt's length and, under `gr`, what each replica's pool would supply and how many of
+/// those items it would read from the store (`pool`: supplied tokens, cold items).
 fn pick_replica(
     state: &Ranker,
     req: &Validated,
     keys: &[&str],
     items: &[&[u32]],
     instruction: &[u32],
-    supplied: &[usize],
+    pool: (&[usize], &[usize]),
 ) -> Option<usize> {
     let mut gr = route_hint(state, req, PrefixKind::Item, keys);
-    gr.pooled = supplied.to_vec();
+    gr.pooled = pool.0.to_vec();
+    gr.cold = pool.1.to_vec();
     // The prompt's length; no keys: its leading items depend on the replica it goes to.
     let tokens = RouteKeys {
         keys: Vec::new(),

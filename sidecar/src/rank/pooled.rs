@@ -108,6 +108,7 @@ mod tests {
             max_pending: 8,
             refresh_per_s: 0.0,
             store: None,
+            costs: Default::default(),
         };
         let pool = ItemPool::new(config, 1000, m);
         let wanted = (keys.iter())

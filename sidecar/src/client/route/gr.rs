@@ -16,7 +16,8 @@
 //! - **item-first with per-replica item pools** (`--rank-item-pool` and several replicas):
 //!   the tokens each replica's pool would supply count as cached there ([`GrHint::pooled`]),
 //!   so the request goes where most of its candidates are pooled; the rank pipeline asks
-//!   the rule before it builds the prompt, since the prompt depends on that pool.
+//!   the rule before it builds the prompt, since the prompt depends on that pool. With a
+//!   store, items another replica's pool holds count as supplied too ([`GrHint::cold`]).
 //!
 //! Requests without a hint (proxied completions, chat) are routed exactly as `prefix` routes
 //! them. Load bound and queue gap apply as in `prefix`; placement only breaks cost ties, and
@@ -43,6 +44,10 @@ pub struct GrHint {
     /// pool would supply (pooled items with their labels). Counted as cached, as the
     /// prefix a replica holds is (empty otherwise).
     pub pooled: Vec<usize>,
+    /// Of those, per replica, the items it would read from the store (another replica's
+    /// pool holds them): a cold item costs about what a local one does, so this orders
+    /// replicas only after cost, placement and load (empty: none).
+    pub cold: Vec<usize>,
     /// The replica the prompt was built for (its item pool's labels): the client sends it
     /// there first, without asking the rule again.
     pub replica: Option<usize>,
@@ -105,7 +110,9 @@ impl ReplicaChoice for Gr {
                 let per = affinity(replicas, gr);
                 let near = |i: usize| per.get(i).copied().unwrap_or(0);
                 let pooled = |i: usize| gr.pooled.get(i).copied().unwrap_or(0) as f64;
-                self.prefix.choose_with(replicas, tried, hint, near, pooled)
+                let cold = |i: usize| gr.cold.get(i).copied().unwrap_or(0);
+                self.prefix
+                    .choose_with(replicas, tried, hint, near, pooled, cold)
             }
             None => self.prefix.choose(replicas, tried, hint),
         }
@@ -296,5 +303,52 @@ mod tests {
             };
             assert_eq!(rule.choose(&reps, &[], &hint), Some(r));
         }
+    }
+
+    /// Items read from the store count as supplied: with equal supply, placement and load
+    /// decide first, and only then does the replica reading fewer of them from the store win.
+    #[test]
+    fn cold_items_count_as_supplied_and_order_only_ties() {
+        let rule = build(Routing::gr());
+        let reps = set(&["http://a:1", "http://b:2"]);
+        let keys = RouteKeys {
+            keys: Vec::new(),
+            tokens: 2000,
+            token_ids: true,
+        };
+        let choose = |gr: &GrHint| {
+            let hint = RouteHint {
+                path: "",
+                keys: &keys,
+                gr: Some(gr),
+            };
+            rule.choose(&reps, &[], &hint)
+        };
+        // Equal supply, no placement, equal load: the one with fewer cold items.
+        for r in [0, 1] {
+            let mut cold = vec![40, 40];
+            cold[r] = 10;
+            let gr = GrHint {
+                pooled: vec![1800, 1800],
+                cold,
+                ..GrHint::default()
+            };
+            assert_eq!(choose(&gr), Some(r), "fewer cold items on {r}");
+        }
+        // A busier replica loses even with fewer cold items.
+        let _busy = InFlight::new(reps[0].clone());
+        let gr = GrHint {
+            pooled: vec![1800, 1800],
+            cold: vec![0, 40],
+            ..GrHint::default()
+        };
+        assert_eq!(choose(&gr), Some(1), "load before cold");
+        // More supply wins whatever is cold.
+        let gr = GrHint {
+            pooled: vec![1000, 1800],
+            cold: vec![0, 40],
+            ..GrHint::default()
+        };
+        assert_eq!(choose(&gr), Some(1), "supply before cold");
     }
 }

@@ -118,11 +118,12 @@ pub enum Routing {
         #[serde(default = "default_hot_share")]
         hot_share: f64,
         /// The same for the item KV pools (`--rank-item-pool`, one per replica): items
-        /// covering this share of accesses are pooled on every replica, the rest on their
-        /// home only. 1 (default): every replica pools by hotness alone, since a request
-        /// can use only its own replica's pool (`rank::pool::replicas`).
-        #[serde(default = "default_pool_hot_share")]
-        pool_hot_share: f64,
+        /// covering this share of accesses are pooled on every replica, the rest once. Unset
+        /// (default): 1 without a store (every replica pools by hotness alone, since a request
+        /// can use only its own replica's pool), BAT's Alg. 1 on `--rank-pool-costs` with
+        /// one (`rank::pool::hrcs`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pool_hot_share: Option<f64>,
     },
 }
 
@@ -140,9 +141,6 @@ fn default_queue_gap() -> usize {
 }
 fn default_hot_share() -> f64 {
     0.5
-}
-fn default_pool_hot_share() -> f64 {
-    1.0
 }
 
 /// A routing spec that cannot be used.
@@ -176,7 +174,7 @@ impl Routing {
             balance: default_balance(),
             queue_gap: default_queue_gap(),
             hot_share: default_hot_share(),
-            pool_hot_share: default_pool_hot_share(),
+            pool_hot_share: None,
         }
     }
 
@@ -213,12 +211,13 @@ impl Routing {
         }
     }
 
-    /// The share of item accesses whose items every replica's item pool holds: `gr`'s
-    /// `pool_hot_share`, 1 (replicate by hotness) under the other rules.
-    pub fn pool_hot_share(&self) -> f64 {
+    /// The share of item accesses whose items every replica's item pool holds, where the
+    /// rule sets it: `gr`'s `pool_hot_share`, 1 (replicate by hotness) under the other rules;
+    /// None: the pools decide (`rank::pool::replicas::Pools::hot_share`).
+    pub fn pool_hot_share(&self) -> Option<f64> {
         match *self {
             Self::Gr { pool_hot_share, .. } => pool_hot_share,
-            _ => 1.0,
+            _ => Some(1.0),
         }
     }
 
@@ -253,8 +252,9 @@ impl Routing {
         {
             return Err("hot_share must be between 0 and 1 (0: every item sharded)".into());
         }
-        let p = self.pool_hot_share();
-        if !(p.is_finite() && (0.0..=1.0).contains(&p)) {
+        if let Some(p) = self.pool_hot_share()
+            && !(p.is_finite() && (0.0..=1.0).contains(&p))
+        {
             return Err("pool_hot_share must be between 0 and 1 (1: every pool by hotness)".into());
         }
         if let Self::Prefix {

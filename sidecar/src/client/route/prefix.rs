@@ -106,7 +106,7 @@ impl ReplicaChoice for Prefix {
         tried: &[usize],
         hint: &RouteHint<'_>,
     ) -> Option<usize> {
-        self.choose_with(replicas, tried, hint, |_| 0, |_| 0.0)
+        self.choose_with(replicas, tried, hint, |_| 0, |_| 0.0, |_| 0)
     }
 }
 
@@ -117,6 +117,8 @@ impl Prefix {
     /// mean.
     /// `supplied(i)`: prompt tokens replica `i` supplies beyond its prefix cache (the `gr`
     /// rule's item pools; 0 for plain `prefix`), taken off its cost.
+    /// `dearer(i)`: among replicas equal in cost, placement and load, fewer wins (the `gr`
+    /// rule's items read from the store; 0 for plain `prefix`).
     pub(super) fn choose_with(
         &self,
         replicas: &[Arc<Replica>],
@@ -124,6 +126,7 @@ impl Prefix {
         hint: &RouteHint<'_>,
         affinity: impl Fn(usize) -> usize,
         supplied: impl Fn(usize) -> f64,
+        dearer: impl Fn(usize) -> usize,
     ) -> Option<usize> {
         let n = replicas.len();
         let now = self.clock.elapsed().as_millis() as u64;
@@ -160,7 +163,10 @@ impl Prefix {
         let placed = |i: usize| {
             replicas[i].mirror.state() != mirror::MirrorState::Exact || s.recent[i] <= mean
         };
-        let mut best: Option<(f64, std::cmp::Reverse<usize>, usize, f64, usize)> = None;
+        // Key: cost, placement, load, then what makes equal supply dearer (`dearer`: cold
+        // items), recent share, index.
+        type Key = (f64, std::cmp::Reverse<usize>, usize, usize, f64, usize);
+        let mut best: Option<Key> = None;
         for pass in 0..2 {
             for &i in &candidates {
                 // First pass: only replicas within the load bound.
@@ -178,8 +184,10 @@ impl Prefix {
                 } else {
                     affinity(i)
                 });
-                let key = (cost, near, load(i), s.recent[i], i);
-                if best.is_none_or(|b| (key.0, key.1, key.2, key.3) < (b.0, b.1, b.2, b.3)) {
+                let key = (cost, near, load(i), dearer(i), s.recent[i], i);
+                if best
+                    .is_none_or(|b| (key.0, key.1, key.2, key.3, key.4) < (b.0, b.1, b.2, b.3, b.4))
+                {
                     best = Some(key);
                 }
             }
@@ -187,7 +195,7 @@ impl Prefix {
                 break;
             }
         }
-        let (_, _, _, _, chosen) = best?;
+        let (_, _, _, _, _, chosen) = best?;
         let decay = 1.0 - 1.0 / WINDOW;
         s.recent.iter_mut().for_each(|r| *r *= decay);
         s.recent[chosen] += 1.0;

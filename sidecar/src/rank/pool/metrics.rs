@@ -38,6 +38,9 @@ pub struct PoolMetrics {
     pub store_writes: IntGaugeVec,
     pub store_fetch_seconds: Gauge,
     pub store_bytes_read: IntGauge,
+    /// The share of item accesses every replica's pool replicates (`gr:pool_hot_share`, or
+    /// BAT's Alg. 1 with a store), as last used.
+    pub hot_share: Gauge,
     /// What each pool last reported, by pool index: the gauges are their sums.
     per_pool: Mutex<Vec<PerPool>>,
 }
@@ -160,6 +163,10 @@ impl PoolMetrics {
                 "rank_pool_store_bytes_read",
                 "Bytes the connectors read from the store (cumulative, as last reported)",
             )?,
+            hot_share: Gauge::new(
+                "rank_pool_hot_share",
+                "Share of item accesses whose items every replica's pool holds (the rest pooled once and, with a store, read from it elsewhere), as last used",
+            )?,
             per_pool: Mutex::new(Vec::new()),
         };
         registry.register(Box::new(m.items.clone()))?;
@@ -180,6 +187,7 @@ impl PoolMetrics {
         registry.register(Box::new(m.store_writes.clone()))?;
         registry.register(Box::new(m.store_fetch_seconds.clone()))?;
         registry.register(Box::new(m.store_bytes_read.clone()))?;
+        registry.register(Box::new(m.hot_share.clone()))?;
         Ok(m)
     }
 

@@ -27,6 +27,7 @@ pub mod budget;
 pub mod catalog;
 pub mod cold;
 pub mod fill;
+pub mod hrcs;
 pub mod metrics;
 pub mod precompute;
 pub mod replicas;
@@ -55,6 +56,9 @@ pub struct PoolConfig {
     /// the replicas' connectors write fills through to, so an item one replica holds may be
     /// served to another ([`cold`]). None: each replica serves only what its own pool holds.
     pub store: Option<String>,
+    /// `--rank-pool-costs`: what BAT's Alg. 1 weighs to size the replicated share with a
+    /// store ([`hrcs`]; `gr:pool_hot_share` overrides it).
+    pub costs: hrcs::Costs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

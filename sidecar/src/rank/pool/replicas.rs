@@ -8,20 +8,22 @@
 //! **Placement** (BAT §5.2, Alg. 1): an item is pooled on replica `r` when it is hot (hot
 //! items are replicated) or when `r` is its home ([`placement::home`] of the item id over
 //! the replicas' labels: the same answer from every recache instance). The hot set covers
-//! `pool_hot_share` of item accesses (the `gr` rule's setting; 1 — every item replicated —
-//! under the other rules and by default). Alg. 1 sizes the share as `1 − R_max`, where
-//! `R_max` is the share of item accesses that may be served from another machine's memory
-//! over the network. Without a store (`--rank-pool-store`) recache has no path for KV between
-//! replicas, so a request finds only the items its own replica pooled and `R_max` is 0
-//! (docs/routing.md has the numbers for a share below 1); with one, an item any replica's
-//! pool holds is served to the others from the store ([`super::cold`]).
+//! a share of item accesses ([`Pools::hot_share`]): the `gr` rule's `pool_hot_share` when set;
+//! without a store (`--rank-pool-store`) 1, every item replicated, since recache has then no
+//! path for KV between replicas and a request finds only the items its own replica pooled
+//! (docs/routing.md has the numbers for a share below 1); with one, `1 − R_max` from Alg. 1
+//! on measured costs ([`hrcs`]), an item any replica's pool holds being served to the others
+//! from the store ([`super::cold`]). With a store the precompute also places the hottest
+//! items that fit, each at its home while the home has room and else where there is room, so
+//! that together the pools hold the hottest items (homes alone left one pool 52 slots empty
+//! in docs/store.md's set A).
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::precompute::{PrecomputeError, Precomputed};
-use super::{ItemPool, PoolConfig, Wanted, cold, metrics::PoolMetrics};
+use super::{ItemPool, PoolConfig, Wanted, cold, hrcs, metrics::PoolMetrics};
 use crate::client::route::placement;
 use crate::rank::{RankError, Ranker};
 
@@ -31,6 +33,8 @@ pub struct Pools {
     /// [`placement::replica_id`] of each replica's label, by index.
     replica_ids: Vec<u64>,
     pub metrics: Arc<PoolMetrics>,
+    /// The ranked requests' shape, for Alg. 1 ([`Self::hot_share`]).
+    pub shape: hrcs::Shape,
 }
 
 impl Pools {
@@ -57,7 +61,25 @@ impl Pools {
             per,
             replica_ids: labels.iter().map(|l| placement::replica_id(l)).collect(),
             metrics,
+            shape: hrcs::Shape::default(),
         }
+    }
+
+    /// The share of item accesses every pool replicates: `set` (`gr:pool_hot_share`) when
+    /// given; else, with a store and several replicas, BAT's Alg. 1 on the configured costs
+    /// and the requests ranked so far (`item_tokens`: an item's mean tokens before any);
+    /// else 1 (a request can use only its own replica's pool).
+    pub fn hot_share(&self, set: Option<f64>, item_tokens: f64) -> f64 {
+        let share = match set {
+            Some(p) => p,
+            None if self.has_store() && self.per.len() > 1 => {
+                let config = &self.get(0).config;
+                hrcs::hot_share(&config.costs, self.shape.mean(item_tokens), self.per.len())
+            }
+            None => 1.0,
+        };
+        self.metrics.hot_share.set(share);
+        share
     }
 
     pub fn len(&self) -> usize {
@@ -109,6 +131,64 @@ impl Pools {
         }
     }
 
+    /// What each replica's pool precomputes of `items` (hottest first): hot items everywhere,
+    /// each other item at its home. With a store every pool's items reach every replica, so
+    /// the pools take the hottest items that fit, each at its home while the home has room and
+    /// else where there is room (together they then hold the hottest items, as replicate-all's
+    /// pools do); without one, homes only (an item elsewhere serves only prompts that land
+    /// there).
+    fn shares(&self, items: &[Wanted], hot_share: f64) -> Vec<Vec<Wanted>> {
+        let threshold =
+            placement::hot_threshold(items.iter().map(|w| w.count).collect(), hot_share);
+        let n = self.per.len();
+        let copy = |w: &Wanted| Wanted {
+            key: w.key.clone(),
+            count: w.count,
+            tokens: w.tokens.clone(),
+        };
+        let mut shares: Vec<Vec<Wanted>> = (0..n).map(|_| Vec::new()).collect();
+        if !self.has_store() {
+            for w in items {
+                let (id, hot) = (id_of(&w.key), w.count >= threshold);
+                for (r, share) in shares.iter_mut().enumerate() {
+                    if self.placed(r, id, hot) {
+                        share.push(copy(w));
+                    }
+                }
+            }
+            return shares;
+        }
+        // Hottest first, each into its place while it has room: a hot item into every pool, a
+        // cold one into its home, else into the pool with the most room left.
+        let mut room: Vec<usize> = self.per.iter().map(|p| p.config.items).collect();
+        for w in items {
+            if room.iter().all(|&r| r == 0) {
+                break;
+            }
+            let id = id_of(&w.key);
+            if w.count >= threshold {
+                for (r, share) in shares.iter_mut().enumerate() {
+                    if room[r] > 0 {
+                        share.push(copy(w));
+                        room[r] -= 1;
+                    }
+                }
+                continue;
+            }
+            let home = placement::home_of(id, &self.replica_ids, |_| true).unwrap_or(0);
+            let r = if room.get(home).is_some_and(|&r| r > 0) {
+                home
+            } else {
+                (0..n)
+                    .max_by_key(|&r| (room[r], std::cmp::Reverse(r)))
+                    .unwrap_or(0)
+            };
+            shares[r].push(copy(w));
+            room[r] -= 1;
+        }
+        shares
+    }
+
     /// Every replica's [`ItemPool::sync`]; returns (adopted, evicted) summed.
     pub async fn sync(
         &self,
@@ -130,37 +210,32 @@ impl Pools {
     }
 
     /// Precomputes `items` (hottest first) into the replicas' pools: the first ones covering
-    /// `hot_share` of the items' counts on every replica, each other item on its home only.
-    /// The pools fill side by side; `progress` gets (done, total) over all of them.
+    /// [`Self::hot_share`] of the items' counts (`set`: `gr:pool_hot_share`) on every replica,
+    /// the others once ([`Self::shares`]). The pools fill side by side; `progress` gets
+    /// (done, total) over all of them.
     pub async fn precompute(
         &self,
         state: &Arc<Ranker>,
         model: Option<&str>,
         items: Vec<Wanted>,
-        hot_share: f64,
+        set: Option<f64>,
         limit: Duration,
         progress: &(dyn Fn(usize, usize) + Sync),
     ) -> Result<Precomputed, PrecomputeError> {
+        let item_tokens = (items.iter().map(|w| w.tokens.len()).sum::<usize>() as f64)
+            / items.len().max(1) as f64;
+        let hot_share = self.hot_share(set, item_tokens);
         if self.per.len() == 1 {
             return self.per[0]
                 .precompute(state, model, items, limit, progress)
                 .await;
         }
-        let threshold =
-            placement::hot_threshold(items.iter().map(|w| w.count).collect(), hot_share);
-        let ids: Vec<u64> = items.iter().map(|w| id_of(&w.key)).collect();
-        let shares: Vec<Vec<Wanted>> = (0..self.per.len())
-            .map(|r| {
-                (items.iter().enumerate())
-                    .filter(|(i, w)| self.placed(r, ids[*i], w.count >= threshold))
-                    .map(|(_, w)| Wanted {
-                        key: w.key.clone(),
-                        count: w.count,
-                        tokens: w.tokens.clone(),
-                    })
-                    .collect()
-            })
-            .collect();
+        tracing::info!(
+            hot_share,
+            store = self.has_store(),
+            "item pools: replicated share"
+        );
+        let shares = self.shares(&items, hot_share);
         // Each pool fills from a task of its own; their progress comes back by channel.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, usize, usize)>();
         let mut runs = tokio::task::JoinSet::new();
@@ -220,6 +295,7 @@ pub(crate) fn test_pools(n: usize, items: usize, store: Option<&str>) -> Pools {
         max_pending: 8,
         refresh_per_s: 0.0,
         store: store.map(str::to_string),
+        costs: hrcs::Costs::default(),
     };
     let labels: Vec<String> = (0..n).map(|i| format!("127.0.0.1:{}", 9000 + i)).collect();
     Pools::new(&config, 1000, m, &labels)
@@ -258,6 +334,63 @@ mod tests {
             p.get(2).target,
             Some(2),
             "several: each pool's calls go to its replica"
+        );
+    }
+
+    #[test]
+    fn with_a_store_spare_slots_take_the_next_hottest_items() {
+        let with = test_pools(2, 4, Some("redis://127.0.0.1:6379"));
+        let items: Vec<Wanted> = (0..12u64)
+            .map(|k| Wanted {
+                key: format!("m/item-{k}"),
+                count: 100 - k,
+                tokens: Arc::new(vec![1]),
+            })
+            .collect();
+        let shares = with.shares(&items, 0.0);
+        let mut union: Vec<&str> = (shares.iter().flatten()).map(|w| w.key.as_str()).collect();
+        assert!(
+            shares.iter().all(|s| s.len() <= 4),
+            "each pool fits its slots"
+        );
+        union.sort_unstable();
+        union.dedup();
+        let mut top8: Vec<String> = (0..8).map(|k| format!("m/item-{k}")).collect();
+        top8.sort_unstable();
+        assert_eq!(
+            union, top8,
+            "together the pools take the 8 hottest items, once each"
+        );
+        // Without a store: homes only (the coldest homed items of a fuller home are left out).
+        let without = test_pools(2, 4, None);
+        for (r, share) in without.shares(&items, 0.0).iter().enumerate() {
+            assert!(
+                share
+                    .iter()
+                    .all(|w| without.placed(r, id_of(&w.key), false))
+            );
+        }
+    }
+
+    #[test]
+    fn the_replicated_share_is_the_rules_else_alg_1s_with_a_store_else_all() {
+        let store = test_pools(2, 4, Some("redis://127.0.0.1:6379"));
+        assert_eq!(
+            store.hot_share(Some(0.4), 19.0),
+            0.4,
+            "the rule's share wins"
+        );
+        // The testbed's costs: a fetch ~355x faster than computing, so nothing replicated.
+        assert_eq!(store.hot_share(None, 19.0), 0.0);
+        assert_eq!(store.metrics.hot_share.get(), 0.0);
+        assert_eq!(
+            test_pools(2, 4, None).hot_share(None, 19.0),
+            1.0,
+            "no store"
+        );
+        assert_eq!(
+            test_pools(1, 4, Some("redis://h:1")).hot_share(None, 19.0),
+            1.0
         );
     }
 

@@ -16,6 +16,7 @@ pub(super) fn pool(items: usize) -> ItemPool {
         max_pending: 8,
         refresh_per_s: 0.0,
         store: None,
+        costs: Default::default(),
     };
     ItemPool::new(config, 1000, Arc::new(m))
 }

@@ -37,6 +37,12 @@ def check(path):
         ns = make_arg_parser(FlexibleArgumentParser()).parse_args(args)
         assert ns.kv_events_config.enable_kv_cache_events, "KV events off"
         what = f"vLLM {vllm.__version__}: kv_events_config endpoint {ns.kv_events_config.endpoint}"
+        if ns.kv_transfer_config is not None:  # the item pool's connector
+            kt = ns.kv_transfer_config
+            # A block the connector cannot load (a store miss) must be recomputed, not fail.
+            assert kt.kv_load_failure_policy == "recompute", kt.kv_load_failure_policy
+            store = kt.kv_connector_extra_config.get("store")
+            what += f"; kv_transfer_config {kt.kv_connector} (failures: recompute, store: {store})"
     elif module == "sglang.launch_server":
         import sglang
         from sglang.srt.server_args import ServerArgs

@@ -138,7 +138,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - --kv-events-config
 - {{ toJson $events | quote }}
 {{- if .Values.itemPool.enabled }}
-{{- $pool := dict "kv_connector" "RecacheItemPoolConnector" "kv_connector_module_path" "recache_shim.item_pool" "kv_role" "kv_both" "kv_connector_extra_config" (dict "pool_bytes" (int64 .Values.itemPool.bytes)) }}
+{{- $extra := dict "pool_bytes" (int64 .Values.itemPool.bytes) }}
+{{- if .Values.itemPool.store.enabled }}
+{{- $_ := set $extra "store" (include "recache.storeConfig" . | fromJson) }}
+{{- end }}
+{{- /* Blocks the connector cannot load (a store miss or timeout, a lost entry) are
+recomputed; vLLM's default, "fail", would fail the request instead. */}}
+{{- $pool := dict "kv_connector" "RecacheItemPoolConnector" "kv_connector_module_path" "recache_shim.item_pool" "kv_role" "kv_both" "kv_load_failure_policy" "recompute" "kv_connector_extra_config" $extra }}
 - --kv-transfer-config
 - {{ toJson $pool | quote }}
 {{- end }}
@@ -182,7 +188,19 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - {{ $r.rankSelector | quote }}
 - --rank-admission
 - {{ $r.rankAdmission | quote }}
-{{- if and .Values.itemPool.enabled (eq .Values.engine.kind "vllm") }}
+{{- /* With a store the router owns every replica's pool: a second owner here would send
+the engine evictions and labels the router does not know. */}}
+{{- if and .Values.itemPool.enabled (eq .Values.engine.kind "vllm") (not .Values.itemPool.store.enabled) }}
+{{ include "recache.itemPoolArgs" . }}
+{{- end }}
+{{ include "recache.commonArgs" . }}
+{{- range $r.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* recache's item pool flags: the sidecar's, or with a store the router's. */}}
+{{- define "recache.itemPoolArgs" -}}
 - --rank-item-pool
 - {{ .Values.itemPool.items | quote }}
 - --rank-item-pool-fills
@@ -191,11 +209,68 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - {{ .Values.itemPool.refresh | quote }}
 - --rank-item-reuse
 - pool
-{{- end }}
-{{ include "recache.commonArgs" . }}
-{{- range $r.extraArgs }}
-- {{ . | quote }}
-{{- end }}
+{{- end -}}
+
+{{/* The item pool's store. */}}
+{{- define "recache.storeName" -}}
+{{- printf "%s-store" (include "recache.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Its address as recache --rank-pool-store takes it: redis://host:port or host:port. */}}
+{{- define "recache.storeAddress" -}}
+{{- $s := .Values.itemPool.store -}}
+{{- if $s.valkey.enabled -}}
+{{- printf "redis://%s.%s.svc:%d" (include "recache.storeName" .) .Release.Namespace (int $s.valkey.port) -}}
+{{- else -}}
+{{- $s.external -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "recache.storeIsMooncake" -}}
+{{- not (hasPrefix "redis://" (include "recache.storeAddress" .)) -}}
+{{- end -}}
+
+{{/* The connector's store config (JSON): Redis's url, or Mooncake's master, metadata server
+and this engine's own address (the pod IP, which Kubernetes substitutes for $(POD_IP) in the
+command line: other replicas' clients reach the memory this engine lends the store there). */}}
+{{- define "recache.storeConfig" -}}
+{{- $s := .Values.itemPool.store -}}
+{{- $addr := include "recache.storeAddress" . -}}
+{{- $cfg := dict "timeout_ms" (int $s.timeoutMs) "put_timeout_ms" (int $s.putTimeoutMs) -}}
+{{- if eq (include "recache.storeIsMooncake" .) "true" -}}
+{{- $_ := set $cfg "master" $addr -}}
+{{- $_ := set $cfg "metadata" ($s.metadata | default (printf "http://%s:8080/metadata" (regexReplaceAll ":[0-9]+$" $addr ""))) -}}
+{{- $_ := set $cfg "local" "$(POD_IP)" -}}
+{{- else -}}
+{{- $_ := set $cfg "url" $addr -}}
+{{- end -}}
+{{- toJson $cfg -}}
+{{- end -}}
+
+{{/* Values the store cannot run with: refused at render time, saying why. */}}
+{{- define "recache.storeChecks" -}}
+{{- $s := .Values.itemPool.store -}}
+{{- if $s.enabled -}}
+{{- if not .Values.itemPool.enabled -}}
+{{- fail "itemPool.store.enabled needs itemPool.enabled: the store is the item pool's cold tier" -}}
+{{- end -}}
+{{- if not .Values.router.enabled -}}
+{{- fail "itemPool.store.enabled needs router.enabled: only the router fronts every replica, so only it can mark an item another replica's pool holds as cold (recache --rank-pool-store); each pod's recache knows its own pool alone" -}}
+{{- end -}}
+{{- if eq (empty $s.external) (not $s.valkey.enabled) -}}
+{{- fail "itemPool.store.enabled needs exactly one store: itemPool.store.external (an address) or itemPool.store.valkey.enabled (the chart's Valkey)" -}}
+{{- end -}}
+{{- if $s.external -}}
+{{- $ok := or (regexMatch "^redis://[A-Za-z0-9._-]+:[0-9]{1,5}(/[0-9]+)?$" $s.external) (regexMatch "^[A-Za-z0-9._-]+:[0-9]{1,5}$" $s.external) -}}
+{{- $port := regexReplaceAll "^(redis://)?[^:]*:([0-9]+).*$" $s.external "${2}" | atoi -}}
+{{- if or (not $ok) (lt $port 1) (gt $port 65535) -}}
+{{- fail (printf "itemPool.store.external %q: give redis://host:port[/db] (Redis or Valkey) or host:port (a Mooncake Store master's RPC port)" $s.external) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $s.metadata (not (regexMatch "^https?://[^,[:space:]]+$" $s.metadata)) -}}
+{{- fail (printf "itemPool.store.metadata %q: give the Mooncake metadata server's http:// URL" $s.metadata) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Flags the sidecar and the router share. */}}

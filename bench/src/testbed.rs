@@ -3,7 +3,9 @@
 //! defaults assume, how to tell a user to start an engine, and `bench gr --testbed`'s engines,
 //! started and stopped with the testbed's own scripts (`up` / `down`), one instance per memory
 //! layout (KV blocks, item pool bytes), kept up across modes and rounds so paired runs need no
-//! restart, and all stopped when the benchmark ends (also on error, by `Drop`).
+//! restart, and all stopped when the benchmark ends (also on error, by `Drop`); `bench route
+//! --testbed` and `bench peers` start named replicas of one layout ([`Testbed::start_named`]),
+//! with an item pool's store when one is set ([`Testbed::with_pool_store`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -44,6 +46,8 @@ pub struct Testbed {
     dir: PathBuf,
     /// KV bytes of one 32-token block, to size vLLM's CPU KV space.
     block_bytes: u64,
+    /// The item pool's store (`up --pool-store`) of every engine started with a pool.
+    pool_store: Option<String>,
     started: Vec<(Layout, Instance)>,
 }
 
@@ -58,8 +62,16 @@ impl Testbed {
         Ok(Self {
             dir: dir.to_path_buf(),
             block_bytes,
+            pool_store: None,
             started: Vec::new(),
         })
+    }
+
+    /// Engines started with an item pool from now on write it through to `store` (a Mooncake
+    /// master's `host:port` or `redis://HOST:PORT`, as `up --pool-store` takes it).
+    pub fn with_pool_store(mut self, store: Option<String>) -> Self {
+        self.pool_store = store;
+        self
     }
 
     /// The engine for `layout`, started now if it is not running yet (a minute or two).
@@ -92,12 +104,19 @@ impl Testbed {
                 "--item-pool-bytes",
                 &layout.pool_bytes.to_string(),
             ]);
+            if let Some(store) = &self.pool_store {
+                cmd.args(["--pool-store", store]);
+            }
         }
         // vLLM's CPU KV space (GiB) must hold the blocks; the block count is the real cap.
         let gib = (layout.kv_blocks * self.block_bytes).div_ceil(1 << 30) + 1;
         cmd.env("VLLM_CPU_KVCACHE_SPACE", gib.to_string());
+        let store = match (&self.pool_store, layout.pool_bytes) {
+            (Some(s), 1..) => format!(", store {s}"),
+            _ => String::new(),
+        };
         eprintln!(
-            "bench: starting testbed engine {name} ({} KV blocks, pool {} bytes) ...",
+            "bench: starting testbed engine {name} ({} KV blocks, pool {} bytes{store}) ...",
             layout.kv_blocks, layout.pool_bytes
         );
         let out = cmd

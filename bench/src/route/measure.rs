@@ -1,4 +1,6 @@
-//! One strategy's row of `bench route`: empty the replicas' caches, start the in-process
+//! One strategy's row of `bench route`: empty the replicas' caches (and a Redis store,
+//! [`store::flush`]: each strategy starts from an empty store; a Mooncake store is not
+//! flushed, the row's `store.store_flushed` says so), start the in-process
 //! recache instance(s) with the rule, wait for verified mirrors, precompute the item pools
 //! (`--pool-items`), send the load from the workers, and read the engines' and recache's
 //! counters into the row.
@@ -13,6 +15,7 @@ use super::args::RouteArgs;
 use super::load::Load;
 use super::pool;
 use super::report::{decision_p99_us, mirrors, scrape, wait_exact};
+use super::store;
 use crate::engine_ops;
 use crate::error::BenchError;
 use crate::http::{self, counter};
@@ -34,6 +37,13 @@ pub(super) async fn one(
             .await
             .map_err(|e| BenchError::Setup(format!("{up}: {e}")))?;
     }
+    // After the reset, so the engines have nothing more to write: the connectors put fills
+    // on a background thread, which the previous row's settle (and a loopback store's
+    // millisecond puts) leaves idle by now.
+    let flushed = match &args.pool_store {
+        Some(s) => Some(store::flush(s).await?),
+        None => None,
+    };
     let serve = ServeArgs {
         upstream: args.upstream.clone(),
         engine: Some(engine),
@@ -137,7 +147,11 @@ pub(super) async fn one(
                 Some(s) => pool::store_memory(s).await,
                 None => None,
             };
-            pool::store_fields(&pool_before, &pool_after, store, memory)
+            let mut fields = pool::store_fields(&pool_before, &pool_after, store, memory);
+            if let (Some(f), Some(o)) = (flushed, fields.as_object_mut()) {
+                o.insert("store_flushed".into(), json!(f));
+            }
+            fields
         }
         None => Value::Null,
     };

@@ -22,6 +22,13 @@
 //! outcomes and predicted vs delivered cached tokens. Without it `prefix` runs on recache's
 //! own record of what it sent where.
 //!
+//! With `--testbed` the run starts its own replicas (`--replicas` vLLM testbed engines named
+//! `route-r{i}`, their KV events followed) and stops them when it ends, also on error; with
+//! `--pool-store auto` as well, a Redis server for them to write their item pools through to
+//! ([`store::RedisServer`]), stopped after the engines. With a store, each strategy starts
+//! from an empty one (a Redis store is flushed when the engines' caches are reset; a
+//! Mooncake store is not: the row's `store.store_flushed` says which).
+//!
 //! The decisions-only rows time the `prefix` rule's lookup (the `gr` rule adds its placement
 //! to it only for ranking prompts).
 
@@ -32,12 +39,14 @@ pub mod load;
 mod measure;
 pub mod pool;
 pub mod report;
+pub mod store;
 
 use serde_json::{Value, json};
 
 use crate::engine_ops;
 use crate::error::BenchError;
 use crate::http;
+use crate::testbed::{self, Layout, Testbed};
 pub use args::RouteArgs;
 use load::{load, trace_prompts};
 use recache::harness::Routing;
@@ -57,7 +66,57 @@ fn strategy(spec: &str, kv_blocks: usize) -> Result<Routing, BenchError> {
     Routing::from_spec(&full).map_err(|e| BenchError::Setup(e.to_string()))
 }
 
-pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
+/// What the run started itself, stopped when dropped: the engines first, then the store they
+/// write to (fields drop in order).
+struct Owned {
+    _testbed: Option<Testbed>,
+    _store: Option<store::RedisServer>,
+}
+
+/// Starts the store (`--pool-store auto`) and the replicas (`--testbed`) and points `args` at
+/// them (`--pool-store`, `--upstream`, `--kv-events`), as if they had been given.
+async fn start_own(args: &mut RouteArgs) -> Result<Owned, BenchError> {
+    // The testbed's scripts are checked before anything starts.
+    let tb = if args.testbed {
+        let block_bytes = testbed::BLOCK_TOKENS * testbed::KV_TOKEN_BYTES;
+        Some(Testbed::new(&args.testbed_dir, block_bytes)?)
+    } else {
+        None
+    };
+    let redis = if args.store_auto() {
+        let server = store::redis_server(std::path::Path::new(store::INSTALL))?;
+        Some(store::RedisServer::start(&server).await?)
+    } else {
+        None
+    };
+    if let Some(r) = &redis {
+        args.pool_store = Some(r.url());
+    }
+    let mut owned = Owned {
+        _testbed: None,
+        _store: redis,
+    };
+    if let Some(tb) = tb {
+        let layout = Layout {
+            kv_blocks: args.kv_blocks as u64,
+            pool_bytes: args.pool_items.map_or(0, |_| args.pool_bytes),
+        };
+        // Held while the engines start, so one that fails stops those already up.
+        let tb = (owned._testbed).insert(tb.with_pool_store(args.pool_store.clone()));
+        for i in 0..args.replicas {
+            let inst = tb.start_named(&format!("route-r{i}"), layout)?;
+            args.upstream.push(inst.upstream);
+            args.kv_events.extend(inst.kv_events);
+        }
+        if args.kv_events.len() != args.upstream.len() {
+            args.kv_events.clear(); // an engine without events: every mirror off, as without
+        }
+    }
+    Ok(owned)
+}
+
+pub async fn run(mut args: RouteArgs) -> Result<(), BenchError> {
+    args.check()?;
     if args.instances > 1 && args.pool_items.is_some() {
         // Each instance would keep its own view of the same pools.
         return Err(BenchError::Setup(
@@ -84,6 +143,7 @@ pub async fn run(args: RouteArgs) -> Result<(), BenchError> {
         .iter()
         .map(|s| strategy(s, args.kv_blocks))
         .collect::<Result<Vec<_>, _>>()?;
+    let _owned = start_own(&mut args).await?;
     if args.decisions_only && args.data.is_none() {
         // The record alone (approximate mode), then with exact mirrors (--kv-events).
         let prompts = trace_prompts(&args)?;

@@ -107,39 +107,13 @@ pub async fn connector_stats(
 /// `used_memory_dataset` (an `INFO memory` on its port); None for another store or when it
 /// does not answer (the row then has only the bytes the connectors wrote).
 pub async fn store_memory(store: &str) -> Option<(u64, u64)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = store.strip_prefix("redis://")?.split('/').next()?;
-    let ask = async {
-        let mut conn = tokio::net::TcpStream::connect(addr).await.ok()?;
-        conn.write_all(b"INFO memory\r\n").await.ok()?;
-        // One bulk reply: `$<len>\r\n<text>\r\n`; read until the text is whole.
-        let mut buf = Vec::new();
-        loop {
-            let mut chunk = [0u8; 8192];
-            let n = conn.read(&mut chunk).await.ok()?;
-            if n == 0 {
-                break;
-            }
-            buf.extend_from_slice(&chunk[..n]);
-            let text = String::from_utf8_lossy(&buf);
-            let (head, body) = text.split_once("\r\n")?;
-            let len: usize = head.strip_prefix('$')?.parse().ok()?;
-            if body.len() >= len {
-                break;
-            }
-        }
-        let text = String::from_utf8_lossy(&buf).into_owned();
-        let field = |name: &str| {
-            (text.lines())
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .and_then(|v| v.trim().parse::<u64>().ok())
-        };
-        Some((field("used_memory")?, field("used_memory_dataset")?))
+    let text = super::store::call(store, "INFO memory").await.ok()?;
+    let field = |name: &str| {
+        (text.lines())
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().parse::<u64>().ok())
     };
-    tokio::time::timeout(std::time::Duration::from_secs(5), ask)
-        .await
-        .ok()
-        .flatten()
+    Some((field("used_memory")?, field("used_memory_dataset")?))
 }
 
 /// The row's pool and store fields from the connectors' counters before and after the

@@ -126,7 +126,7 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, R
     // (docs/store.md), so a cold item counts as supplied in full; that it is dearer than a
     // local one orders replicas only after cost, placement and load (`cold` below). Counted
     // one token short per item, it sent 57% of the requests to the replica holding the
-    // hotter items (docs/store.md, set C).
+    // hotter items (docs/store.md, "Why placement and routing are as they are").
     let supplied: Vec<usize> = (held.iter())
         .map(|h| {
             let pooled: Vec<&[u32]> = (0..h.resident.len())

@@ -16,7 +16,7 @@
 //! from the store ([`super::cold`]). With a store the precompute also places the hottest
 //! items that fit, each at its home while the home has room and else where there is room, so
 //! that together the pools hold the hottest items (homes alone left one pool 52 slots empty
-//! in docs/store.md's set A).
+//! in one of docs/store.md's runs).
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -281,13 +281,7 @@ mod tests {
     /// wins, whatever the placement of its cold candidates.
     #[test]
     fn pooled_items_count_as_cached() {
-        let rule = build(Routing::gr());
-        let reps = set(&["http://a:1", "http://b:2"]);
-        let keys = RouteKeys {
-            keys: Vec::new(),
-            tokens: 2000,
-            token_ids: true,
-        };
+        let (rule, reps) = (build(Routing::gr()), set(&["http://a:1", "http://b:2"]));
         for r in [0, 1, 0, 1] {
             let mut pooled = vec![100, 100];
             pooled[r] = 900;
@@ -296,34 +290,31 @@ mod tests {
                 cold_items: (0..50).map(|i| placement::id(&format!("i{i}"))).collect(),
                 ..GrHint::default()
             };
-            let hint = RouteHint {
-                path: "",
-                keys: &keys,
-                gr: Some(&gr),
-            };
-            assert_eq!(rule.choose(&reps, &[], &hint), Some(r));
+            assert_eq!(item_first(&*rule, &reps, &gr), Some(r));
         }
+    }
+
+    /// The rule's pick for an item-first prompt of 2,000 tokens with hint `gr`.
+    fn item_first(rule: &dyn ReplicaChoice, reps: &[Arc<Replica>], gr: &GrHint) -> Option<usize> {
+        let keys = RouteKeys {
+            keys: Vec::new(),
+            tokens: 2000,
+            token_ids: true,
+        };
+        let hint = RouteHint {
+            path: "",
+            keys: &keys,
+            gr: Some(gr),
+        };
+        rule.choose(reps, &[], &hint)
     }
 
     /// Items read from the store count as supplied: with equal supply, placement and load
     /// decide first, and only then does the replica reading fewer of them from the store win.
     #[test]
     fn cold_items_count_as_supplied_and_order_only_ties() {
-        let rule = build(Routing::gr());
-        let reps = set(&["http://a:1", "http://b:2"]);
-        let keys = RouteKeys {
-            keys: Vec::new(),
-            tokens: 2000,
-            token_ids: true,
-        };
-        let choose = |gr: &GrHint| {
-            let hint = RouteHint {
-                path: "",
-                keys: &keys,
-                gr: Some(gr),
-            };
-            rule.choose(&reps, &[], &hint)
-        };
+        let (rule, reps) = (build(Routing::gr()), set(&["http://a:1", "http://b:2"]));
+        let choose = |gr: &GrHint| item_first(&*rule, &reps, gr);
         // Equal supply, no placement, equal load: the one with fewer cold items.
         for r in [0, 1] {
             let mut cold = vec![40, 40];

@@ -1,0 +1,38 @@
+"""Every vLLM testbed engine computes with the same OpenMP threads, item pool or not.
+
+vLLM 0.32's CPU worker reserves one core more for any --kv-transfer-config; on a 2-core
+machine that left the item pool's engine 2 threads and a plain engine 1, and a comparison of
+the two measured the threads, not the pool (docs/engines.md). launch.py pins the reservation;
+this checks the command lines it builds for a plain engine and a pool engine carry the same
+one, and that a user's own VLLM_CPU_NUM_OF_RESERVED_CPU wins. Pure Python, no engine.
+"""
+import argparse, os, sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import launch  # noqa: E402
+
+
+def args(pool_bytes):
+    return argparse.Namespace(
+        model_dir="/m", served_model_name="tiny-qwen2", dtype="bfloat16", max_model_len=8192,
+        kv_blocks=64, max_logprobs=200, item_pool_bytes=pool_bytes, pool_store_url="",
+        pool_store_master="", pool_store_metadata="", extra=[])
+
+
+def reserved(pool_bytes):
+    cmd, env = launch.vllm_command(args(pool_bytes), 1, 2)
+    assert ("--kv-transfer-config" in cmd) == (pool_bytes > 0), cmd
+    return env["VLLM_CPU_NUM_OF_RESERVED_CPU"]
+
+
+def main():
+    os.environ.pop("VLLM_CPU_NUM_OF_RESERVED_CPU", None)
+    plain, pool = reserved(0), reserved(65536)
+    assert plain == pool == "1", (plain, pool)
+    os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
+    assert reserved(0) == reserved(65536) == "0"
+    print("testbed threads: plain and item pool engines reserve the same cores: ok")
+
+
+if __name__ == "__main__":
+    main()

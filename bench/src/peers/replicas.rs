@@ -26,7 +26,8 @@ impl Replicas {
             let mut tb = Testbed::new(
                 &args.testbed_dir,
                 testbed::BLOCK_TOKENS * testbed::KV_TOKEN_BYTES,
-            )?;
+            )?
+            .with_max_logprobs(super::retrieve::max_logprobs(args));
             let layout = Layout {
                 kv_blocks: args.kv_blocks,
                 pool_bytes: 0,

@@ -57,7 +57,9 @@ async fn as_completions(
 /// The pad in front of `base` that makes it a multiple of `align` tokens.
 fn padded(base: &[u32], align: usize, pad: u32) -> Vec<u32> {
     let n = (align - base.len() % align) % align;
-    std::iter::repeat_n(pad, n).chain(base.iter().copied()).collect()
+    std::iter::repeat_n(pad, n)
+        .chain(base.iter().copied())
+        .collect()
 }
 
 pub async fn build(

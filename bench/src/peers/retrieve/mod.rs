@@ -10,6 +10,8 @@
 
 pub mod load;
 pub mod score;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,17 +20,15 @@ use serde_json::{Value, json};
 
 use super::args::{PeersArgs, Workload};
 use super::replicas::Replicas;
-use super::report;
 use super::system::{self, RecacheSetup, System};
 use crate::error::BenchError;
 use crate::http;
 use load::RetrieveLoad;
 use score::{Run, Tally};
+pub use score::{table, verdict};
 
 /// Items asked for per retrieval (capped at the width).
 pub const TOP_K: usize = 10;
-/// The width the goals are checked at.
-pub const GOAL_WIDTH: u64 = 32;
 /// The testbed's `--max-logprobs` default.
 const TESTBED_MAX_LOGPROBS: u64 = 200;
 
@@ -46,7 +46,9 @@ pub fn max_logprobs(args: &PeersArgs) -> Option<u64> {
 /// `--retrieve-max-beam-width` limit when it starts).
 pub fn check(args: &PeersArgs) -> Result<(), BenchError> {
     if args.widths.is_empty() || args.widths.contains(&0) {
-        return Err(BenchError::Setup("--widths: give widths of at least 1".into()));
+        return Err(BenchError::Setup(
+            "--widths: give widths of at least 1".into(),
+        ));
     }
     if args.retrieve_concurrency == 0 {
         return Err(BenchError::Setup(
@@ -56,8 +58,11 @@ pub fn check(args: &PeersArgs) -> Result<(), BenchError> {
     Ok(())
 }
 
-/// recache's serve flags for the load.
-fn setup(args: &PeersArgs, load: &RetrieveLoad) -> RecacheSetup {
+/// recache's serve flags for the load: the index, and the trace workload's `prefix` routing
+/// (fed by the replicas' KV events), so a retrieval's beams find the replica that holds
+/// their shared prompt instead of computing it on each (least-loaded, the default, spreads
+/// them).
+fn setup(args: &PeersArgs, replicas: &Replicas, load: &RetrieveLoad) -> RecacheSetup {
     let max = args.widths.iter().copied().max().unwrap_or(1);
     let mut extra = vec![
         "--retrieve-index".to_string(),
@@ -74,8 +79,9 @@ fn setup(args: &PeersArgs, load: &RetrieveLoad) -> RecacheSetup {
         ]);
     }
     RecacheSetup {
+        routing: Some(format!("prefix:blocks={}", args.kv_blocks)),
+        kv_events: replicas.kv_events.clone(),
         extra,
-        ..Default::default()
     }
 }
 
@@ -114,11 +120,12 @@ pub async fn one(
 ) -> Result<Value, BenchError> {
     let client = http::client();
     replicas.reset(&client).await?;
-    let running = system::start(s, venv, &replicas.urls, &setup(args, load)).await?;
+    let running = system::start(s, venv, &replicas.urls, &setup(args, replicas, load)).await?;
     let path = match s {
         System::Recache => "/v1/retrieve",
         System::Peer(_) => "/v1/completions",
     };
+    ready(&client, &running.url(), &replicas.model).await;
     let url = format!("{}{path}", running.url());
     let bodies = bodies(s, load, &replicas.model, width);
     let k = TOP_K.min(width);
@@ -135,7 +142,11 @@ pub async fn one(
         set.spawn(async move {
             let t = Instant::now();
             let got = http::post(&client, &url, &body).await;
-            (i, t.elapsed().as_secs_f64() * 1e3, got.map_err(|e| e.to_string()))
+            (
+                i,
+                t.elapsed().as_secs_f64() * 1e3,
+                got.map_err(|e| e.to_string()),
+            )
         });
     };
     let mut next = 0;
@@ -194,11 +205,37 @@ pub async fn one(
     }
     .row();
     row["concurrency"] = json!(args.retrieve_concurrency);
+    row["routing"] = match s {
+        System::Recache => json!(format!("prefix:blocks={}", args.kv_blocks)),
+        System::Peer(_) => json!("cache_aware"),
+    };
     row["align"] = json!(load.align);
     row["mean_prompt_tokens"] = json!(load.mean_prompt_tokens);
     row["index_items"] = json!(load.index.file.items.len());
     row["max_tokens"] = json!(load.index.depth);
     Ok(row)
+}
+
+/// Waits (up to 30 s) until the system answers a one-token completion: a gateway that
+/// answers its own health route before it has found its workers healthy (sglang-router
+/// answered 503 `no_available_workers` to a whole first loop) is not measured starting.
+/// Past 30 s the loop runs anyway and its rows count what fails.
+async fn ready(client: &http::HttpClient, base: &str, model: &str) {
+    let body = json!({"model": model, "prompt": "ready?", "max_tokens": 1});
+    let url = format!("{base}/v1/completions");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let last = match http::post(client, &url, &body).await {
+            Ok((200, _)) => return,
+            Ok((status, v)) => format!("status {status}: {}", cut(&v.to_string())),
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() > deadline {
+            eprintln!("[peers] retrieve: {base} answered no completion within 30 s: {last}");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 fn cut(s: &str) -> &str {
@@ -207,130 +244,4 @@ fn cut(s: &str) -> &str {
         end -= 1;
     }
     &s[..end]
-}
-
-/// The goals row: recache against the best peer at width [`GOAL_WIDTH`] only.
-pub fn verdict(sums: &[Value]) -> Option<Value> {
-    let at: Vec<Value> = (sums.iter())
-        .filter(|r| r["beam_width"].as_u64() == Some(GOAL_WIDTH))
-        .cloned()
-        .collect();
-    let mut v = report::verdict("retrieve", &at)?;
-    v["beam_width"] = json!(GOAL_WIDTH);
-    Some(v)
-}
-
-/// The summary rows as a table, on stderr.
-pub fn table(sums: &[Value]) {
-    eprintln!(
-        "{:<14} {:>5} {:>13} {:>9} {:>11} {:>11} {:>7} {:>12}",
-        "system", "width", "valid items/s", "invalid", "p50 ms", "p99 ms", "errors", "computed"
-    );
-    let f = |v: &Value, k: &str, p: usize| match v[k].as_f64() {
-        Some(x) => format!("{x:.p$}"),
-        None => "-".into(),
-    };
-    for r in sums.iter().filter(|r| r.get("goals").is_none()) {
-        eprintln!(
-            "{:<14} {:>5} {:>13} {:>9} {:>11} {:>11} {:>7} {:>12}",
-            r["system"].as_str().unwrap_or("?"),
-            f(r, "beam_width", 0),
-            f(r, "valid_items_per_s", 2),
-            f(r, "invalid_share", 3),
-            f(r, "latency_p50_ms", 0),
-            f(r, "latency_p99_ms", 0),
-            f(r, "errors", 0),
-            f(r, "computed_tokens", 0),
-        );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[derive(clap::Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: PeersArgs,
-    }
-
-    fn args(extra: &[&str]) -> PeersArgs {
-        use clap::Parser;
-        let mut argv = vec!["peers"];
-        argv.extend_from_slice(extra);
-        Cli::try_parse_from(argv).expect("parses").args
-    }
-
-    #[test]
-    fn widths_default_to_32_and_128_and_raise_max_logprobs_only_for_retrieve() {
-        let a = args(&["--workloads", "retrieve"]);
-        assert_eq!(a.widths, [32, 128]);
-        assert_eq!(a.retrieve_concurrency, 4);
-        assert_eq!(max_logprobs(&a), Some(256));
-        assert_eq!(max_logprobs(&args(&["--workloads", "retrieve", "--widths", "8,32"])), None);
-        assert_eq!(max_logprobs(&args(&["--widths", "512"])), None);
-        assert!(check(&args(&["--widths", "0"])).is_err());
-        assert!(check(&args(&["--retrieve-concurrency", "0"])).is_err());
-        assert!(check(&a).is_ok());
-    }
-
-    fn row(s: &str, width: u64, valid: f64, invalid: f64) -> Value {
-        json!({"system": s, "workload": "retrieve", "beam_width": width,
-            "valid_items_per_s": valid, "invalid_share": invalid, "errors": 0})
-    }
-
-    /// One summary per system × width; the goals read width 32 only.
-    #[test]
-    fn summaries_split_by_width_and_goals_read_width_32() {
-        let rows = vec![
-            row("recache", 32, 30.0, 0.0),
-            row("sglang-router", 32, 5.0, 0.9),
-            row("vllm-router", 32, 8.0, 0.8),
-            row("recache", 128, 10.0, 0.0),
-            row("sglang-router", 128, 9.0, 0.9),
-            row("vllm-router", 128, 9.5, 0.8),
-            row("recache", 32, 40.0, 0.0),
-        ];
-        let sums = report::summaries("retrieve", &rows);
-        assert_eq!(sums.len(), 6);
-        assert_eq!((sums[0]["system"].as_str(), sums[0]["beam_width"].as_u64()), (Some("recache"), Some(32)));
-        assert_eq!(sums[0]["valid_items_per_s"], 35.0);
-        assert_eq!(sums[0]["rounds"], 2);
-        assert_eq!(sums[3]["beam_width"], 128);
-        assert_eq!(sums[3]["rounds"], 1);
-        let v = verdict(&sums).expect("goals");
-        assert_eq!(v["beam_width"], 32);
-        let goals = v["goals"].as_array().expect("goals");
-        // 35 >= 3 x 8 (vllm-router, the best peer at 32); recache returned nothing invalid.
-        assert_eq!(goals[0]["field"], "valid_items_per_s");
-        assert_eq!(goals[0]["best_peer"], "vllm-router");
-        assert_eq!(goals[0]["best_peer_value"], 8.0);
-        assert_eq!(goals[0]["met"], true);
-        assert_eq!(goals[1]["field"], "invalid_share");
-        assert_eq!(goals[1]["met"], true);
-        assert_eq!(v["all_met"], true);
-        // Not 3x at width 32: missed, whatever width 128 reads.
-        let mut rows = rows;
-        rows.push(row("vllm-router", 32, 20.0, 0.0));
-        let v = verdict(&report::summaries("retrieve", &rows)).expect("goals");
-        assert_eq!(v["goals"][0]["met"], false);
-        assert_eq!(v["goals"][1]["met"], true);
-    }
-
-    #[test]
-    fn peers_get_vllm_beam_search_and_recache_its_retrieve_body() {
-        let ix = score::tests::index();
-        let load = RetrieveLoad::for_tests(ix, "u1", "text");
-        let r = bodies(System::Recache, &load, "m", 128);
-        assert_eq!(r[0]["beam_width"], 128);
-        assert_eq!(r[0]["top_k"], 10);
-        assert_eq!(r[0]["user"]["text"], "text");
-        let p = bodies(System::Peer(super::super::args::Peer::VllmRouter), &load, "m", 32);
-        assert_eq!(p[0]["use_beam_search"], true);
-        assert_eq!(p[0]["n"], 32);
-        assert_eq!(p[0]["max_tokens"], 3);
-        assert_eq!(p[0]["return_token_ids"], true);
-        assert_eq!(p[0]["prompt"], "padded text");
-    }
 }

@@ -2,13 +2,18 @@
 //! retrieve`'s rule for its unconstrained baseline: a code counts as an item when one of its
 //! prefixes is an item's whole code, so a token generated past a complete code is ignored),
 //! what one answer returned (recache's item ids, or a peer's beam-search sequences as token
-//! ids), the tally over a run and the row of one system × width × round.
+//! ids), the tally over a run, the row of one system × width × round, and from the summary
+//! rows the width-32 goals and the workload's table.
 
 use recache::harness::RetrieveIndex;
 use serde_json::{Value, json};
 
 use crate::peers::replicas::max_share;
+use crate::peers::report;
 use crate::stats::quantile;
+
+/// The width the goals are checked at.
+pub const GOAL_WIDTH: u64 = 32;
 
 /// The item `code` names: the first of its prefixes that is an item's whole code.
 pub fn item_of<'a>(index: &'a RetrieveIndex, code: &[u32]) -> Option<&'a str> {
@@ -44,7 +49,8 @@ pub fn recache_items(index: &RetrieveIndex, answer: &Value, k: usize) -> Result<
 /// A peer's answer (vLLM's completions beam search with `return_token_ids`, choices best
 /// first): the first `k` choices' generated token ids, each mapped to the item it names.
 pub fn peer_items(index: &RetrieveIndex, answer: &Value, k: usize) -> Result<Returned, String> {
-    let choices = (answer["choices"].as_array()).ok_or_else(|| format!("no choices in {answer}"))?;
+    let choices =
+        (answer["choices"].as_array()).ok_or_else(|| format!("no choices in {answer}"))?;
     let mut ordered: Vec<(u64, &Value)> = choices
         .iter()
         .map(|c| (c["index"].as_u64().unwrap_or(u64::MAX), c))
@@ -144,109 +150,38 @@ impl Run {
     }
 }
 
-#[cfg(test)]
-pub mod tests {
-    use super::*;
+/// The goals row: recache against the best peer at width [`GOAL_WIDTH`] only.
+pub fn verdict(sums: &[Value]) -> Option<Value> {
+    let at: Vec<Value> = (sums.iter())
+        .filter(|r| r["beam_width"].as_u64() == Some(GOAL_WIDTH))
+        .cloned()
+        .collect();
+    let mut v = report::verdict("retrieve", &at)?;
+    v["beam_width"] = json!(GOAL_WIDTH);
+    Some(v)
+}
 
-    /// 4 items: two of 2 tokens, two sharing (10, 21) told apart by a third token.
-    pub fn index() -> RetrieveIndex {
-        let file = json!({"format": 1, "method": "test", "levels": 2, "codebook": 4,
-            "seed": 0, "token_base": 10, "items": [
-                {"id": "a", "code": [10, 20]}, {"id": "b", "code": [11, 20]},
-                {"id": "c", "code": [10, 21, 30]}, {"id": "d", "code": [10, 21, 31]}]});
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("index.json");
-        std::fs::write(&path, file.to_string()).expect("write");
-        RetrieveIndex::load(&path).expect("a valid index")
-    }
-
-    #[test]
-    fn a_code_is_an_item_when_a_prefix_is_a_whole_code() {
-        let ix = index();
-        assert_eq!(item_of(&ix, &[10, 20]), Some("a"));
-        // A token generated past a complete code is ignored.
-        assert_eq!(item_of(&ix, &[11, 20, 99]), Some("b"));
-        assert_eq!(item_of(&ix, &[10, 21, 31]), Some("d"));
-        // Too short, off the trie, or not starting at the root.
-        assert_eq!(item_of(&ix, &[10, 21]), None);
-        assert_eq!(item_of(&ix, &[12, 20]), None);
-        assert_eq!(item_of(&ix, &[20, 10, 20]), None);
-        assert_eq!(item_of(&ix, &[]), None);
-    }
-
-    #[test]
-    fn peer_answers_are_read_best_first_and_filtered() {
-        let ix = index();
-        let answer = json!({"choices": [
-            {"index": 2, "token_ids": [10, 21, 30]},
-            {"index": 0, "token_ids": [10, 20, 5]},
-            {"index": 1, "token_ids": [7, 7, 7]},
-            {"index": 3, "token_ids": [11, 20, 1]}]});
-        let got = peer_items(&ix, &answer, 3).expect("readable");
-        assert_eq!(got, vec![Some("a".into()), None, Some("c".into())]);
-        let no_ids = json!({"choices": [{"index": 0, "text": "x"}]});
-        let err = peer_items(&ix, &no_ids, 3).expect_err("no token ids");
-        assert!(err.contains("return_token_ids"), "{err}");
-    }
-
-    #[test]
-    fn recache_answers_are_checked_against_the_index() {
-        let ix = index();
-        let answer = json!({"items": [{"id": "d"}, {"id": "zz"}, {"id": "a"}]});
-        let got = recache_items(&ix, &answer, 10).expect("readable");
-        assert_eq!(got, vec![Some("d".into()), None, Some("a".into())]);
-        assert!(recache_items(&ix, &json!({"error": "x"}), 10).is_err());
-    }
-
-    #[test]
-    fn the_tally_counts_distinct_valid_items_and_the_invalid_share() {
-        let mut t = Tally::default();
-        t.add(&[Some("a".into()), Some("a".into()), None, Some("b".into())]);
-        t.add(&[None, None]);
-        assert_eq!((t.retrievals, t.returned, t.invalid, t.valid), (2, 6, 3, 2));
-        assert_eq!(t.invalid_share(), Some(0.5));
-        assert_eq!(Tally::default().invalid_share(), None);
-    }
-
-    #[test]
-    fn a_row_has_every_field() {
-        let mut tally = Tally::default();
-        tally.add(&[Some("a".into()), None]);
-        let run = Run {
-            system: "recache",
-            round: 1,
-            beam_width: 32,
-            top_k: 10,
-            requests: 2,
-            tally,
-            latencies_ms: vec![30.0, 10.0],
-            errors: 1,
-            wall_s: 2.0,
-            prompt_tokens: 100.0,
-            cached_tokens: 60.0,
-            kv_bytes: 7,
-            ..Default::default()
-        };
-        let row = run.row();
-        for f in [
-            "system",
-            "workload",
-            "rps",
-            "errors",
-            "computed_tokens",
-            "kv_bytes",
-            "valid_items_per_s",
-            "invalid_share",
-            "beam_width",
-            "latency_p50_ms",
-            "latency_p99_ms",
-        ] {
-            assert!(row.get(f).is_some(), "{f} missing: {row}");
-        }
-        assert_eq!(row["valid_items_per_s"], 0.5);
-        assert_eq!(row["invalid_share"], 0.5);
-        assert_eq!(row["computed_tokens"], 40.0);
-        assert_eq!(row["latency_p99_ms"], 30.0);
-        assert_eq!(row["rps"], 0.5);
+/// The summary rows as a table, on stderr.
+pub fn table(sums: &[Value]) {
+    eprintln!(
+        "{:<14} {:>5} {:>13} {:>9} {:>11} {:>11} {:>7} {:>12}",
+        "system", "width", "valid items/s", "invalid", "p50 ms", "p99 ms", "errors", "computed"
+    );
+    let f = |v: &Value, k: &str, p: usize| match v[k].as_f64() {
+        Some(x) => format!("{x:.p$}"),
+        None => "-".into(),
+    };
+    for r in sums.iter().filter(|r| r.get("goals").is_none()) {
+        eprintln!(
+            "{:<14} {:>5} {:>13} {:>9} {:>11} {:>11} {:>7} {:>12}",
+            r["system"].as_str().unwrap_or("?"),
+            f(r, "beam_width", 0),
+            f(r, "valid_items_per_s", 2),
+            f(r, "invalid_share", 3),
+            f(r, "latency_p50_ms", 0),
+            f(r, "latency_p99_ms", 0),
+            f(r, "errors", 0),
+            f(r, "computed_tokens", 0),
+        );
     }
 }

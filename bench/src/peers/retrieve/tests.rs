@@ -185,6 +185,20 @@ fn summaries_split_by_width_and_goals_read_width_32() {
     assert_eq!(v["goals"][1]["met"], true);
 }
 
+/// `--out` draws one bar per system × width.
+#[test]
+fn the_plot_draws_every_system_and_width() {
+    let rows = vec![
+        row("recache", 32, 30.0, 0.0),
+        row("vllm-router", 128, 0.0, 1.0),
+    ];
+    let sums = report::summaries("retrieve", &rows);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = report::plot(&dir.path().join("p.png"), "retrieve", &sums).expect("plots");
+    assert!(path.ends_with("p-retrieve.png"), "{}", path.display());
+    assert!(std::fs::metadata(&path).expect("written").len() > 1000);
+}
+
 #[test]
 fn peers_get_vllm_beam_search_and_recache_its_retrieve_body() {
     let ix = index();

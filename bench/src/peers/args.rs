@@ -57,7 +57,8 @@ pub struct PeersArgs {
     /// give the trace workload the words its text prompts are made of
     #[arg(long)]
     pub data: Option<PathBuf>,
-    /// Item titles (JSON, as bench gr takes them)
+    /// Item titles (JSON, as bench gr takes them); the retrieve workload's catalog (indexed with
+    /// recache items index's defaults)
     #[arg(long)]
     pub items: Option<PathBuf>,
     /// Mooncake-format trace for the trace workload

@@ -48,6 +48,8 @@ pub struct Testbed {
     block_bytes: u64,
     /// The item pool's store (`up --pool-store`) of every engine started with a pool.
     pool_store: Option<String>,
+    /// `up --max-logprobs` of every engine started from now on [the testbed's default, 200].
+    max_logprobs: Option<u64>,
     started: Vec<(Layout, Instance)>,
 }
 
@@ -63,6 +65,7 @@ impl Testbed {
             dir: dir.to_path_buf(),
             block_bytes,
             pool_store: None,
+            max_logprobs: None,
             started: Vec::new(),
         })
     }
@@ -71,6 +74,13 @@ impl Testbed {
     /// master's `host:port` or `redis://HOST:PORT`, as `up --pool-store` takes it).
     pub fn with_pool_store(mut self, store: Option<String>) -> Self {
         self.pool_store = store;
+        self
+    }
+
+    /// Engines started from now on return up to `n` logprobs per token (`up --max-logprobs`;
+    /// vLLM's beam search asks for 2 x its width).
+    pub fn with_max_logprobs(mut self, n: Option<u64>) -> Self {
+        self.max_logprobs = n;
         self
     }
 
@@ -107,6 +117,9 @@ impl Testbed {
             if let Some(store) = &self.pool_store {
                 cmd.args(["--pool-store", store]);
             }
+        }
+        if let Some(n) = self.max_logprobs {
+            cmd.args(["--max-logprobs", &n.to_string()]);
         }
         // vLLM's CPU KV space (GiB) must hold the blocks; the block count is the real cap.
         let gib = (layout.kv_blocks * self.block_bytes).div_ceil(1 << 30) + 1;

@@ -14,7 +14,8 @@ pub enum Workload {
     Trace,
     /// GR ranking (BAT §6.1 and returning users) at equal memory. Not built yet.
     Gr,
-    /// Generative retrieval against vLLM's beam search through each peer. Not built yet.
+    /// Generative retrieval: recache's /v1/retrieve against vLLM's beam search through each
+    /// peer, post-filtered to valid items, at each of --widths.
     Retrieve,
     /// Token-id prompts, streaming and a replica killed mid-run: errors per system.
     Faults,
@@ -56,7 +57,8 @@ pub struct PeersArgs {
     /// give the trace workload the words its text prompts are made of
     #[arg(long)]
     pub data: Option<PathBuf>,
-    /// Item titles (JSON, as bench gr takes them)
+    /// Item titles (JSON, as bench gr takes them); the retrieve workload's catalog (indexed with
+    /// recache items index's defaults)
     #[arg(long)]
     pub items: Option<PathBuf>,
     /// Mooncake-format trace for the trace workload
@@ -81,7 +83,8 @@ pub struct PeersArgs {
         default_value = "sglang-router,vllm-router"
     )]
     pub peers: Vec<Peer>,
-    /// Requests per system and round (trace, faults)
+    /// Requests per system and round (trace, faults; retrieve: users, one retrieval each per
+    /// width)
     #[arg(long, default_value_t = 300)]
     pub requests: usize,
     /// Rounds; each round runs every system once, in an order that rotates between rounds
@@ -105,6 +108,12 @@ pub struct PeersArgs {
     /// Load generator of the overhead workload: auto (wrk when on PATH), wrk or builtin
     #[arg(long, default_value = "auto", value_parser = ["auto", "wrk", "builtin"])]
     pub load: String,
+    /// Beam widths of the retrieve workload
+    #[arg(long, value_delimiter = ',', default_value = "32,128")]
+    pub widths: Vec<usize>,
+    /// Retrievals in flight at once in the retrieve workload (a closed loop per system × width)
+    #[arg(long, default_value_t = 4)]
+    pub retrieve_concurrency: usize,
     /// The peers' venv (created and filled from PyPI when missing)
     /// [default: $RECACHE_TESTBED_HOME/venv-peers, else ~/.cache/recache-testbed/venv-peers]
     #[arg(long)]

@@ -3,9 +3,10 @@
 //! process in front of the same replicas ([`system`], [`replicas`]) and sent the same
 //! requests, systems interleaved within each of `--repeat` rounds (the order rotates, so no
 //! system always runs first or last). Workloads: [`overhead`] (a static upstream), [`trace`]
-//! (a Mooncake conversation trace as text, [`text`]) and [`faults`]; `gr` and `retrieve`
-//! are named in the command line's contract and not built yet (asking for them is an error
-//! that says so). Output: [`report`].
+//! (a Mooncake conversation trace as text, [`text`]), [`retrieve`] (generative retrieval
+//! against vLLM's beam search, per beam width) and [`faults`]; `gr` is named in the command
+//! line's contract and not built yet (asking for it is an error that says so). Output:
+//! [`report`].
 
 pub mod args;
 pub mod faults;
@@ -13,6 +14,7 @@ pub mod install;
 pub mod overhead;
 pub mod replicas;
 pub mod report;
+pub mod retrieve;
 pub mod system;
 pub mod text;
 pub mod trace;
@@ -45,17 +47,21 @@ fn emit(args: &PeersArgs, row: &Value) {
 
 pub async fn run(args: PeersArgs) -> Result<(), BenchError> {
     let unbuilt: Vec<&str> = (args.workloads.iter())
-        .filter(|w| matches!(w, Workload::Gr | Workload::Retrieve))
+        .filter(|w| matches!(w, Workload::Gr))
         .map(|w| w.name())
         .collect();
     if !unbuilt.is_empty() {
         return Err(BenchError::Setup(format!(
-            "--workloads: {} not built yet (this release measures overhead, trace, faults)",
+            "--workloads: {} not built yet (this release measures overhead, trace, retrieve, \
+             faults)",
             unbuilt.join(", ")
         )));
     }
     if args.rate <= 0.0 {
         return Err(BenchError::Setup("--rate must be above 0".into()));
+    }
+    if args.workloads.contains(&Workload::Retrieve) {
+        retrieve::check(&args)?;
     }
     let venv = args
         .peers_venv
@@ -69,8 +75,8 @@ pub async fn run(args: PeersArgs) -> Result<(), BenchError> {
         }
     }
     // Engines only when a workload needs them.
-    let needs_engines =
-        (args.workloads.iter()).any(|w| matches!(w, Workload::Trace | Workload::Faults));
+    let needs_engines = (args.workloads.iter())
+        .any(|w| matches!(w, Workload::Trace | Workload::Faults | Workload::Retrieve));
     let client = http::client();
     let replicas = match needs_engines {
         true => Some(replicas::Replicas::start(&args, &client).await?),
@@ -81,6 +87,10 @@ pub async fn run(args: PeersArgs) -> Result<(), BenchError> {
         let mut rows = Vec::new();
         let load = match (w, &replicas) {
             (Workload::Trace, Some(r)) => Some(trace::build(&args, &client, r).await?),
+            _ => None,
+        };
+        let retrieval = match (w, &replicas) {
+            (Workload::Retrieve, Some(r)) => Some(retrieve::load::build(&args, &client, r).await?),
             _ => None,
         };
         for round in 1..=args.repeat {
@@ -94,6 +104,17 @@ pub async fn run(args: PeersArgs) -> Result<(), BenchError> {
                             .as_ref()
                             .ok_or_else(|| BenchError::Setup("no trace".into()))?;
                         v.push(trace::one(&args, &venv, r, load, s, round).await?);
+                    }
+                    v
+                }
+                (Workload::Retrieve, Some(r)) => {
+                    let load = (retrieval.as_ref())
+                        .ok_or_else(|| BenchError::Setup("no retrieval load".into()))?;
+                    let mut v = Vec::new();
+                    for &width in &args.widths {
+                        for &s in &order {
+                            v.push(retrieve::one(&args, &venv, r, load, s, width, round).await?);
+                        }
                     }
                     v
                 }
@@ -112,9 +133,14 @@ pub async fn run(args: PeersArgs) -> Result<(), BenchError> {
             rows.extend(got);
         }
         let mut sums = report::summaries(w.name(), &rows);
-        if let Some(v) = report::verdict(w.name(), &sums) {
-            sums.push(v);
+        let goals = match w {
+            Workload::Retrieve => retrieve::verdict(&sums),
+            _ => report::verdict(w.name(), &sums),
+        };
+        if w == Workload::Retrieve {
+            retrieve::table(&sums);
         }
+        sums.extend(goals);
         for s in &sums {
             emit(&args, s);
         }

@@ -1,7 +1,8 @@
 //! The engine replicas every system of a run stands in front of: `--upstream` ones as given,
-//! else `--replicas` vLLM testbed engines with `--kv-blocks` each (named `peers-rN`, stopped
-//! when the run ends), warmed up once so no system's numbers carry a fresh engine's first
-//! slow requests; and what the rows need of them: cache resets, counter scrapes.
+//! else `--replicas` vLLM testbed engines with `--kv-blocks` each (named `peers-rN`, or
+//! `peers-lpM-rN` when the retrieve workload raises their `--max-logprobs` to M; stopped when
+//! the run ends), warmed up once so no system's numbers carry a fresh engine's first slow
+//! requests; and what the rows need of them: cache resets, counter scrapes.
 
 use super::args::PeersArgs;
 use crate::engine_ops;
@@ -23,10 +24,17 @@ pub struct Replicas {
 impl Replicas {
     pub async fn start(args: &PeersArgs, client: &HttpClient) -> Result<Self, BenchError> {
         let (urls, kv_events, testbed) = if args.upstream.is_empty() {
+            let logprobs = super::retrieve::max_logprobs(args);
             let mut tb = Testbed::new(
                 &args.testbed_dir,
                 testbed::BLOCK_TOKENS * testbed::KV_TOKEN_BYTES,
-            )?;
+            )?
+            .with_max_logprobs(logprobs);
+            // Other names for other options: `up` refuses a live name started otherwise.
+            let prefix = match logprobs {
+                Some(n) => format!("peers-lp{n}-r"),
+                None => "peers-r".to_string(),
+            };
             let layout = Layout {
                 kv_blocks: args.kv_blocks,
                 pool_bytes: 0,
@@ -34,7 +42,7 @@ impl Replicas {
             let mut urls = Vec::new();
             let mut events = Vec::new();
             for i in 0..args.replicas {
-                let inst = tb.start_named(&format!("peers-r{i}"), layout)?;
+                let inst = tb.start_named(&format!("{prefix}{i}"), layout)?;
                 urls.push(inst.upstream);
                 events.extend(inst.kv_events);
             }

@@ -24,26 +24,36 @@ const FIELDS: &[&str] = &[
     "added_p50_us",
     "added_p99_us",
     "rps_vs_direct",
+    "valid_items_per_s",
+    "invalid_share",
+    "latency_p50_ms",
+    "latency_p99_ms",
 ];
 
-/// One summary row per system of `workload`, in the order the systems first appear.
+/// One summary row per system of `workload` (per system × `beam_width` where rows carry
+/// one), in the order they first appear.
 pub fn summaries(workload: &str, rows: &[Value]) -> Vec<Value> {
     let mine: Vec<&Value> = rows.iter().filter(|r| r["workload"] == workload).collect();
-    let mut systems: Vec<&str> = Vec::new();
+    let mut systems: Vec<(&str, Option<u64>)> = Vec::new();
     for r in &mine {
         if let Some(s) = r["system"].as_str()
-            && !systems.contains(&s)
+            && !systems.contains(&(s, r["beam_width"].as_u64()))
         {
-            systems.push(s);
+            systems.push((s, r["beam_width"].as_u64()));
         }
     }
     systems
         .into_iter()
-        .map(|s| {
-            let runs: Vec<&&Value> = mine.iter().filter(|r| r["system"] == s).collect();
+        .map(|(s, width)| {
+            let runs: Vec<&&Value> = (mine.iter())
+                .filter(|r| r["system"] == s && r["beam_width"].as_u64() == width)
+                .collect();
             let mut out = Map::new();
             out.insert("system".into(), json!(s));
             out.insert("workload".into(), json!(workload));
+            if let Some(w) = width {
+                out.insert("beam_width".into(), json!(w));
+            }
             out.insert("summary".into(), json!(true));
             out.insert("rounds".into(), json!(runs.len()));
             for f in FIELDS {
@@ -93,6 +103,19 @@ fn goals(workload: &str) -> &'static [Goal] {
                 field: "ttft_p99_ms",
                 lower_better: true,
                 factor: 1.0,
+            },
+        ],
+        // At width 32 (retrieve::verdict): >= 3x the best peer's valid items/s, 0 invalid.
+        "retrieve" => &[
+            Goal {
+                field: "valid_items_per_s",
+                lower_better: false,
+                factor: 3.0,
+            },
+            Goal {
+                field: "invalid_share",
+                lower_better: true,
+                factor: 0.0,
             },
         ],
         // 0 errors where a peer errors: recache <= 0 x the best peer.
@@ -186,9 +209,11 @@ pub fn table(sums: &[Value]) {
 /// One PNG of `workload`'s summary rows: its main numbers per system.
 pub fn plot(out: &Path, workload: &str, sums: &[Value]) -> Result<std::path::PathBuf, BenchError> {
     let rows: Vec<&Value> = sums.iter().filter(|r| r.get("goals").is_none()).collect();
-    let names: Vec<String> = rows
-        .iter()
-        .map(|r| r["system"].as_str().unwrap_or("?").to_string())
+    let names: Vec<String> = (rows.iter())
+        .map(|r| match r["beam_width"].as_u64() {
+            Some(w) => format!("{} w{w}", r["system"].as_str().unwrap_or("?")),
+            None => r["system"].as_str().unwrap_or("?").to_string(),
+        })
         .collect();
     let fields: &[(&str, &str)] = match workload {
         "overhead" => &[
@@ -199,6 +224,11 @@ pub fn plot(out: &Path, workload: &str, sums: &[Value]) -> Result<std::path::Pat
             ("hit_rate", "engine prefix-cache hit rate"),
             ("ttft_p99_ms", "TTFT p99 from arrival (ms)"),
             ("max_share", "busiest replica / mean"),
+        ],
+        "retrieve" => &[
+            ("valid_items_per_s", "valid items per second"),
+            ("invalid_share", "invalid share of returned"),
+            ("latency_p99_ms", "latency p99 per retrieval (ms)"),
         ],
         _ => &[("errors", "requests failed")],
     };

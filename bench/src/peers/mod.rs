@@ -3,12 +3,13 @@
 //! process in front of the same replicas ([`system`], [`replicas`]) and sent the same
 //! requests, systems interleaved within each of `--repeat` rounds (the order rotates, so no
 //! system always runs first or last). Workloads: [`overhead`] (a static upstream), [`trace`]
-//! (a Mooncake conversation trace as text, [`text`]) and [`faults`]; `gr` and `retrieve`
-//! are named in the command line's contract and not built yet (asking for them is an error
-//! that says so). Output: [`report`].
+//! (a Mooncake conversation trace as text, [`text`]), [`gr`] (GR ranking at equal memory, on
+//! replica sets of its own) and [`faults`]; `retrieve` is named in the command line's
+//! contract and not built yet (asking for it is an error that says so). Output: [`report`].
 
 pub mod args;
 pub mod faults;
+pub mod gr;
 pub mod install;
 pub mod overhead;
 pub mod replicas;
@@ -45,12 +46,12 @@ fn emit(args: &PeersArgs, row: &Value) {
 
 pub async fn run(args: PeersArgs) -> Result<(), BenchError> {
     let unbuilt: Vec<&str> = (args.workloads.iter())
-        .filter(|w| matches!(w, Workload::Gr | Workload::Retrieve))
+        .filter(|w| matches!(w, Workload::Retrieve))
         .map(|w| w.name())
         .collect();
     if !unbuilt.is_empty() {
         return Err(BenchError::Setup(format!(
-            "--workloads: {} not built yet (this release measures overhead, trace, faults)",
+            "--workloads: {} not built yet (this release measures overhead, trace, gr, faults)",
             unbuilt.join(", ")
         )));
     }
@@ -78,6 +79,12 @@ pub async fn run(args: PeersArgs) -> Result<(), BenchError> {
     };
     let mut all = Vec::new();
     for &w in &args.workloads {
+        if w == Workload::Gr {
+            // Its own replica sets, streams and per-stream summaries.
+            let (order, emit) = (|r| order(&systems, r), |row: &Value| emit(&args, row));
+            all.extend(gr::run(&args, &venv, &systems, &order, &emit).await?);
+            continue;
+        }
         let mut rows = Vec::new();
         let load = match (w, &replicas) {
             (Workload::Trace, Some(r)) => Some(trace::build(&args, &client, r).await?),
@@ -177,13 +184,13 @@ mod tests {
         let cli = Cli::try_parse_from([
             "peers",
             "--workloads",
-            "overhead,gr",
+            "overhead,retrieve",
             "--peers-venv",
             "/nonexistent",
         ])
         .expect("parses");
-        let err = run(cli.args).await.expect_err("gr is not built");
-        assert!(err.to_string().contains("gr not built yet"), "{err}");
+        let err = run(cli.args).await.expect_err("retrieve is not built");
+        assert!(err.to_string().contains("retrieve not built yet"), "{err}");
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub struct RecacheSetup {
     pub routing: Option<String>,
     /// One `--kv-events` per replica (routing mirrors), or none.
     pub kv_events: Vec<String>,
+    /// More `recache serve` flags (the gr workload's ranking and item pool settings).
+    pub extra: Vec<String>,
 }
 
 /// A running system, killed on drop.
@@ -81,6 +83,7 @@ pub async fn start(
             if let Some(r) = &recache.routing {
                 c.args(["--routing", r]);
             }
+            c.args(&recache.extra);
             // Busy CPU engines answer probes late; a missed 2 s probe would eject a replica.
             c.args(["--health-interval", "10s"])
                 .env("RECACHE_LOG", "warn");

@@ -116,6 +116,7 @@ pub async fn one(
     let setup = RecacheSetup {
         routing: Some(format!("prefix:blocks={}", args.kv_blocks)),
         kv_events: replicas.kv_events.clone(),
+        ..Default::default()
     };
     let running = system::start(s, venv, &replicas.urls, &setup).await?;
     let url = format!("{}/v1/completions", running.url());

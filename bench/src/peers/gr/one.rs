@@ -166,7 +166,7 @@ pub async fn one(
         "requests_per_replica": per_replica,
         "errors": errors, "first_error": why,
         "computed_tokens": (queries - hits).max(0.0), "prompt_tokens": queries,
-        "pool_hit_tokens": pool_hits,
+        "pool_hit_tokens": pool_hits + 0.0,
         "kv_bytes": replicas.kv_bytes, "replicas": n, "kv_blocks_per_replica": layout.kv_blocks,
         "pool_bytes_per_replica": layout.pool_bytes,
         "requests": stream.rank_bodies.len(),

@@ -94,7 +94,7 @@ pub async fn wait_precompute(
             }
             return Ok(json!({"precompute_s": t0.elapsed().as_secs_f64(),
                 "items_resident_at_start": resident, "items_wanted": want,
-                "precompute_fill_errors": http::counter(&text, FILL_ERRORS)}));
+                "precompute_fill_errors": http::counter(&text, FILL_ERRORS) + 0.0}));
         }
         if t0.elapsed() > Duration::from_secs(3600) {
             return Err(BenchError::Setup(format!(
@@ -121,11 +121,12 @@ pub async fn settle(client: &HttpClient, base: &str) {
 /// The row's `pool` object: the precompute, and the stream's pool counters (tokens the pool
 /// supplied, fills it computed, items resident at the end).
 pub fn fields(precompute: Value, before: &str, after: &str) -> Value {
-    let d = |n: &str| http::counter(after, n) - http::counter(before, n);
+    // `+ 0.0`: an empty sum is -0.0.
+    let d = |n: &str| http::counter(after, n) - http::counter(before, n) + 0.0;
     let mut v = json!({
         "loaded_tokens": d("recache_rank_pool_loaded_tokens_total"),
         "fill_tokens": d("recache_rank_pool_fill_tokens_total"),
-        "items_resident_at_end": http::counter(after, RESIDENT),
+        "items_resident_at_end": http::counter(after, RESIDENT) + 0.0,
         "requested_items": d("recache_rank_pool_requested_items_total"),
         "present_items": d("recache_rank_pool_present_items_total"),
     });

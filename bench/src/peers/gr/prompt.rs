@@ -65,21 +65,21 @@ pub fn peer_rank(answer: &Value, labels: &[u32], target_pos: usize) -> Result<us
     Ok(rank_by(&order, &target_pos, |&k| scores[k]))
 }
 
-/// 1-based rank of `target` in a `/v1/rank` answer. Err: no full ranking.
+/// 1-based rank of `target` in a `/v1/rank` answer (the bodies ask for `top_k` 10: a target
+/// outside the answer ranks below every candidate, a miss at any k ≤ 10). Err: no ranking.
 pub fn rank_answer_rank(
     answer: &Value,
     target: &Value,
     candidates: usize,
 ) -> Result<usize, String> {
-    let ranking = answer["ranking"]
-        .as_array()
-        .ok_or_else(|| format!("no ranking in the answer: {}", short(answer)))?;
-    if ranking.len() != candidates {
-        return Err(format!(
-            "{} of {candidates} candidates ranked",
-            ranking.len()
-        ));
-    }
+    let ranking = (answer["ranking"].as_array())
+        .filter(|r| !r.is_empty() && r.len() <= candidates)
+        .ok_or_else(|| {
+            format!(
+                "no ranking of the candidates in the answer: {}",
+                short(answer)
+            )
+        })?;
     Ok(ranking
         .iter()
         .position(|r| r["id"] == *target)
@@ -147,7 +147,13 @@ mod tests {
         assert!(peer_rank(&json!({"choices": []}), &[256], 0).is_err());
         let ranked = json!({"ranking": [{"id": 7}, {"id": 9}, {"id": 5}]});
         assert_eq!(rank_answer_rank(&ranked, &json!(9), 3), Ok(2));
-        assert!(rank_answer_rank(&ranked, &json!(9), 4).is_err());
+        // top_k: the target left out ranks below every candidate.
+        assert_eq!(rank_answer_rank(&ranked, &json!(1), 100), Ok(101));
+        assert!(
+            rank_answer_rank(&ranked, &json!(9), 2).is_err(),
+            "more than asked"
+        );
+        assert!(rank_answer_rank(&json!({"ranking": []}), &json!(9), 3).is_err());
         assert!(rank_answer_rank(&json!({"error": {}}), &json!(9), 3).is_err());
     }
 }

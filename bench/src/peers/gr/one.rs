@@ -177,6 +177,7 @@ pub async fn one(
         "model": replicas.model, "distinct_users": stream.distinct_users,
         "returning_share": stream.returning_share,
         "routing": match s { System::Recache => setup.routing.clone(), _ => Some("cache_aware".into()) },
+        "recache_flags": (s == System::Recache).then(|| setup.extra.join(" ")),
     });
     if s == System::Recache
         && let Some(o) = row.as_object_mut()

@@ -16,6 +16,8 @@ use crate::http::{self, HttpClient};
 use crate::peers::args::PeersArgs;
 use crate::peers::replicas::Replicas;
 use crate::peers::system::RecacheSetup;
+use crate::route::gr_load;
+use recache::harness::RankArgs;
 
 const RESIDENT: &str = "recache_rank_pool_items{state=\"resident\"}";
 const PENDING: &str = "recache_rank_pool_items{state=\"pending\"}";
@@ -23,7 +25,8 @@ const FILL_ERRORS: &str = "recache_rank_pool_fills_total{result=\"error\"}";
 /// A precompute that has not grown for this long is taken as done (with what it holds).
 const STALL: Duration = Duration::from_secs(90);
 
-/// recache's command line for `stream` on `replicas` (recache's set, `sets.recache`).
+/// recache's command line for `stream` on `replicas` (recache's set, `sets.recache`): bench
+/// gr's and bench route's `bat-pool` settings (`gr_load::rank_args`) and the catalog.
 pub fn recache_setup(
     args: &PeersArgs,
     sets: &Sets,
@@ -31,27 +34,40 @@ pub fn recache_setup(
     stream: &Stream,
 ) -> RecacheSetup {
     let blocks = sets.recache.kv_blocks;
-    let mut extra: Vec<String> = [
-        "--rank-item-pool",
-        &args.pool_items.to_string(),
-        "--rank-item-reuse",
-        "pool",
-        "--rank-item-catalog",
-        &stream.catalog.display().to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    // bat's user cache is the engine's cache less one prompt (bench route's sizing).
-    let user_tokens = (blocks.saturating_sub(1) * 32).saturating_sub(args.max_model_len as u64);
-    if user_tokens > 0 {
-        extra.extend(["--rank-user-cache-tokens".into(), user_tokens.to_string()]);
-    }
+    let rank = gr_load::rank_args(blocks as usize, args.max_model_len, args.pool_items);
+    let mut extra = rank_flags(&rank);
+    extra.extend([
+        "--rank-item-catalog".into(),
+        stream.catalog.display().to_string(),
+    ]);
     RecacheSetup {
         routing: Some(format!("gr:blocks={blocks}")),
         kv_events: replicas.kv_events.clone(),
         extra,
     }
+}
+
+fn name(v: impl clap::ValueEnum) -> Option<String> {
+    v.to_possible_value().map(|p| p.get_name().to_string())
+}
+
+/// The `recache serve` flags of the ranking settings `r` sets.
+pub fn rank_flags(r: &RankArgs) -> Vec<String> {
+    let pairs = [
+        ("--rank-selector", r.rank_selector.and_then(name)),
+        ("--rank-window", r.rank_window.map(|w| w.to_string())),
+        (
+            "--rank-user-cache-tokens",
+            r.rank_user_cache_tokens.map(|t| t.to_string()),
+        ),
+        ("--rank-admission", r.rank_admission.and_then(name)),
+        ("--rank-item-pool", r.rank_item_pool.map(|n| n.to_string())),
+        ("--rank-item-reuse", r.rank_item_reuse.and_then(name)),
+    ];
+    (pairs.into_iter())
+        .filter_map(|(flag, v)| Some([flag.to_string(), v?]))
+        .flatten()
+        .collect()
 }
 
 async fn metrics(client: &HttpClient, base: &str) -> Result<String, BenchError> {
@@ -139,6 +155,20 @@ pub fn fields(precompute: Value, before: &str, after: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recache_runs_bat_with_the_pool_as_bench_gr_does() {
+        let flags = rank_flags(&gr_load::rank_args(430, 8192, 1000)).join(" ");
+        for want in [
+            "--rank-selector bat",
+            "--rank-admission on",
+            "--rank-item-pool 1000",
+            "--rank-item-reuse pool",
+            "--rank-window 1000",
+        ] {
+            assert!(flags.contains(want), "{flags}");
+        }
+    }
 
     #[test]
     fn pool_fields_are_deltas_plus_the_precompute() {

@@ -167,5 +167,15 @@ mod tests {
         // The returning-user stream has the same goals.
         let r = report::verdict("gr-returning", &sums).expect("goals");
         assert_eq!(r["goals"].as_array().map(Vec::len), Some(2));
+        // --out draws the stream's panels.
+        let dir = std::env::temp_dir().join(format!("peers-gr-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let png = report::plot(&dir.join("p.png"), "gr-returning", &sums).expect("plot");
+        assert!(
+            png.ends_with("p-gr-returning.png") && png.is_file(),
+            "{}",
+            png.display()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -12,7 +12,8 @@ pub enum Workload {
     Overhead,
     /// A Mooncake conversation trace, rendered as text, on the replicas with capped KV.
     Trace,
-    /// GR ranking (BAT §6.1 and returning users) at equal memory. Not built yet.
+    /// GR ranking (BAT §6.1 and returning users) at equal memory: `/v1/rank` against
+    /// user-first prompts through each peer.
     Gr,
     /// Generative retrieval: recache's /v1/retrieve against vLLM's beam search through each
     /// peer, post-filtered to valid items, at each of --widths.
@@ -127,4 +128,16 @@ pub struct PeersArgs {
     /// Also write one PNG per workload: FILE-WORKLOAD.png
     #[arg(long)]
     pub out: Option<PathBuf>,
+    // gr also reads --requests (per stream), --rate, --replicas and --max-model-len.
+    /// gr: users of the returning-user stream (BAT's stream draws from every user of --data)
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    pub gr_users: u16,
+    /// gr: each replica's KV in 32-token blocks, engine cache and item pool together (equal
+    /// memory: recache's replicas give --pool-items items' worth of them to the pool)
+    #[arg(long, default_value_t = 1024)]
+    pub gr_kv_blocks: u64,
+    /// gr: item pool slots per replica of recache's set, precomputed at start-up from the
+    /// stream's past period (hottest first)
+    #[arg(long, default_value_t = 1000)]
+    pub pool_items: usize,
 }

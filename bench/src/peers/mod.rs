@@ -3,13 +3,13 @@
 //! process in front of the same replicas ([`system`], [`replicas`]) and sent the same
 //! requests, systems interleaved within each of `--repeat` rounds (the order rotates, so no
 //! system always runs first or last). Workloads: [`overhead`] (a static upstream), [`trace`]
-//! (a Mooncake conversation trace as text, [`text`]), [`retrieve`] (generative retrieval
-//! against vLLM's beam search, per beam width) and [`faults`]; `gr` is named in the command
-//! line's contract and not built yet (asking for it is an error that says so). Output:
-//! [`report`].
+//! (a Mooncake conversation trace as text, [`text`]), [`gr`] (GR ranking at equal memory, on
+//! replica sets of its own), [`retrieve`] (generative retrieval against vLLM's beam search,
+//! per beam width) and [`faults`]. Output: [`report`].
 
 pub mod args;
 pub mod faults;
+pub mod gr;
 pub mod install;
 pub mod overhead;
 pub mod replicas;
@@ -46,17 +46,6 @@ fn emit(args: &PeersArgs, row: &Value) {
 }
 
 pub async fn run(args: PeersArgs) -> Result<(), BenchError> {
-    let unbuilt: Vec<&str> = (args.workloads.iter())
-        .filter(|w| matches!(w, Workload::Gr))
-        .map(|w| w.name())
-        .collect();
-    if !unbuilt.is_empty() {
-        return Err(BenchError::Setup(format!(
-            "--workloads: {} not built yet (this release measures overhead, trace, retrieve, \
-             faults)",
-            unbuilt.join(", ")
-        )));
-    }
     if args.rate <= 0.0 {
         return Err(BenchError::Setup("--rate must be above 0".into()));
     }
@@ -84,6 +73,12 @@ pub async fn run(args: PeersArgs) -> Result<(), BenchError> {
     };
     let mut all = Vec::new();
     for &w in &args.workloads {
+        if w == Workload::Gr {
+            // Its own replica sets, streams and per-stream summaries.
+            let (order, emit) = (|r| order(&systems, r), |row: &Value| emit(&args, row));
+            all.extend(gr::run(&args, &venv, &systems, &order, &emit).await?);
+            continue;
+        }
         let mut rows = Vec::new();
         let load = match (w, &replicas) {
             (Workload::Trace, Some(r)) => Some(trace::build(&args, &client, r).await?),
@@ -193,23 +188,6 @@ mod tests {
         assert_eq!(cli.args.workloads.len(), 5);
         assert_eq!(cli.args.peers, [Peer::SglangRouter, Peer::VllmRouter]);
         assert!(cli.args.json);
-    }
-
-    /// Asking for a workload that is not built is an error naming it, before anything is
-    /// installed or started.
-    #[tokio::test]
-    async fn unbuilt_workloads_are_refused_up_front() {
-        use clap::Parser;
-        let cli = Cli::try_parse_from([
-            "peers",
-            "--workloads",
-            "overhead,gr",
-            "--peers-venv",
-            "/nonexistent",
-        ])
-        .expect("parses");
-        let err = run(cli.args).await.expect_err("gr is not built");
-        assert!(err.to_string().contains("gr not built yet"), "{err}");
     }
 
     #[test]

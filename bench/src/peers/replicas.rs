@@ -119,3 +119,36 @@ pub fn max_share(per_replica: &[f64]) -> f64 {
     let mean = per_replica.iter().sum::<f64>() / per_replica.len().max(1) as f64;
     per_replica.iter().copied().fold(0.0, f64::max) / mean.max(1e-9)
 }
+
+impl Replicas {
+    /// `--replicas` testbed engines named `{name}-r{i}`, each with `layout` (the gr
+    /// workload's replica sets: engine cache and item pool); `kv_bytes` counts both.
+    pub async fn start_layout(
+        args: &PeersArgs,
+        client: &HttpClient,
+        name: &str,
+        layout: Layout,
+    ) -> Result<Self, BenchError> {
+        let block_bytes = testbed::BLOCK_TOKENS * testbed::KV_TOKEN_BYTES;
+        let mut tb = Testbed::new(&args.testbed_dir, block_bytes)?;
+        let (mut urls, mut kv_events) = (Vec::new(), Vec::new());
+        for i in 0..args.replicas {
+            let inst = tb.start_named(&format!("{name}-r{i}"), layout)?;
+            urls.push(inst.upstream);
+            kv_events.extend(inst.kv_events);
+        }
+        let engine = engine_ops::resolve(client, &urls[0], Some(Engine::Vllm)).await;
+        let model = http::first_model(client, &urls[0]).await?;
+        for up in &urls {
+            engine_ops::warm_up(client, up, &model).await?;
+        }
+        Ok(Self {
+            kv_bytes: urls.len() as u64 * (layout.kv_blocks * block_bytes + layout.pool_bytes),
+            urls,
+            kv_events,
+            engine,
+            model,
+            _testbed: Some(tb),
+        })
+    }
+}

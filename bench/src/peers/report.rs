@@ -118,6 +118,19 @@ fn goals(workload: &str) -> &'static [Goal] {
                 factor: 0.0,
             },
         ],
+        // GR at equal memory: twice the best peer's throughput, ranking no worse.
+        "gr" | "gr-returning" => &[
+            Goal {
+                field: "rps",
+                lower_better: false,
+                factor: 2.0,
+            },
+            Goal {
+                field: "recall_at_10",
+                lower_better: false,
+                factor: 1.0,
+            },
+        ],
         // 0 errors where a peer errors: recache <= 0 x the best peer.
         "faults" => &[Goal {
             field: "errors",
@@ -229,6 +242,11 @@ pub fn plot(out: &Path, workload: &str, sums: &[Value]) -> Result<std::path::Pat
             ("valid_items_per_s", "valid items per second"),
             ("invalid_share", "invalid share of returned"),
             ("latency_p99_ms", "latency p99 per retrieval (ms)"),
+        ],
+        "gr" | "gr-returning" => &[
+            ("rps", "ranking requests/s (equal memory)"),
+            ("hit_rate", "engine hit rate (pool included)"),
+            ("recall_at_10", "Recall@10 of the held-out item"),
         ],
         _ => &[("errors", "requests failed")],
     };

@@ -38,7 +38,8 @@ pub struct RecacheSetup {
     pub routing: Option<String>,
     /// One `--kv-events` per replica (routing mirrors), or none.
     pub kv_events: Vec<String>,
-    /// More `recache serve` arguments (e.g. the retrieve workload's `--retrieve-index`).
+    /// More `recache serve` arguments (the retrieve workload's `--retrieve-index`, the gr
+    /// workload's ranking and item pool settings).
     pub extra: Vec<String>,
 }
 

@@ -1,0 +1,81 @@
+//! The `gr` workload's equal memory: every system's replicas get the same KV bytes in all
+//! (engine KV cache + item pool). recache's replicas give `--pool-items` items' worth of
+//! whole blocks to the item pool (each item its 18 tokens and its label, at the testbed
+//! model's 2 KiB a token); the peers' replicas keep all `--gr-kv-blocks` in the engine's
+//! cache and get a pool of one block's bytes, so both sets load the connector and run the
+//! same engine code (a replica without it runs the same cold prompt markedly slower on the
+//! CPU testbed: comparing the two would measure that, not the systems).
+
+use crate::error::BenchError;
+use crate::testbed::{BLOCK_TOKENS, KV_TOKEN_BYTES, Layout};
+
+/// Tokens an item takes in the pool: gr_load's 18 title tokens and the label.
+pub const ITEM_TOKENS: u64 = 19;
+/// Bytes of one engine KV block.
+pub const BLOCK_BYTES: u64 = BLOCK_TOKENS * KV_TOKEN_BYTES;
+
+/// Each replica's layout in recache's set and in the peers' set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sets {
+    pub recache: Layout,
+    pub peers: Layout,
+}
+
+impl Sets {
+    /// `kv_blocks` per replica in all; recache's pool holds `pool_items` items. The engine
+    /// must still hold one `max_model_len` prompt (vLLM keeps one block as its null block).
+    pub fn split(
+        kv_blocks: u64,
+        pool_items: usize,
+        max_model_len: usize,
+    ) -> Result<Self, BenchError> {
+        let pool_blocks = (pool_items as u64 * ITEM_TOKENS * KV_TOKEN_BYTES).div_ceil(BLOCK_BYTES);
+        let need = (max_model_len as u64).div_ceil(BLOCK_TOKENS) + 1;
+        let engine = kv_blocks.saturating_sub(pool_blocks);
+        if engine < need {
+            return Err(BenchError::Setup(format!(
+                "--gr-kv-blocks {kv_blocks}: recache's replicas would keep {engine} engine blocks \
+                 after {pool_blocks} blocks of item pool (--pool-items {pool_items}), fewer than \
+                 the {need} one {max_model_len}-token prompt needs; give more blocks or fewer items"
+            )));
+        }
+        Ok(Self {
+            recache: Layout {
+                kv_blocks: engine,
+                pool_bytes: (pool_blocks + 1) * BLOCK_BYTES,
+            },
+            peers: Layout {
+                kv_blocks,
+                pool_bytes: BLOCK_BYTES,
+            },
+        })
+    }
+}
+
+/// KV bytes of one replica of `layout`: engine cache + pool.
+pub fn replica_bytes(layout: Layout) -> u64 {
+    layout.kv_blocks * BLOCK_BYTES + layout.pool_bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_sets_get_the_same_bytes() {
+        let s = Sets::split(1024, 1000, 8192).expect("fits");
+        // 1,000 items x 19 tokens x 2 KiB = 593.75 blocks: 594 whole blocks.
+        assert_eq!(s.recache.kv_blocks, 1024 - 594);
+        assert_eq!(s.peers.kv_blocks, 1024);
+        assert_eq!(replica_bytes(s.recache), replica_bytes(s.peers));
+        assert_eq!(replica_bytes(s.peers), 1025 * BLOCK_BYTES);
+        assert!(s.recache.pool_bytes >= 1000 * ITEM_TOKENS * KV_TOKEN_BYTES);
+    }
+
+    #[test]
+    fn a_pool_that_leaves_no_room_for_a_prompt_is_refused() {
+        let err = Sets::split(600, 1000, 8192).expect_err("6 blocks left");
+        assert!(err.to_string().contains("--gr-kv-blocks 600"), "{err}");
+        assert!(Sets::split(600, 0, 8192).is_ok());
+    }
+}

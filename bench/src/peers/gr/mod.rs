@@ -1,0 +1,181 @@
+//! The `gr` workload of `bench peers`: GR ranking on `--replicas` vLLM testbed replicas at
+//! equal memory ([`memory`]), recache (`/v1/rank` with its GR defaults and the item pool,
+//! [`pool`]) against each peer (user-first text prompts scored as recache scores them,
+//! routed by the peer's `cache_aware`, [`prompt`]), on two streams built once ([`load`]):
+//! BAT §6.1's (rows `"workload": "gr"`) and the returning users' (`"gr-returning"`), each
+//! row also naming its `"stream"`. Two replica sets are started and kept for the whole
+//! workload: recache's (engine cache less the pool's blocks, pool of `--pool-items`) and the
+//! peers' (all blocks in the engine cache, a one-block pool); every system's run starts from
+//! emptied caches ([`one`]). Summaries and goals per stream (rps ≥ 2× the best peer, Recall@10
+//! no lower), with why recache fell short where it did ([`why`]).
+
+pub mod load;
+pub mod memory;
+pub mod one;
+pub mod pool;
+pub mod prompt;
+pub mod why;
+
+use serde_json::Value;
+
+use crate::error::BenchError;
+use crate::http;
+use crate::peers::args::PeersArgs;
+use crate::peers::replicas::Replicas;
+use crate::peers::report;
+use crate::peers::system::System;
+use crate::stats::Spread;
+use memory::Sets;
+
+/// Row numbers the gr summaries carry beside report's own (medians, `*_range`).
+const EXTRA: &[&str] = &[
+    "recall_at_10",
+    "ndcg_at_10",
+    "service_p50_ms",
+    "mean_prompt_tokens",
+    "pool_hit_tokens",
+    "user_first_share",
+];
+
+/// Runs every round of both streams, `order(round)` giving the systems of a round (0-based)
+/// in turn, each row printed by `emit` as it is measured; returns the summary and goals rows.
+pub async fn run(
+    args: &PeersArgs,
+    venv: &std::path::Path,
+    systems: &[System],
+    order: &dyn Fn(u32) -> Vec<System>,
+    emit: &dyn Fn(&Value),
+) -> Result<Vec<Value>, BenchError> {
+    if !args.upstream.is_empty() {
+        return Err(BenchError::Setup(
+            "--workloads gr starts its own two replica sets (equal memory, the item pool's \
+             connector on both); it does not run on --upstream replicas"
+                .into(),
+        ));
+    }
+    let sets = Sets::split(args.gr_kv_blocks, args.pool_items, args.max_model_len)?;
+    let client = http::client();
+    eprintln!(
+        "[peers] gr: recache's replicas {} blocks + {} pool bytes each, the peers' {} blocks + \
+         {} (equal memory: {} bytes each)",
+        sets.recache.kv_blocks,
+        sets.recache.pool_bytes,
+        sets.peers.kv_blocks,
+        sets.peers.pool_bytes,
+        memory::replica_bytes(sets.peers)
+    );
+    let ours = Replicas::start_layout(args, &client, "peers-gr-recache", sets.recache).await?;
+    let theirs = match systems.iter().any(|s| *s != System::Recache) {
+        true => Some(Replicas::start_layout(args, &client, "peers-gr-peers", sets.peers).await?),
+        false => None,
+    };
+    let streams = load::build(args, &client, &ours.urls[0], &ours.model).await?;
+    let mut out = Vec::new();
+    for stream in &streams {
+        let mut rows = Vec::new();
+        for round in 1..=args.repeat {
+            for s in order(round - 1) {
+                let set = match (s, &theirs) {
+                    (System::Peer(_), Some(t)) => t,
+                    _ => &ours,
+                };
+                let row = one::one(args, venv, set, &sets, stream, s, round).await?;
+                emit(&row);
+                rows.push(row);
+            }
+        }
+        let mut sums = summaries(stream.workload, stream.stream, &rows);
+        if let Some(mut v) = report::verdict(stream.workload, &sums) {
+            why::explain(&mut v, &sums);
+            sums.push(v);
+        }
+        for s in &sums {
+            emit(s);
+        }
+        if let Some(path) = &args.out {
+            let png = report::plot(path, stream.workload, &sums)?;
+            eprintln!("[peers] wrote {}", png.display());
+        }
+        out.extend(sums);
+    }
+    Ok(out)
+}
+
+/// report's summaries of `workload`, each with the stream's name and [`EXTRA`]'s medians.
+pub fn summaries(workload: &str, stream: &str, rows: &[Value]) -> Vec<Value> {
+    let mut sums = report::summaries(workload, rows);
+    for s in &mut sums {
+        let runs: Vec<&Value> = (rows.iter())
+            .filter(|r| r["workload"] == workload && r["system"] == s["system"])
+            .collect();
+        let Some(o) = s.as_object_mut() else { continue };
+        o.insert("stream".into(), stream.into());
+        for f in EXTRA {
+            let xs: Vec<f64> = runs.iter().filter_map(|r| r[*f].as_f64()).collect();
+            if xs.is_empty() {
+                o.insert((*f).into(), Value::Null);
+                continue;
+            }
+            let sp = Spread::of(xs);
+            o.insert((*f).into(), sp.median.into());
+            o.insert(format!("{f}_range"), serde_json::json!([sp.min, sp.max]));
+        }
+        if let Some(note) = runs.first().map(|r| r["quality_note"].clone()) {
+            o.insert("quality_note".into(), note);
+        }
+    }
+    sums
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn row(s: &str, rps: f64, recall: f64) -> Value {
+        json!({"system": s, "workload": "gr", "stream": "bat", "rps": rps, "hit_rate": 0.5,
+               "ttft_p50_ms": 10.0, "ttft_p99_ms": 20.0, "max_share": 1.0, "errors": 0,
+               "computed_tokens": 100.0, "kv_bytes": 10, "recall_at_10": recall,
+               "ndcg_at_10": 0.05, "quality_note": "random"})
+    }
+
+    #[test]
+    fn gr_summaries_carry_quality_and_the_goals_compare_it() {
+        let rows = vec![
+            row("recache", 3.0, 0.2),
+            row("sglang-router", 1.0, 0.1),
+            row("recache", 5.0, 0.2),
+            row("sglang-router", 1.0, 0.3),
+        ];
+        let sums = summaries("gr", "bat", &rows);
+        assert_eq!(sums.len(), 2);
+        assert_eq!(sums[0]["rps"], 4.0);
+        assert_eq!(sums[0]["recall_at_10"], 0.2);
+        assert_eq!(sums[1]["recall_at_10_range"], json!([0.1, 0.3]));
+        assert_eq!(sums[0]["stream"], "bat");
+        assert_eq!(sums[0]["summary"], true);
+        assert_eq!(sums[0]["quality_note"], "random");
+        let v = report::verdict("gr", &sums).expect("goals");
+        let goals = v["goals"].as_array().expect("goals");
+        assert_eq!(goals.len(), 2, "{v}");
+        assert_eq!(
+            (goals[0]["field"].clone(), goals[0]["met"].clone()),
+            (json!("rps"), json!(true))
+        );
+        assert_eq!(goals[1]["field"], "recall_at_10");
+        assert_eq!(goals[1]["met"], true, "0.2 >= 0.2");
+        // The returning-user stream has the same goals.
+        let r = report::verdict("gr-returning", &sums).expect("goals");
+        assert_eq!(r["goals"].as_array().map(Vec::len), Some(2));
+        // --out draws the stream's panels.
+        let dir = std::env::temp_dir().join(format!("peers-gr-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let png = report::plot(&dir.join("p.png"), "gr-returning", &sums).expect("plot");
+        assert!(
+            png.ends_with("p-gr-returning.png") && png.is_file(),
+            "{}",
+            png.display()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -3,8 +3,9 @@
 //! whole blocks to the item pool (each item its 18 tokens and its label, at the testbed
 //! model's 2 KiB a token); the peers' replicas keep all `--gr-kv-blocks` in the engine's
 //! cache and get a pool of one block's bytes, so both sets load the connector and run the
-//! same engine code (a replica without it runs the same cold prompt markedly slower on the
-//! CPU testbed: comparing the two would measure that, not the systems).
+//! same engine code. (vLLM 0.32's CPU worker reserves one core more for any KV connector,
+//! which once gave a pool replica twice a plain one's threads on 2 cores; the testbed now
+//! pins the reservation, examples/testbed/launch.py, and the same code path keeps it moot.)
 
 use crate::error::BenchError;
 use crate::testbed::{BLOCK_TOKENS, KV_TOKEN_BYTES, Layout};

@@ -224,7 +224,11 @@ pub fn plot(out: &Path, workload: &str, sums: &[Value]) -> Result<std::path::Pat
     let rows: Vec<&Value> = sums.iter().filter(|r| r.get("goals").is_none()).collect();
     let names: Vec<String> = (rows.iter())
         .map(|r| match r["beam_width"].as_u64() {
-            Some(w) => format!("{} w{w}", r["system"].as_str().unwrap_or("?")),
+            // Six bars share a panel: "-router" goes so the labels do not overlap.
+            Some(w) => {
+                let s = r["system"].as_str().unwrap_or("?");
+                format!("{} w{w}", s.trim_end_matches("-router"))
+            }
             None => r["system"].as_str().unwrap_or("?").to_string(),
         })
         .collect();

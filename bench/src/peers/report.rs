@@ -199,10 +199,7 @@ pub fn table(sums: &[Value]) {
         "errors",
         "added p50 us"
     );
-    let f = |v: &Value, k: &str, p: usize| match v[k].as_f64() {
-        Some(x) => format!("{x:.p$}"),
-        None => "-".into(),
-    };
+    let f = cell;
     for r in sums.iter().filter(|r| r.get("goals").is_none()) {
         eprintln!(
             "{:<10} {:<14} {:>9} {:>8} {:>10} {:>10} {:>9} {:>7} {:>12}",
@@ -272,4 +269,12 @@ pub fn plot(out: &Path, workload: &str, sums: &[Value]) -> Result<std::path::Pat
     crate::plot::draw(&path, (500 * panels.len() as u32, 440), &panels)
         .map_err(|msg| BenchError::Setup(format!("plot {}: {msg}", path.display())))?;
     Ok(path)
+}
+
+/// A table cell: `v[k]` with `p` decimals, or "-" when the row has no such number.
+pub fn cell(v: &Value, k: &str, p: usize) -> String {
+    match v[k].as_f64() {
+        Some(x) => format!("{x:.p$}"),
+        None => "-".into(),
+    }
 }

@@ -48,6 +48,8 @@ pub struct GrLoad {
     /// Per request, the user-first prompt's tokens without labels (profile, then items):
     /// what the decisions-only rows time.
     pub prompts: Vec<Vec<u32>>,
+    /// The default instruction's tokens, as the engine tokenized them for this load.
+    pub instruction: Vec<u32>,
     pub distinct_users: usize,
     pub returning_share: f64,
     /// The past period's items, hottest first (empty unless asked for).
@@ -132,6 +134,7 @@ pub async fn build(
         distinct_users: population.distinct_users,
         returning_share: population.returning_share,
         past,
+        instruction,
     })
 }
 

@@ -70,13 +70,6 @@ pub async fn build(
             "--workloads gr needs --data FILE (user histories) and --items FILE (titles)".into(),
         ));
     };
-    let instruction = http::tokenize(
-        client,
-        upstream,
-        model,
-        recache::harness::DEFAULT_INSTRUCTION,
-    )
-    .await?;
     let mut out = Vec::new();
     for (workload, stream, users) in [
         ("gr", "bat", None),
@@ -126,7 +119,7 @@ pub async fn build(
                 .position(|it| it["id"] == target)
                 .unwrap_or(0);
             let label_base = recache::harness::DEFAULT_LABEL_BASE;
-            let (tokens, labels) = prompt::user_first(&body, &instruction, label_base);
+            let (tokens, labels) = prompt::user_first(&body, &load.instruction, label_base);
             let text = detokenize(client, upstream, model, &tokens).await?;
             s.user_first_tokens += tokens.len() as f64;
             s.peer_bodies

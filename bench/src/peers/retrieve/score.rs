@@ -167,10 +167,7 @@ pub fn table(sums: &[Value]) {
         "{:<14} {:>5} {:>13} {:>9} {:>11} {:>11} {:>7} {:>12}",
         "system", "width", "valid items/s", "invalid", "p50 ms", "p99 ms", "errors", "computed"
     );
-    let f = |v: &Value, k: &str, p: usize| match v[k].as_f64() {
-        Some(x) => format!("{x:.p$}"),
-        None => "-".into(),
-    };
+    let f = crate::peers::report::cell;
     for r in sums.iter().filter(|r| r.get("goals").is_none()) {
         eprintln!(
             "{:<14} {:>5} {:>13} {:>9} {:>11} {:>11} {:>7} {:>12}",

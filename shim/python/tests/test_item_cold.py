@@ -247,9 +247,21 @@ def test_a_hung_call_gets_the_client_set_up_again():
     assert not lazy.inflight
 
 
+def store_venv():
+    """The store venv examples/store/install makes (redis-py, Mooncake's client), its
+    site-packages put on the path: the tests run on the engine venv's Python."""
+    home = os.environ.get("RECACHE_TESTBED_HOME", Path.home() / ".cache/recache-testbed")
+    venv = Path(os.environ.get("RECACHE_STORE_VENV", Path(home) / "venv-store"))
+    site = next(iter(sorted(venv.glob("lib/python3*/site-packages"))), None)
+    if site is not None and str(site) not in sys.path:
+        sys.path.append(str(site))
+    return venv, site
+
+
 def test_round_trip_through_a_real_redis():
     import shutil
 
+    store_venv()  # redis-py lives there, not in the engine venv
     server = shutil.which("redis-server")
     try:
         import redis  # noqa: F401
@@ -283,13 +295,10 @@ def test_round_trip_through_a_real_redis():
 
 
 def test_round_trip_through_a_real_mooncake_store():
-    home = os.environ.get("RECACHE_TESTBED_HOME", Path.home() / ".cache/recache-testbed")
-    venv = Path(os.environ.get("RECACHE_STORE_VENV", Path(home) / "venv-store"))
+    venv, site = store_venv()
     master = venv / "bin/mooncake_master"
-    site = next(iter(sorted(venv.glob("lib/python3*/site-packages"))), None)
     if not master.exists() or site is None:
         return "SKIPPED: no store venv (examples/store/install makes it)"
-    sys.path.append(str(site))
     from recache_shim.item_cold_clients import MooncakeStore
 
     rpc, meta = free_port(), free_port()

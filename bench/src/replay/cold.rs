@@ -4,7 +4,7 @@
 //! scheduler step's events, so a reset asked for before subscribing, or not nudged, reached the
 //! loop with the first request's events and reset the shadow one request into the run. The
 //! shadow then ran one request behind `bench replay`'s own simulation: on the Mooncake stream
-//! that alone moved LARU's hit rate from 0.0739 to 0.0755 (2026-11-27, docs/measured.md).
+//! that alone moved LARU's hit rate from 0.0739 to 0.0755 (2026-11-27, docs/steering.md).
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 
 vLLM 0.32's CPU worker reserves one core more for any --kv-transfer-config; on a 2-core
 machine that left the item pool's engine 2 threads and a plain engine 1, and a comparison of
-the two measured the threads, not the pool (docs/engines.md). launch.py pins the reservation;
+the two measured the threads, not the pool (docs/gr-throughput.md#the-thread-check). launch.py pins the reservation;
 this checks the command lines it builds for a plain engine and a pool engine carry the same
 one, and that a user's own VLLM_CPU_NUM_OF_RESERVED_CPU wins. Pure Python, no engine.
 """

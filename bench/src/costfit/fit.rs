@@ -62,10 +62,12 @@ fn solve(mut m: Vec<Vec<f64>>) -> Option<Vec<f64>> {
             return None;
         }
         m.swap(col, pivot);
-        for row in col + 1..k {
-            let f = m[row][col] / m[col][col];
-            for j in col..=k {
-                m[row][j] -= f * m[col][j];
+        let (top, rest) = m.split_at_mut(col + 1);
+        let p = &top[col];
+        for r in rest {
+            let f = r[col] / p[col];
+            for (x, y) in r[col..].iter_mut().zip(&p[col..]) {
+                *x -= f * y;
             }
         }
     }
@@ -94,8 +96,12 @@ impl Abc {
     }
 }
 
-/// [`Abc`] fitted on `points`, with its coefficient of determination.
+/// [`Abc`] fitted on `points`, with its coefficient of determination. None with 3 points or
+/// fewer: three points fit exactly, and their R² and residuals would say nothing.
 pub fn fit_abc(points: &[Point]) -> Option<(Abc, f64)> {
+    if points.len() <= 3 {
+        return None;
+    }
     let xs: Vec<Vec<f64>> = points
         .iter()
         .map(|p| vec![p.tokens, p.pairs, 1.0])
@@ -112,13 +118,15 @@ pub fn fit_abc(points: &[Point]) -> Option<(Abc, f64)> {
 }
 
 /// One `b` per kind (`kind[i]` indexes `points[i]`'s kind, `0..kinds`), `a` and `c` shared:
-/// `(a, c, b per kind, R²)`. None when a kind has no point or the columns are dependent.
+/// `(a, c, b per kind, R²)`. None when a kind has no point, the columns are dependent, or
+/// there are no more points than coefficients.
 pub fn fit_per_kind_b(
     points: &[Point],
     kind: &[usize],
     kinds: usize,
 ) -> Option<(f64, f64, Vec<f64>, f64)> {
-    if kind.len() != points.len() || (0..kinds).any(|k| !kind.contains(&k)) {
+    let bad = kind.len() != points.len() || points.len() <= kinds + 2;
+    if bad || (0..kinds).any(|k| !kind.contains(&k)) {
         return None;
     }
     let xs: Vec<Vec<f64>> = points
@@ -278,9 +286,13 @@ mod tests {
         };
         assert!(fit_abc(&[]).is_none());
         assert!(fit_abc(&[p(10.0, 1.0), p(20.0, 2.0)]).is_none());
-        // Three copies of one point: the columns are dependent.
-        assert!(fit_abc(&[p(10.0, 1.0), p(10.0, 1.0), p(10.0, 1.0)]).is_none());
-        assert!(fit_abc(&[p(1.0, f64::NAN), p(2.0, 1.0), p(3.0, 1.0)]).is_none());
+        // Three distinct points fit exactly: no fit is reported.
+        assert!(fit_abc(&[p(10.0, 1.0), p(20.0, 2.0), p(40.0, 5.0)]).is_none());
+        assert!(fit_abc(&[p(10.0, 1.0), p(20.0, 2.0), p(40.0, 5.0), p(80.0, 11.0)]).is_some());
+        // Copies of one point: the columns are dependent.
+        assert!(fit_abc(&[p(10.0, 1.0); 5]).is_none());
+        let nan = [p(1.0, f64::NAN), p(2.0, 1.0), p(3.0, 1.0), p(5.0, 1.0)];
+        assert!(fit_abc(&nan).is_none());
         assert!(r_squared(&[1.0, 1.0], &[1.0, 1.0]).is_nan());
     }
 }

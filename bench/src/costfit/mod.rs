@@ -42,8 +42,28 @@ fn check(args: &CostfitArgs) -> Result<(), BenchError> {
     if lengths.iter().any(|l| l.contains(&0)) {
         return bad("--fresh-tokens, --prefix-tokens and --extend-tokens must be at least 1");
     }
-    if args.kinds.contains(&Kind::Pooled) && args.pooled_requests == 0 {
-        return bad("--pooled-requests must be at least 1 with the pooled kind");
+    if args.kinds.contains(&Kind::Pooled) {
+        if args.pooled_requests == 0 {
+            return bad("--pooled-requests must be at least 1 with the pooled kind");
+        }
+        // Before an engine is started for minutes: the files the pooled kind reads.
+        for (flag, path) in [("--data", &args.data), ("--items", &args.items)] {
+            match path {
+                Some(p) if !p.is_file() => {
+                    return Err(BenchError::Setup(format!(
+                        "{flag} {}: no such file",
+                        p.display()
+                    )));
+                }
+                None => {
+                    return Err(BenchError::Setup(format!(
+                        "the pooled kind needs --data and --items (bench gr's workload); {flag} \
+                         is missing (or leave pooled out of --kinds)"
+                    )));
+                }
+                _ => {}
+            }
+        }
     }
     Ok(())
 }

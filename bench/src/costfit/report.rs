@@ -149,7 +149,7 @@ impl Fits {
             let Some((abc, r2)) = fitted else {
                 m.insert(
                     "error".into(),
-                    json!("too few distinct points to separate a, b and c"),
+                    json!("too few points: a, b and c need at least 4 with distinct lengths"),
                 );
                 return Value::Object(m);
             };

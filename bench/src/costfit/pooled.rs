@@ -159,9 +159,20 @@ impl Pooled {
                         "{url} answered {status}: {text}"
                     )));
                 }
-                Ok(())
+                Ok(answer["usage"]["cached_tokens"].as_u64())
             };
-            let (_, delta) = probe::around(client, metrics_url, send).await?;
+            let (cached, delta) = probe::around(client, metrics_url, send).await?;
+            // `bench gr`'s attended_pairs takes a request's prefix from its answer's usage:
+            // say so when that is not what the engine's counters split off.
+            if cached != Some(delta.prefix()) && delta.prefills == 1 {
+                eprintln!(
+                    "bench costfit: note: /v1/rank usage.cached_tokens {cached:?}, engine \
+                     counters {} (local {} + pool {})",
+                    delta.prefix(),
+                    delta.local_hits,
+                    delta.external_hits
+                );
+            }
             out.push(delta);
             each();
         }

@@ -3,6 +3,7 @@
 //! rows next to the FLOP ratio, and the `--out` PNG (measured prefill time against each fit's
 //! prediction, per kind).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
@@ -28,6 +29,8 @@ pub struct Row {
     pub served_model: String,
     pub kind: &'static str,
     pub round: usize,
+    /// The request's place among its kind's in a round: the same point in every round.
+    pub point: usize,
     pub prompt_tokens: u64,
     /// Tokens already in KV when the computed ones ran: cached plus loaded by the connector.
     pub prefix_tokens: u64,
@@ -47,10 +50,11 @@ pub struct Row {
 }
 
 impl Row {
+    /// Row of request `point` of `kind` in round `round`.
     pub fn new(
         model: &Model,
         kind: Kind,
-        round: usize,
+        (round, point): (usize, usize),
         d: &Delta,
         planned: Option<(u64, u64)>,
     ) -> Self {
@@ -59,6 +63,7 @@ impl Row {
             served_model: model.served.clone(),
             kind: kind.name(),
             round,
+            point,
             prompt_tokens: d.prompt_tokens,
             prefix_tokens: d.prefix(),
             computed_tokens: d.computed,
@@ -85,14 +90,22 @@ impl Row {
     }
 }
 
-/// The kinds present in `rows`, in [`Kind::ALL`]'s order, with their clean points.
+/// The kinds present in `rows`, in [`Kind::ALL`]'s order, with one point per request of a
+/// round: of a point's clean rows over the rounds, the one of median time (the lower middle
+/// of an even count), so a round the machine slowed does not pull the fit.
 fn by_kind(rows: &[Row]) -> Vec<(Kind, Vec<Point>)> {
     Kind::ALL
         .iter()
         .map(|&k| {
-            let pts = (rows.iter())
-                .filter(|r| r.kind == k.name() && r.clean())
-                .map(Row::point)
+            let mut points: BTreeMap<usize, Vec<&Row>> = BTreeMap::new();
+            for r in rows.iter().filter(|r| r.kind == k.name() && r.clean()) {
+                points.entry(r.point).or_default().push(r);
+            }
+            let pts = (points.into_values())
+                .map(|mut rs| {
+                    rs.sort_by(|a, b| a.prefill_s.total_cmp(&b.prefill_s));
+                    rs[(rs.len() - 1) / 2].point()
+                })
                 .collect();
             (k, pts)
         })
@@ -278,7 +291,7 @@ mod tests {
             served: "tiny-qwen2".into(),
         };
         let planned = (kind != Kind::Pooled).then_some((prefix, computed));
-        Row::new(&model, kind, 0, &d, planned)
+        Row::new(&model, kind, (0, 0), &d, planned)
     }
 
     /// Rows from known coefficients: pooled pairs cost twice a fresh pair.
@@ -294,7 +307,34 @@ mod tests {
         for (pre, n) in [(1900, 1100), (1881, 3000), (1919, 5000), (1900, 2200)] {
             out.push(row(Kind::Pooled, pre, n, t(pre, n, 2e-8)));
         }
+        for (i, r) in out.iter_mut().enumerate() {
+            r.point = i;
+        }
         out
+    }
+
+    #[test]
+    fn each_point_is_fitted_at_its_median_round() {
+        let mut rows = rows();
+        let base = rows.clone();
+        // Round 1 is the same but 10% slower, round 2 a machine hiccup (3x) on every point:
+        // the median round (the clean one's and the 10% one's lower middle) is round 0's.
+        for (round, factor) in [(1, 1.1), (2, 3.0)] {
+            rows.extend(base.iter().map(|r| Row {
+                round,
+                prefill_s: r.prefill_s * factor,
+                ..r.clone()
+            }));
+        }
+        let model = Model {
+            kind: "tiny".into(),
+            served: "s".into(),
+        };
+        let fits = Fits::of(&rows).json(&model, None, None);
+        let fresh = fits.iter().find(|f| f["fit"] == "fresh").expect("fresh");
+        assert_eq!(fresh["points"], json!(5));
+        let b = fresh["b_s_per_pair"].as_f64().unwrap_or(f64::NAN);
+        assert!((b - 1.1e-8).abs() < 1e-13, "{fresh}");
     }
 
     #[test]

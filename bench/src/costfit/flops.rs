@@ -70,6 +70,11 @@ impl Shape {
         4.0 * (self.num_attention_heads * self.head_dim * self.num_hidden_layers) as f64
     }
 
+    /// KV bytes of one token in a 16-bit cache: K and V of every KV head, every layer.
+    pub fn kv_bytes_per_token(&self) -> u64 {
+        2 * 2 * self.num_key_value_heads * self.head_dim * self.num_hidden_layers
+    }
+
     /// The `b/a` a cost proportional to FLOPs would give.
     pub fn ratio(&self) -> f64 {
         self.attention_flops_per_pair() / self.linear_flops_per_token()
@@ -93,6 +98,7 @@ mod tests {
         assert_eq!(tiny.linear_flops_per_token(), 4.0 * 1_966_080.0);
         assert_eq!(tiny.attention_flops_per_pair(), 4.0 * 1024.0);
         assert!((tiny.ratio() - 1024.0 / 1_966_080.0).abs() < 1e-15);
+        assert_eq!(tiny.kv_bytes_per_token(), crate::testbed::KV_TOKEN_BYTES);
         // Qwen2-1.5B's layer shape (head_dim given explicitly here).
         let big = Shape::from_config(
             r#"{"hidden_size": 1536, "intermediate_size": 8960, "num_attention_heads": 12,
@@ -100,6 +106,7 @@ mod tests {
         )
         .expect("1.5b config");
         assert!((big.ratio() - 6144.0 / 93_585_408.0).abs() < 1e-15);
+        assert_eq!(big.kv_bytes_per_token(), 2 * 2 * 2 * 128 * 2);
     }
 
     #[test]

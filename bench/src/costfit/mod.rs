@@ -27,6 +27,7 @@ use report::{Fits, Model, Row};
 use crate::error::BenchError;
 use crate::http;
 use crate::rng::Rng;
+use crate::testbed;
 use recache::harness::Progress;
 
 fn check(args: &CostfitArgs) -> Result<(), BenchError> {
@@ -123,6 +124,8 @@ pub async fn run(args: CostfitArgs) -> Result<(), BenchError> {
             kv_events: instance.kv_events.as_deref(),
             engine: recache_adapters::Engine::Vllm,
             model: &served.name,
+            kv_token_bytes: (served.shape.as_ref())
+                .map_or(testbed::KV_TOKEN_BYTES, |s| s.kv_bytes_per_token()),
         };
         let p = pooled::prepare(&args, &e).await?;
         // The connector's load path's first use, unmeasured.
@@ -148,7 +151,7 @@ pub async fn run(args: CostfitArgs) -> Result<(), BenchError> {
         );
     }
     let fits = Fits::of(&rows);
-    for v in fits.json(&model, served.flop_ratio, pooled.as_ref().map(|_| load_s)) {
+    for v in fits.json(&model, served.flop_ratio(), pooled.as_ref().map(|_| load_s)) {
         println!("{v}");
     }
     if let Some(path) = &args.out {

@@ -25,6 +25,8 @@ pub struct Engine<'a> {
     pub kv_events: Option<&'a str>,
     pub engine: recache_adapters::Engine,
     pub model: &'a str,
+    /// KV bytes of one token of the served model (sizes the pool the requests need).
+    pub kv_token_bytes: u64,
 }
 
 /// bat-pool's recache, its requests, and the pool it filled.
@@ -84,7 +86,7 @@ pub async fn prepare(args: &CostfitArgs, e: &Engine<'_>) -> Result<Pooled, Bench
     let items: Vec<u64> = (plan.iter().flat_map(|p| p.items.iter().copied()))
         .filter(|i| seen.insert(*i))
         .collect();
-    let item_bytes = (gr.item_tokens as u64 + 1) * gr.kv_token_bytes;
+    let item_bytes = (gr.item_tokens as u64 + 1) * e.kv_token_bytes;
     let need = items.len() as u64 * item_bytes;
     if need > args.pool_bytes {
         return Err(BenchError::Setup(format!(

@@ -59,12 +59,19 @@ pub struct Served {
     pub name: String,
     /// The longest sequence (prompt + generated) the engine takes.
     pub max_len: Option<u64>,
+    /// The layer shape from its `config.json` (None when unreadable: no FLOP ratio).
+    pub shape: Option<flops::Shape>,
+}
+
+impl Served {
     /// Attention FLOPs per pair over linear FLOPs per token ([`flops`]).
-    pub flop_ratio: Option<f64>,
+    pub fn flop_ratio(&self) -> Option<f64> {
+        self.shape.map(|s| s.ratio())
+    }
 }
 
 /// The served model: `--served-model` or the engine's first, its `max_model_len`, and its
-/// FLOP ratio from `--model-config` or `config.json` under the model's `root`.
+/// layer shape from `--model-config` or `config.json` under the model's `root`.
 pub async fn served(
     args: &CostfitArgs,
     client: &HttpClient,
@@ -91,9 +98,9 @@ pub async fn served(
         let root = entry?["root"].as_str()?;
         Some(PathBuf::from(root).join("config.json"))
     });
-    let flop_ratio = match config {
+    let shape = match config {
         Some(path) => match flops::Shape::read(&path) {
-            Ok(shape) => Some(shape.ratio()),
+            Ok(shape) => Some(shape),
             Err(e) => {
                 eprintln!("bench costfit: warning: no FLOP ratio: {e} (give --model-config)");
                 None
@@ -110,6 +117,6 @@ pub async fn served(
     Ok(Served {
         name,
         max_len,
-        flop_ratio,
+        shape,
     })
 }

@@ -26,6 +26,22 @@ pub const METRIC_REQUESTS: &str = "vllm:request_success_total";
 pub const METRIC_PREFILL_SECONDS: &str = "vllm:request_prefill_time_seconds_sum";
 pub const METRIC_QUEUE_SECONDS: &str = "vllm:request_queue_time_seconds_sum";
 
+/// Requests whose prefill time was observed (the prefill histogram's count).
+pub const METRIC_PREFILL_COUNT: &str = "vllm:request_prefill_time_seconds_count";
+
+/// Prompt tokens of finished requests (counter, tokens).
+pub const METRIC_PROMPT_TOKENS: &str = "vllm:prompt_tokens_total";
+
+/// Prompt tokens by where their KV came from (counter, tokens; label `source`, one of the
+/// three below): each request's split as the scheduler admitted it, summing to its prompt.
+pub const METRIC_PROMPT_TOKENS_BY_SOURCE: &str = "vllm:prompt_tokens_by_source_total";
+/// `source` of tokens the engine computed.
+pub const SOURCE_COMPUTED: &str = "local_compute";
+/// `source` of tokens found in the engine's own prefix cache.
+pub const SOURCE_LOCAL_HIT: &str = "local_cache_hit";
+/// `source` of tokens a KV connector supplied (recache's item pool).
+pub const SOURCE_EXTERNAL: &str = "external_kv_transfer";
+
 /// Empties the prefix cache; served only when vLLM runs with `VLLM_SERVER_DEV_MODE=1`.
 pub const RESET_PREFIX_CACHE_PATH: &str = "/reset_prefix_cache";
 

@@ -6,9 +6,10 @@
 //! # Layout
 //!
 //! - One module per benchmark: [`overhead`] (with [`loadgen`], [`wrk`], [`static_upstream`]),
-//!   [`peers`] (recache beside sglang-router and vllm-router), [`gr`], [`quality`], [`replay`], [`retrieve`], [`route`], [`slo`], [`soak`], [`synth`],
-//!   [`predictor`]; [`sim_plot`] draws `recache sim --plot`; [`curve`] draws the recompute
-//!   curve from `quality` and `gr` rows already measured.
+//!   [`peers`] (recache beside sglang-router and vllm-router), [`gr`], [`quality`], [`replay`],
+//!   [`retrieve`], [`route`], [`slo`], [`soak`], [`synth`], [`predictor`], [`costfit`] (where
+//!   a prefill's time goes); [`sim_plot`] draws `recache sim --plot`; [`curve`] draws the
+//!   recompute curve from `quality` and `gr` rows already measured.
 //! - What they share: [`http`] (the client, scrapes, engine calls), [`engine_ops`] (engine
 //!   specifics: cache reset, counters), [`open_loop`] (requests released at their planned
 //!   arrival, latency counted from it), [`stats`] (quantiles, spreads), [`rng`] (the seeded
@@ -16,6 +17,7 @@
 //!   `examples/testbed`), [`recache_bin`] (the `recache` binary beside this one), [`error`].
 //! - [`tracegen`]: deterministic trace generators for `recache sim` (`examples/gen_trace`).
 
+pub mod costfit;
 pub mod curve;
 pub mod engine_ops;
 pub mod error;
@@ -86,6 +88,10 @@ pub enum BenchCmd {
     /// on feature rows built from a Mooncake-format trace; then, per feature set, ranking quality
     /// against OPT's decisions (held-out AUC) and the FPB/LARU hit ratios it buys.
     Predictor(predictor::PredictorArgs),
+    /// Where a vLLM prefill's time goes: fresh prompts, prompts after a cached prefix and
+    /// bat-pool prompts after pooled items, one at a time, timed by vLLM's own prefill clock;
+    /// fits time ≈ a·tokens + b·pairs + c and compares b/a with the model's FLOP ratio.
+    Costfit(Box<costfit::CostfitArgs>),
     /// `recache sim` with `--plot`: the simulator of the eviction crate, and its PNG (the
     /// `recache` binary runs `sim` itself and hands it over only to draw).
     #[command(hide = true)]
@@ -104,6 +110,7 @@ impl BenchCmd {
             BenchCmd::Retrieve(args) => retrieve::run(*args).await,
             BenchCmd::Soak(args) => soak::run(args).await,
             BenchCmd::Slo(args) => slo::run(*args).await,
+            BenchCmd::Costfit(args) => costfit::run(*args).await,
             BenchCmd::RecomputeCurve(args) => curve::run(args).await,
             BenchCmd::Synth(args) => tokio::task::block_in_place(|| synth::run(args)),
             BenchCmd::Predictor(args) => {

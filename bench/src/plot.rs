@@ -1,7 +1,7 @@
 //! Every PNG the benchmarks draw (`bench gr --out/--sweep-out`, `bench slo --png`, `bench
-//! retrieve --png`, `bench route --out`, `recache sim --plot`): panels side by side in one
-//! bitmap, each a bar chart or a line chart. The benchmarks say what to draw ([`Panel`]); how
-//! it looks is decided here once.
+//! retrieve --png`, `bench route --out`, `bench costfit --out`, `recache sim --plot`): panels
+//! side by side in one bitmap, each a bar chart, a line chart or a scatter plot. The
+//! benchmarks say what to draw ([`Panel`]); how it looks is decided here once.
 //!
 //! plotters' bitmap backend renders text with `ab_glyph` from a TTF file read at run time, so
 //! the build needs no font library: `$RECACHE_PLOT_FONT`, else DejaVu Sans / Liberation Sans
@@ -50,6 +50,8 @@ pub enum Panel<'a> {
         values: &'a [f64],
     },
     Lines(Lines<'a>),
+    /// The same points unjoined: one marker per point, per series.
+    Scatter(Lines<'a>),
 }
 
 /// Lines through points, one per series, with an optional min–max bar per point.
@@ -108,7 +110,8 @@ pub fn draw(path: &Path, size: (u32, u32), panels: &[Panel<'_>]) -> Result<(), S
                 names,
                 values,
             } => bars(area, title, names, values)?,
-            Panel::Lines(lines) => draw_lines(area, lines)?,
+            Panel::Lines(lines) => draw_lines(area, lines, true)?,
+            Panel::Scatter(lines) => draw_lines(area, lines, false)?,
         }
     }
     root.present().map_err(|e| e.to_string())
@@ -182,9 +185,11 @@ fn ranges(lines: &Lines<'_>) -> ((f64, f64), f64) {
     (x, ymax)
 }
 
+/// A line chart, its points joined (`join`) or not.
 fn draw_lines<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     lines: &Lines<'_>,
+    join: bool,
 ) -> Result<(), String> {
     let ((x0, x1), ymax) = ranges(lines);
     let mut builder = ChartBuilder::on(area);
@@ -197,12 +202,12 @@ fn draw_lines<DB: DrawingBackend>(
         let chart = builder
             .build_cartesian_2d((x0..x1).log_scale(), 0.0..ymax)
             .map_err(|e| e.to_string())?;
-        fill(chart, lines, (x0, x1))
+        fill(chart, lines, (x0, x1), join)
     } else {
         let chart = builder
             .build_cartesian_2d(x0..x1, 0.0..ymax)
             .map_err(|e| e.to_string())?;
-        fill(chart, lines, (x0, x1))
+        fill(chart, lines, (x0, x1), join)
     }
 }
 
@@ -211,6 +216,7 @@ fn fill<'a, DB, X>(
     mut chart: ChartContext<'a, DB, Cartesian2d<X, plotters::coord::types::RangedCoordf64>>,
     lines: &Lines<'_>,
     (x0, x1): (f64, f64),
+    join: bool,
 ) -> Result<(), String>
 where
     DB: DrawingBackend + 'a,
@@ -240,17 +246,27 @@ where
         let xy: Vec<(f64, f64)> = (s.points.iter().copied())
             .filter(|p| p.0.is_finite() && p.1.is_finite())
             .collect();
-        chart
-            .draw_series(std::iter::once(PathElement::new(
-                xy.clone(),
-                color.stroke_width(2),
-            )))
-            .map_err(err)?
-            .label(s.name.as_str())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
-        chart
-            .draw_series(xy.iter().map(|&p| Circle::new(p, 3, color.filled())))
-            .map_err(err)?;
+        if join {
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    xy.clone(),
+                    color.stroke_width(2),
+                )))
+                .map_err(err)?
+                .label(s.name.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2))
+                });
+            chart
+                .draw_series(xy.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                .map_err(err)?;
+        } else {
+            chart
+                .draw_series(xy.iter().map(|&p| Circle::new(p, 4, color.filled())))
+                .map_err(err)?
+                .label(s.name.as_str())
+                .legend(move |(x, y)| Circle::new((x + 9, y), 4, color.filled()));
+        }
         let spreads = (s.spread.iter())
             .filter(|(x, lo, hi)| x.is_finite() && lo.is_finite() && hi.is_finite());
         chart

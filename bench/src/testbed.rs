@@ -50,6 +50,9 @@ pub struct Testbed {
     pool_store: Option<String>,
     /// `up --max-logprobs` of every engine started from now on [the testbed's default, 200].
     max_logprobs: Option<u64>,
+    /// `up --model` of every engine started from now on [the testbed's default: its
+    /// `RECACHE_TESTBED_MODEL`, else the tiny model].
+    model: Option<String>,
     started: Vec<(Layout, Instance)>,
 }
 
@@ -66,6 +69,7 @@ impl Testbed {
             block_bytes,
             pool_store: None,
             max_logprobs: None,
+            model: None,
             started: Vec::new(),
         })
     }
@@ -81,6 +85,12 @@ impl Testbed {
     /// vLLM's beam search asks for 2 x its width).
     pub fn with_max_logprobs(mut self, n: Option<u64>) -> Self {
         self.max_logprobs = n;
+        self
+    }
+
+    /// Engines started from now on serve the testbed model `kind` (`up --model`).
+    pub fn with_model(mut self, kind: Option<String>) -> Self {
+        self.model = kind;
         self
     }
 
@@ -120,6 +130,9 @@ impl Testbed {
         }
         if let Some(n) = self.max_logprobs {
             cmd.args(["--max-logprobs", &n.to_string()]);
+        }
+        if let Some(kind) = &self.model {
+            cmd.args(["--model", kind]);
         }
         // vLLM's CPU KV space (GiB) must hold the blocks; the block count is the real cap.
         let gib = (layout.kv_blocks * self.block_bytes).div_ceil(1 << 30) + 1;

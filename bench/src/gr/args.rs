@@ -187,3 +187,36 @@ impl Workload {
         }
     }
 }
+
+/// `bench gr`'s command line with only its required flags: every other setting at its
+/// default, from clap itself (benchmarks that reuse gr's workload and modes start here).
+#[derive(clap::Parser)]
+struct GrDefaults {
+    #[command(flatten)]
+    gr: GrArgs,
+}
+
+impl GrArgs {
+    pub fn defaults(
+        data: &std::path::Path,
+        items: &std::path::Path,
+        upstream: &str,
+    ) -> Result<Self, crate::error::BenchError> {
+        use clap::{CommandFactory, FromArgMatches};
+        let argv = [
+            "gr".to_string(),
+            "--data".into(),
+            data.to_string_lossy().into_owned(),
+            "--items".into(),
+            items.to_string_lossy().into_owned(),
+            "--upstream".into(),
+            upstream.to_string(),
+        ];
+        let bad =
+            |e: clap::Error| crate::error::BenchError::Setup(format!("bench gr defaults: {e}"));
+        let matches = GrDefaults::command()
+            .try_get_matches_from(argv)
+            .map_err(bad)?;
+        Ok(GrDefaults::from_arg_matches(&matches).map_err(bad)?.gr)
+    }
+}

@@ -184,6 +184,7 @@ pub async fn run_mode_answers(
         user_prefix: out.user_prefix,
         prompt_tokens: out.prompt_tokens,
         cached_tokens: out.cached_tokens,
+        attended_pairs: out.attended_pairs,
         wall_s: out.wall_s,
         workload: args.workload.name().to_string(),
         distinct_users: ctx.population.distinct_users,

@@ -39,6 +39,10 @@ pub struct ModeResult {
     pub prompt_tokens: u64,
     /// Sum of `usage.cached_tokens` recache reported.
     pub cached_tokens: u64,
+    /// Query–key pairs the requests' computed tokens attended (per request `T·P + T·(T+1)/2`,
+    /// `P` its `usage.cached_tokens`, `T` the rest of its prompt): with `computed_tokens`
+    /// what `bench costfit`'s fit `a·tokens + b·pairs + c` predicts `engine_prefill_s` from.
+    pub attended_pairs: u64,
     pub wall_s: f64,
     /// The request stream: `default` (`--users` active users) or `bat` (BAT §6.1: every user
     /// of `--data`, drawn with replacement by activity).

@@ -27,6 +27,9 @@ pub struct Outcome {
     pub wall_s: f64,
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
+    /// Query–key pairs the computed tokens attended, summed over requests (each request's
+    /// `usage.cached_tokens` is its prefix in KV: [`crate::costfit::fit::pairs`]).
+    pub attended_pairs: u64,
     pub user_prefix: usize,
     /// Each request's answer by its index in the stream (`None`: an error), for callers that
     /// read the rankings (`bench quality`).
@@ -84,8 +87,14 @@ pub async fn run(
                     false => timed.service_ms,
                 });
                 out.service_ms.push(timed.service_ms);
-                out.prompt_tokens += v["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
-                out.cached_tokens += v["usage"]["cached_tokens"].as_u64().unwrap_or(0);
+                let prompt = v["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
+                let cached = v["usage"]["cached_tokens"]
+                    .as_u64()
+                    .unwrap_or(0)
+                    .min(prompt);
+                out.prompt_tokens += prompt;
+                out.cached_tokens += cached;
+                out.attended_pairs += crate::costfit::fit::pairs(cached, prompt - cached);
                 out.user_prefix += usize::from(v["prefix"] == "user");
                 out.answers[timed.index] = Some(v);
             }

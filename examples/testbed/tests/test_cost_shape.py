@@ -7,8 +7,8 @@
   checkpoints stay valid;
 - bench/src/testbed/model.rs's fallback geometry (used before a checkpoint is made) is the
   recipes' own;
-- flops.py's numbers for the tiny config equal a hand computation, and the ratios the issue
-  quotes (~5e-4 tiny, ~7e-5 Qwen2-1.5B) come out;
+- flops.py's numbers for the tiny config equal a hand computation, and the rounded ratios
+  quoted for the two (~5e-4 tiny, ~7e-5 Qwen2-1.5B) come out;
 - a made checkpoint's config.json (when the testbed home has one) says what KINDS says; a
   missing one shows as skipped. Pure Python, no engine.
 """

@@ -1,9 +1,9 @@
 //! The one place that knows the engine testbed (`examples/testbed`: vLLM and SGLang CPU
-//! engines with a tiny model): where its scripts are, the model's KV geometry the benchmarks'
-//! defaults assume, how to tell a user to start an engine, and `bench gr --testbed`'s engines,
-//! started and stopped with the testbed's own scripts (`up` / `down`), one instance per memory
-//! layout (KV blocks, item pool bytes), kept up across modes and rounds so paired runs need no
-//! restart, and all stopped when the benchmark ends (also on error, by `Drop`); `bench route
+//! engines with a small model): where its scripts are, which model they serve and its KV
+//! geometry ([`model`]), how to tell a user to start an engine, and `bench gr --testbed`'s
+//! engines, started and stopped with the testbed's own scripts (`up` / `down`), one instance
+//! per memory layout (KV blocks, item pool bytes), kept up across modes and rounds so paired
+//! runs need no restart, and all stopped when the benchmark ends (also on error, by `Drop`); `bench route
 //! --testbed` and `bench peers` start named replicas of one layout ([`Testbed::start_named`]),
 //! with an item pool's store when one is set ([`Testbed::with_pool_store`]).
 
@@ -12,12 +12,15 @@ use std::process::Command;
 
 use crate::error::BenchError;
 
+pub mod model;
+pub use model::{MODEL_ENV, Model, ModelKind};
+
 /// The testbed's scripts, relative to the repository root (`--testbed-dir`'s default).
 pub const DIR: &str = "examples/testbed";
 /// Tokens per KV block of the testbed's engines (`--block-size`'s default).
 pub const BLOCK_TOKENS: u64 = 32;
-/// KV bytes of one token of the testbed model: 4 layers x 2 KV heads x 64 dims x 2 (K, V) x 2
-/// bytes (bf16) (`--kv-token-bytes`' default).
+/// KV bytes of one token of the tiny testbed model: 4 layers x 2 KV heads x 64 dims x 2 (K, V)
+/// x 2 bytes (bf16); a run's own model's comes from [`Model::resolve`].
 pub const KV_TOKEN_BYTES: u64 = 2048;
 
 /// How to start a testbed engine with `flags`, for messages: `examples/testbed/up FLAGS`.
@@ -50,9 +53,8 @@ pub struct Testbed {
     pool_store: Option<String>,
     /// `up --max-logprobs` of every engine started from now on [the testbed's default, 200].
     max_logprobs: Option<u64>,
-    /// `up --model` of every engine started from now on [the testbed's default: its
-    /// `RECACHE_TESTBED_MODEL`, else the tiny model].
-    model: Option<String>,
+    /// `up --model` of every engine started from now on [`up`'s: `$RECACHE_TESTBED_MODEL`].
+    model: Option<ModelKind>,
     started: Vec<(Layout, Instance)>,
 }
 
@@ -88,9 +90,9 @@ impl Testbed {
         self
     }
 
-    /// Engines started from now on serve the testbed model `kind` (`up --model`).
-    pub fn with_model(mut self, kind: Option<String>) -> Self {
-        self.model = kind;
+    /// Engines started from now on serve `kind` (`up --model`).
+    pub fn with_model(mut self, kind: ModelKind) -> Self {
+        self.model = Some(kind);
         self
     }
 
@@ -128,11 +130,11 @@ impl Testbed {
                 cmd.args(["--pool-store", store]);
             }
         }
+        if let Some(kind) = self.model {
+            cmd.args(["--model", kind.name()]);
+        }
         if let Some(n) = self.max_logprobs {
             cmd.args(["--max-logprobs", &n.to_string()]);
-        }
-        if let Some(kind) = &self.model {
-            cmd.args(["--model", kind]);
         }
         // vLLM's CPU KV space (GiB) must hold the blocks; the block count is the real cap.
         let gib = (layout.kv_blocks * self.block_bytes).div_ceil(1 << 30) + 1;
@@ -141,8 +143,12 @@ impl Testbed {
             (Some(s), 1..) => format!(", store {s}"),
             _ => String::new(),
         };
+        let model = self
+            .model
+            .map_or(String::new(), |k| format!("{}, ", k.name()));
         eprintln!(
-            "bench: starting testbed engine {name} ({} KV blocks, pool {} bytes{store}) ...",
+            "bench: starting testbed engine {name} ({model}{} KV blocks, pool {} bytes{store}) \
+             ...",
             layout.kv_blocks, layout.pool_bytes
         );
         let out = cmd

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Owns the testbed checkpoint: a tiny Qwen2 model with random weights plus a tokenizer.
+"""Owns the testbed's random-weight checkpoints: Qwen2 models plus the testbed tokenizer.
 
 Run with the testbed venv's Python (needs torch, transformers, tokenizers).
 No model hub is reachable, so everything is made here, deterministically:
@@ -9,15 +9,40 @@ No model hub is reachable, so everything is made here, deterministically:
   item of a whole catalog (Amazon Beauty: 12,101) its own label token and every id the
   model may emit still decodes;
 - ChatML special tokens and chat template, so /v1/chat/completions works;
-- Qwen2ForCausalLM: 4 layers, hidden 256, 4 heads, 2 KV heads, bf16, seeded init,
-  16384 positions so 8k+ token prompts fit.
+- Qwen2ForCausalLM with seeded random weights, bf16, 16384 positions so 8k+ token prompts
+  fit, of one of two shapes (`--kind`, KINDS):
+  tiny: 4 layers, hidden 256, FFN 1024, 4 heads, 2 KV heads (head dim 64);
+  qwen2-1.5b-shape: Qwen2-1.5B's layer (hidden 1536, FFN 8960, 12 heads, 2 KV heads, head
+  dim 128, its rope theta, RMS eps and tied embeddings) but only 2 layers and the testbed
+  tokenizer, so its cost per token and per query-key pair has a real GR model's proportions
+  (docs/cost-shape.md) while a 6.5k-token prefill still fits on this machine's CPU.
 Written to a temp dir and renamed into place with a stamp, so a crash never leaves a
 half-made checkpoint that later runs would trust.
 """
 import argparse, json, os, random, shutil, sys
 
 VOCAB = 65536
-RECIPE = "tiny-qwen2 recipe=4 vocab=4096+filler=65536 layers=4 hidden=256 heads=4/2 pos=16384 seed=0"
+# Qwen2Config arguments per kind (besides the tokenizer's ids); flops.py and the tests read
+# them, so this is the one place a shape is written down. The recipe stamps a cached copy:
+# change a shape, change its recipe.
+KINDS = {
+    "tiny": {
+        "recipe": "tiny-qwen2 recipe=4 vocab=4096+filler=65536 layers=4 hidden=256 heads=4/2 "
+                  "pos=16384 seed=0",
+        "config": dict(hidden_size=256, intermediate_size=1024, num_hidden_layers=4,
+                       num_attention_heads=4, num_key_value_heads=2, rope_theta=10000.0,
+                       tie_word_embeddings=False),
+    },
+    # Qwen2-1.5B's published config.json: hidden 1536, intermediate 8960, 12 heads, 2 KV
+    # heads, rope_theta 1e6, rms_norm_eps 1e-6, tied embeddings (its 28 layers cut to 2).
+    "qwen2-1.5b-shape": {
+        "recipe": "qwen2-1.5b-shape recipe=1 vocab=4096+filler=65536 layers=2 hidden=1536 "
+                  "ffn=8960 heads=12/2 pos=16384 seed=0",
+        "config": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=2,
+                       num_attention_heads=12, num_key_value_heads=2, rope_theta=1000000.0,
+                       rms_norm_eps=1e-6, tie_word_embeddings=True),
+    },
+}
 QWEN2_SPLIT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
                r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -84,7 +109,7 @@ def pad_vocab(tok, size):
     return Tokenizer.from_str(json.dumps(spec))
 
 
-def make(out_dir):
+def make(out_dir, kind):
     os.environ["RAYON_NUM_THREADS"] = "1"  # single-threaded BPE training: same merges every run
     import torch
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -102,16 +127,13 @@ def make(out_dir):
     with open(tc_path, "w") as f:
         json.dump(tc, f, indent=2)
     eos, pad = fast.convert_tokens_to_ids("<|im_end|>"), fast.convert_tokens_to_ids("<|endoftext|>")
-    cfg = Qwen2Config(vocab_size=VOCAB, hidden_size=256, intermediate_size=1024,
-                      num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-                      max_position_embeddings=16384, rope_theta=10000.0,
-                      tie_word_embeddings=False, bos_token_id=pad, eos_token_id=eos,
-                      pad_token_id=pad)
+    cfg = Qwen2Config(vocab_size=VOCAB, max_position_embeddings=16384, bos_token_id=pad,
+                      eos_token_id=eos, pad_token_id=pad, **KINDS[kind]["config"])
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(cfg).to(torch.bfloat16)
     model.save_pretrained(tmp)
     with open(os.path.join(tmp, "recache-testbed-stamp"), "w") as f:
-        f.write(RECIPE + "\n")
+        f.write(KINDS[kind]["recipe"] + "\n")
     shutil.rmtree(out_dir, ignore_errors=True)
     os.rename(tmp, out_dir)
 
@@ -119,11 +141,13 @@ def make(out_dir):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="checkpoint directory")
-    out = ap.parse_args().out
+    ap.add_argument("--kind", choices=sorted(KINDS), default="tiny", help="the model's shape")
+    a = ap.parse_args()
+    out = a.out
     stamp = os.path.join(out, "recache-testbed-stamp")
-    if os.path.exists(stamp) and open(stamp).read().strip() == RECIPE:
+    if os.path.exists(stamp) and open(stamp).read().strip() == KINDS[a.kind]["recipe"]:
         print(f"[testbed] model ready (cached): {out}", file=sys.stderr)
     else:
-        print(f"[testbed] making tiny Qwen2 checkpoint + tokenizer in {out}", file=sys.stderr)
-        make(out)
+        print(f"[testbed] making {a.kind} Qwen2 checkpoint + tokenizer in {out}", file=sys.stderr)
+        make(out, a.kind)
     print(out)

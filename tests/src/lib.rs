@@ -118,6 +118,9 @@ impl Testbed {
         let out = Command::new(repo_root().join("examples/testbed/up"))
             .args(["--name", name])
             .args(extra)
+            // The tests are written for the tiny model (the ranker where they pass --model):
+            // a shell's RECACHE_TESTBED_MODEL, meant for the benches, must not swap it.
+            .env_remove("RECACHE_TESTBED_MODEL")
             .envs(env.iter().copied())
             .output()
             .expect("running examples/testbed/up");

@@ -38,8 +38,8 @@ pub struct CostfitArgs {
     pub kv_events: Option<String>,
     /// The testbed model (`examples/testbed/up --model`) of the engine the bench starts; every
     /// row carries it. With --upstream, say which model that engine serves
-    #[arg(long, env = "RECACHE_TESTBED_MODEL", default_value = "tiny")]
-    pub model: String,
+    #[arg(long, value_enum, env = crate::testbed::MODEL_ENV, default_value = "tiny")]
+    pub model: crate::testbed::ModelKind,
     /// Served model name [default: the engine's first model]
     #[arg(long)]
     pub served_model: Option<String>,

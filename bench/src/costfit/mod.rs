@@ -75,7 +75,7 @@ pub async fn run(args: CostfitArgs) -> Result<(), BenchError> {
     let upstream = instance.upstream.as_str();
     let served = setup::served(&args, &client, upstream).await?;
     let model = Model {
-        kind: args.model.clone(),
+        kind: args.model.name().to_string(),
         served: served.name.clone(),
     };
     let metrics_url = format!("{upstream}/metrics");
@@ -183,7 +183,7 @@ async fn rounds(
     src: &Sources<'_>,
 ) -> Result<(Vec<Row>, f64), BenchError> {
     let per_round = src.points.len() + src.pooled.map_or(0, |p| p.requests());
-    let label = format!("costfit {}", args.model);
+    let label = format!("costfit {}", args.model.name());
     let progress = Progress::new((per_round * args.repeat) as u64, label);
     let tick = || progress.inc(1);
     let client = src.target.client;

@@ -28,12 +28,12 @@ pub async fn engine(
         None => {
             let block_bytes = testbed::BLOCK_TOKENS * testbed::KV_TOKEN_BYTES;
             let mut tb =
-                Testbed::new(&args.testbed_dir, block_bytes)?.with_model(Some(args.model.clone()));
+                Testbed::new(&args.testbed_dir, block_bytes)?.with_model(args.model);
             let layout = Layout {
                 kv_blocks: args.kv_blocks,
                 pool_bytes: args.pool_bytes,
             };
-            let name = format!("costfit-{}", args.model);
+            let name = format!("costfit-{}", args.model.name());
             let i = tokio::task::block_in_place(|| tb.start_named(&name, layout))?;
             (i, Some(tb))
         }

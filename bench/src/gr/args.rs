@@ -134,14 +134,19 @@ pub struct GrArgs {
     /// kv_bytes says what that mode had). Without it such a run is refused
     #[arg(long)]
     pub allow_unequal_memory: bool,
-    /// KV bytes of one token (all layers, K and V) [default: 2048, the testbed model: 4
-    /// layers x 2 KV heads x 64 dims x 2 (K, V) x 2 bytes (bf16)]
-    #[arg(long, default_value_t = crate::testbed::KV_TOKEN_BYTES)]
-    pub kv_token_bytes: u64,
+    /// KV bytes of one token (all layers, K and V) [default: --testbed-model's, from its
+    /// config.json: 2048 for tiny (4 layers x 2 KV heads x 64 dims x 2 (K, V) x 2 bytes, bf16)
+    /// and for qwen2-1.5b-shape (2 x 2 x 128 x 2 x 2)]
+    #[arg(long)]
+    pub kv_token_bytes: Option<u64>,
     /// Start and stop the engines with the testbed (its `up` script, under --testbed-dir), one
     /// per memory layout (plain, pooled), kept up across modes and rounds
     #[arg(long)]
     pub testbed: bool,
+    /// The testbed model: the one --testbed's engines serve (`up --model`), and whose KV bytes
+    /// a token --kv-token-bytes defaults to
+    #[arg(long, value_enum, env = crate::testbed::MODEL_ENV, default_value = "tiny")]
+    pub testbed_model: crate::testbed::ModelKind,
     /// The testbed scripts' folder
     #[arg(long, default_value = crate::testbed::DIR)]
     pub testbed_dir: PathBuf,
@@ -168,6 +173,15 @@ pub struct GrArgs {
     /// profile's length and the items in prompt order
     #[arg(long, value_name = "FILE", requires = "trace_only")]
     pub replay_out: Option<PathBuf>,
+}
+
+impl GrArgs {
+    /// KV bytes of one token: --kv-token-bytes, once `run` has resolved it from the model; the
+    /// tiny model's before.
+    pub fn token_bytes(&self) -> u64 {
+        self.kv_token_bytes
+            .unwrap_or(crate::testbed::KV_TOKEN_BYTES)
+    }
 }
 
 /// Which request stream `bench gr` sends.
@@ -218,5 +232,31 @@ impl GrArgs {
             .try_get_matches_from(argv)
             .map_err(bad)?;
         Ok(GrDefaults::from_arg_matches(&matches).map_err(bad)?.gr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::testbed::ModelKind;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        gr: GrArgs,
+    }
+
+    #[test]
+    fn the_testbed_model_is_a_flag_and_kv_token_bytes_defaults_from_it() {
+        let base = ["gr", "--data", "d", "--items", "i", "--testbed"];
+        let a = Cli::parse_from(base.iter().chain(&["--testbed-model", "qwen2-1.5b-shape"])).gr;
+        assert_eq!(a.testbed_model, ModelKind::Qwen2Shape);
+        assert_eq!(a.kv_token_bytes, None, "resolved from the model by run()");
+        assert_eq!(a.token_bytes(), crate::testbed::KV_TOKEN_BYTES);
+        let given = Cli::parse_from(base.iter().chain(&["--kv-token-bytes", "1024"])).gr;
+        assert_eq!(given.token_bytes(), 1024);
+        assert!(Cli::try_parse_from(base.iter().chain(&["--testbed-model", "big"])).is_err());
     }
 }

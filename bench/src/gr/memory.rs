@@ -111,14 +111,14 @@ pub fn check_equal(args: &GrArgs) -> Result<(), BenchError> {
 }
 
 pub fn plan(args: &GrArgs, data: &Data, past: &[Planned]) -> Result<Memory, BenchError> {
-    let block_bytes = args.block_size * args.kv_token_bytes;
+    let block_bytes = args.block_size * args.token_bytes();
     if block_bytes == 0 {
         return Err(BenchError::Setup(
             "--block-size and --kv-token-bytes must be at least 1".into(),
         ));
     }
     let item_tokens = args.item_tokens as u64 + 1; // the label
-    let item_bytes = item_tokens * args.kv_token_bytes;
+    let item_bytes = item_tokens * args.token_bytes();
     let Some(asked) = args.kv_bytes else {
         let blocks = args.kv_blocks.unwrap_or(0);
         let n = args
@@ -148,7 +148,7 @@ pub fn plan(args: &GrArgs, data: &Data, past: &[Planned]) -> Result<Memory, Benc
     let working = args.concurrency as u64 * args.max_prompt_tokens as u64 + args.block_size;
     let split = budget::split(&SplitInput {
         kv_bytes,
-        token_bytes: args.kv_token_bytes,
+        token_bytes: args.token_bytes(),
         working_tokens: working,
         items: &items,
         users: &users,
@@ -273,7 +273,7 @@ mod tests {
                     mode.name()
                 );
             }
-            let items = m.pool_items.len() as u64 * (a.item_tokens as u64 + 1) * a.kv_token_bytes;
+            let items = m.pool_items.len() as u64 * (a.item_tokens as u64 + 1) * a.token_bytes();
             assert!(
                 m.pooled.pool_bytes >= items,
                 "the pool holds its items: {m:?}"

@@ -39,7 +39,7 @@ use std::sync::Arc;
 
 use crate::error::BenchError;
 use crate::http;
-use crate::testbed::{Instance, Testbed};
+use crate::testbed::{self, Instance, Testbed};
 pub use args::{GrArgs, Workload};
 use bodies::Titles;
 use modes::Mode;
@@ -104,16 +104,20 @@ fn check(args: &GrArgs) -> Result<(), BenchError> {
     Ok(())
 }
 
-pub async fn run(args: GrArgs) -> Result<(), BenchError> {
+pub async fn run(mut args: GrArgs) -> Result<(), BenchError> {
     check(&args)?;
+    let testbed_model = testbed::Model::resolve(args.testbed_model)?;
+    // Byte budgets become blocks of the served model's own KV size, not the tiny model's.
+    args.kv_token_bytes
+        .get_or_insert(testbed_model.kv_token_bytes);
     let client = http::client();
     let data = workload::load(&args.data, &args.items)?;
-    let block_bytes = args.block_size * args.kv_token_bytes;
+    let block_bytes = args.block_size * args.token_bytes();
     // The plain layout never depends on the traffic, so its engine can come first and serve
     // tokenization; the pooled layout needs the planned traffic's past period.
     let mut memory = memory::plan(&args, &data, &[])?;
     let mut engines = if args.testbed {
-        let mut tb = Testbed::new(&args.testbed_dir, block_bytes)?;
+        let mut tb = Testbed::new(&args.testbed_dir, block_bytes)?.with_model(args.testbed_model);
         tokio::task::block_in_place(|| tb.get(memory.plain))?;
         Engines::Testbed(tb)
     } else {
@@ -184,8 +188,9 @@ pub async fn run(args: GrArgs) -> Result<(), BenchError> {
     }
     eprintln!(
         "bench gr: {} workload: {} requests, {} distinct users, returning share {:.3}; memory \
-         ({}): plain {} KV bytes, pooled {} KV bytes; plain engine {} blocks, pooled engine {} \
-         blocks + pool {} bytes ({} items, split threshold {:.2e}, user tokens by value {})",
+         ({}, model {model} at {} KV bytes a token): plain {} KV bytes, pooled {} KV bytes; \
+         plain engine {} blocks, pooled engine {} blocks + pool {} bytes ({} items, split \
+         threshold {:.2e}, user tokens by value {})",
         args.workload.name(),
         plan.len(),
         population.distinct_users,
@@ -195,6 +200,7 @@ pub async fn run(args: GrArgs) -> Result<(), BenchError> {
         } else {
             "UNEQUAL: --allow-unequal-memory"
         },
+        args.token_bytes(),
         memory.total_bytes(memory.plain),
         memory.total_bytes(memory.pooled),
         memory.plain.kv_blocks,

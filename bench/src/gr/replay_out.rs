@@ -79,7 +79,7 @@ fn header(args: &GrArgs, memory: &Memory) -> Value {
         "seed": args.seed,
         "candidates": args.candidates,
         "block_size": args.block_size,
-        "kv_token_bytes": args.kv_token_bytes,
+        "kv_token_bytes": args.token_bytes(),
         "kv_bytes": memory.total_bytes(memory.plain),
         "equal_memory": memory.equal,
         "plain_kv_blocks": memory.plain.kv_blocks,

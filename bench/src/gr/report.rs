@@ -11,6 +11,8 @@ use crate::plot::{self, Panel};
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ModeResult {
     pub mode: String,
+    /// The served model the mode ran on (the engine's name for it).
+    pub model: String,
     pub requests: usize,
     pub rps: f64,
     /// Latency quantiles of the successful requests: at an offered load (open loop) from each

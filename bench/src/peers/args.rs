@@ -122,6 +122,10 @@ pub struct PeersArgs {
     /// The engine testbed's scripts
     #[arg(long, default_value = crate::testbed::DIR)]
     pub testbed_dir: PathBuf,
+    /// The model the testbed replicas serve (`up --model`); equal-memory byte budgets use its
+    /// KV bytes a token
+    #[arg(long, value_enum, env = crate::testbed::MODEL_ENV, default_value = "tiny")]
+    pub testbed_model: crate::testbed::ModelKind,
     /// One JSON object per line (per system × workload × round, then summaries); else a table
     #[arg(long)]
     pub json: bool,
@@ -140,4 +144,11 @@ pub struct PeersArgs {
     /// stream's past period (hottest first)
     #[arg(long, default_value_t = 1000)]
     pub pool_items: usize,
+}
+
+impl PeersArgs {
+    /// The testbed model the replicas serve (`--testbed-model`), with its KV bytes a token.
+    pub fn model(&self) -> Result<crate::testbed::Model, crate::error::BenchError> {
+        crate::testbed::Model::resolve(self.testbed_model)
+    }
 }

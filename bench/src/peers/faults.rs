@@ -87,7 +87,7 @@ pub async fn one(
     drop(running);
     let (kill_errors, kill_why, sent) = killed(args, venv, replicas, s, round).await?;
     Ok(json!({
-        "system": s.name(), "workload": "faults", "round": round,
+        "system": s.name(), "workload": "faults", "round": round, "model": model,
         "errors": id_errors + stream_errors + kill_errors,
         "token_ids": {"requests": PART, "errors": id_errors, "first_error": id_why},
         "stream": {"requests": PART, "errors": stream_errors, "first_error": stream_why},
@@ -107,10 +107,8 @@ async fn killed(
     round: u32,
 ) -> Result<(usize, Option<String>, usize), BenchError> {
     let client = http::client();
-    let mut tb = Testbed::new(
-        &args.testbed_dir,
-        testbed::BLOCK_TOKENS * testbed::KV_TOKEN_BYTES,
-    )?;
+    let block_bytes = testbed::BLOCK_TOKENS * args.model()?.kv_token_bytes;
+    let mut tb = Testbed::new(&args.testbed_dir, block_bytes)?.with_model(args.testbed_model);
     let victim = tb.start_named(
         "peers-victim",
         Layout {

@@ -13,6 +13,9 @@ use crate::error::BenchError;
 use crate::overhead::{measure, use_wrk};
 use crate::static_upstream;
 
+/// The overhead rows' `model`: the static upstream runs none.
+pub const STATIC_MODEL: &str = "none (static upstream)";
+
 /// The request every system gets: a short text completion, as a client would send it.
 fn body() -> String {
     let words = "the quick brown fox jumps over the lazy dog ".repeat(12);
@@ -57,6 +60,8 @@ pub async fn round(
         drop(running);
         rows.push(json!({
             "system": s.name(), "workload": "overhead", "round": round,
+            // A static upstream answers: no model runs (the body's name is only a name).
+            "model": STATIC_MODEL,
             "rps": pn.rps, "rps_vs_direct": pn.rps / dn.rps,
             "added_p50_us": p1.p50_us - d1.p50_us, "added_p99_us": p1.p99_us - d1.p99_us,
             "p50_us": p1.p50_us, "p99_us": p1.p99_us,

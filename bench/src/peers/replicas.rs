@@ -23,13 +23,12 @@ pub struct Replicas {
 
 impl Replicas {
     pub async fn start(args: &PeersArgs, client: &HttpClient) -> Result<Self, BenchError> {
+        let block_bytes = testbed::BLOCK_TOKENS * args.model()?.kv_token_bytes;
         let (urls, kv_events, testbed) = if args.upstream.is_empty() {
             let logprobs = super::retrieve::max_logprobs(args);
-            let mut tb = Testbed::new(
-                &args.testbed_dir,
-                testbed::BLOCK_TOKENS * testbed::KV_TOKEN_BYTES,
-            )?
-            .with_max_logprobs(logprobs);
+            let mut tb = Testbed::new(&args.testbed_dir, block_bytes)?
+                .with_max_logprobs(logprobs)
+                .with_model(args.testbed_model);
             // Other names for other options: `up` refuses a live name started otherwise.
             let prefix = match logprobs {
                 Some(n) => format!("peers-lp{n}-r"),
@@ -61,10 +60,7 @@ impl Replicas {
             engine_ops::warm_up(client, up, &model).await?;
         }
         Ok(Self {
-            kv_bytes: urls.len() as u64
-                * args.kv_blocks
-                * testbed::BLOCK_TOKENS
-                * testbed::KV_TOKEN_BYTES,
+            kv_bytes: urls.len() as u64 * args.kv_blocks * block_bytes,
             urls,
             kv_events,
             engine,
@@ -129,8 +125,8 @@ impl Replicas {
         name: &str,
         layout: Layout,
     ) -> Result<Self, BenchError> {
-        let block_bytes = testbed::BLOCK_TOKENS * testbed::KV_TOKEN_BYTES;
-        let mut tb = Testbed::new(&args.testbed_dir, block_bytes)?;
+        let block_bytes = testbed::BLOCK_TOKENS * args.model()?.kv_token_bytes;
+        let mut tb = Testbed::new(&args.testbed_dir, block_bytes)?.with_model(args.testbed_model);
         let (mut urls, mut kv_events) = (Vec::new(), Vec::new());
         for i in 0..args.replicas {
             let inst = tb.start_named(&format!("{name}-r{i}"), layout)?;

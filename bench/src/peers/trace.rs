@@ -174,7 +174,7 @@ pub async fn one(
     let per_replica = replicas.requests(&before, &after);
     ttft.sort_by(f64::total_cmp);
     Ok(json!({
-        "system": s.name(), "workload": "trace", "round": round,
+        "system": s.name(), "workload": "trace", "round": round, "model": replicas.model,
         "rps": ok as f64 / out.wall_s, "offered_rps": args.rate,
         "hit_rate": hits / queries.max(1.0),
         "ttft_p50_ms": pct(&ttft, 0.5), "ttft_p99_ms": pct(&ttft, 0.99),

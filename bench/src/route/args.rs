@@ -49,6 +49,9 @@ pub struct RouteArgs {
     /// The testbed scripts' folder
     #[arg(long, default_value = crate::testbed::DIR)]
     pub testbed_dir: PathBuf,
+    /// The model --testbed's replicas serve (`up --model`)
+    #[arg(long, value_enum, env = crate::testbed::MODEL_ENV, default_value = "tiny")]
+    pub testbed_model: crate::testbed::ModelKind,
     /// Mooncake-format trace (JSONL with hash_ids)
     #[arg(long)]
     pub trace: Option<PathBuf>,

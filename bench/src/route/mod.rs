@@ -78,8 +78,9 @@ struct Owned {
 async fn start_own(args: &mut RouteArgs) -> Result<Owned, BenchError> {
     // The testbed's scripts are checked before anything starts.
     let tb = if args.testbed {
-        let block_bytes = testbed::BLOCK_TOKENS * testbed::KV_TOKEN_BYTES;
-        Some(Testbed::new(&args.testbed_dir, block_bytes)?)
+        let model = testbed::Model::resolve(args.testbed_model)?;
+        let block_bytes = testbed::BLOCK_TOKENS * model.kv_token_bytes;
+        Some(Testbed::new(&args.testbed_dir, block_bytes)?.with_model(args.testbed_model))
     } else {
         None
     };
@@ -148,7 +149,8 @@ pub async fn run(mut args: RouteArgs) -> Result<(), BenchError> {
         // The record alone (approximate mode), then with exact mirrors (--kv-events).
         let prompts = trace_prompts(&args)?;
         for mirrored in [0, 100_000] {
-            for row in timed_decisions(&args, &prompts, mirrored) {
+            for mut row in timed_decisions(&args, &prompts, mirrored) {
+                row["model"] = json!("none (decisions only: no engine is called)");
                 print_row(&args, &row);
             }
         }
@@ -169,6 +171,7 @@ pub async fn run(mut args: RouteArgs) -> Result<(), BenchError> {
             let mut row = measure::one(&args, engine, &model, &load, *routing).await?;
             // The spec as given names the row (two `gr` rows may differ in parameters).
             row["strategy"] = json!(spec.trim());
+            row["model"] = json!(model);
             print_row(&args, &row);
             rows.push(row);
         }
@@ -181,7 +184,8 @@ pub async fn run(mut args: RouteArgs) -> Result<(), BenchError> {
         }
     }
     for mirrored in [0, 100_000] {
-        for row in timed_decisions(&args, &load.prompts, mirrored) {
+        for mut row in timed_decisions(&args, &load.prompts, mirrored) {
+            row["model"] = json!(model); // the prompts are its tokens; no engine is called
             print_row(&args, &row);
         }
     }

@@ -1,36 +1,40 @@
 //! The `gr` workload's equal memory: every system's replicas get the same KV bytes in all
 //! (engine KV cache + item pool). recache's replicas give `--pool-items` items' worth of
-//! whole blocks to the item pool (each item its 18 tokens and its label, at the testbed
-//! model's 2 KiB a token); the peers' replicas keep all `--gr-kv-blocks` in the engine's
+//! whole blocks to the item pool (each item its 18 tokens and its label, at the served
+//! model's own KV bytes a token: 2 KiB for the tiny and the qwen2-1.5b-shape testbed models);
+//! the peers' replicas keep all `--gr-kv-blocks` in the engine's
 //! cache and get a pool of one block's bytes, so both sets load the connector and run the
 //! same engine code. (vLLM 0.32's CPU worker reserves one core more for any KV connector,
 //! which once gave a pool replica twice a plain one's threads on 2 cores; the testbed now
 //! pins the reservation, examples/testbed/launch.py, and the same code path keeps it moot.)
 
 use crate::error::BenchError;
-use crate::testbed::{BLOCK_TOKENS, KV_TOKEN_BYTES, Layout};
+use crate::testbed::{BLOCK_TOKENS, Layout};
 
 /// Tokens an item takes in the pool: gr_load's 18 title tokens and the label.
 pub const ITEM_TOKENS: u64 = 19;
-/// Bytes of one engine KV block.
-pub const BLOCK_BYTES: u64 = BLOCK_TOKENS * KV_TOKEN_BYTES;
 
 /// Each replica's layout in recache's set and in the peers' set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sets {
     pub recache: Layout,
     pub peers: Layout,
+    /// Bytes of one engine KV block of the served model.
+    pub block_bytes: u64,
 }
 
 impl Sets {
-    /// `kv_blocks` per replica in all; recache's pool holds `pool_items` items. The engine
-    /// must still hold one `max_model_len` prompt (vLLM keeps one block as its null block).
+    /// `kv_blocks` per replica in all, each token `token_bytes` of KV; recache's pool holds
+    /// `pool_items` items. The engine must still hold one `max_model_len` prompt (vLLM keeps
+    /// one block as its null block).
     pub fn split(
         kv_blocks: u64,
         pool_items: usize,
         max_model_len: usize,
+        token_bytes: u64,
     ) -> Result<Self, BenchError> {
-        let pool_blocks = (pool_items as u64 * ITEM_TOKENS * KV_TOKEN_BYTES).div_ceil(BLOCK_BYTES);
+        let block_bytes = BLOCK_TOKENS * token_bytes.max(1);
+        let pool_blocks = (pool_items as u64 * ITEM_TOKENS * token_bytes).div_ceil(block_bytes);
         let need = (max_model_len as u64).div_ceil(BLOCK_TOKENS) + 1;
         let engine = kv_blocks.saturating_sub(pool_blocks);
         if engine < need {
@@ -43,19 +47,20 @@ impl Sets {
         Ok(Self {
             recache: Layout {
                 kv_blocks: engine,
-                pool_bytes: (pool_blocks + 1) * BLOCK_BYTES,
+                pool_bytes: (pool_blocks + 1) * block_bytes,
             },
             peers: Layout {
                 kv_blocks,
-                pool_bytes: BLOCK_BYTES,
+                pool_bytes: block_bytes,
             },
+            block_bytes,
         })
     }
-}
 
-/// KV bytes of one replica of `layout`: engine cache + pool.
-pub fn replica_bytes(layout: Layout) -> u64 {
-    layout.kv_blocks * BLOCK_BYTES + layout.pool_bytes
+    /// KV bytes of one replica of `layout`: engine cache + pool.
+    pub fn replica_bytes(&self, layout: Layout) -> u64 {
+        layout.kv_blocks * self.block_bytes + layout.pool_bytes
+    }
 }
 
 #[cfg(test)]
@@ -64,19 +69,33 @@ mod tests {
 
     #[test]
     fn both_sets_get_the_same_bytes() {
-        let s = Sets::split(1024, 1000, 8192).expect("fits");
+        let s = Sets::split(1024, 1000, 8192, 2048).expect("fits");
         // 1,000 items x 19 tokens x 2 KiB = 593.75 blocks: 594 whole blocks.
         assert_eq!(s.recache.kv_blocks, 1024 - 594);
         assert_eq!(s.peers.kv_blocks, 1024);
-        assert_eq!(replica_bytes(s.recache), replica_bytes(s.peers));
-        assert_eq!(replica_bytes(s.peers), 1025 * BLOCK_BYTES);
-        assert!(s.recache.pool_bytes >= 1000 * ITEM_TOKENS * KV_TOKEN_BYTES);
+        assert_eq!(s.replica_bytes(s.recache), s.replica_bytes(s.peers));
+        assert_eq!(s.replica_bytes(s.peers), 1025 * 32 * 2048);
+        assert!(s.recache.pool_bytes >= 1000 * ITEM_TOKENS * 2048);
+    }
+
+    /// A model with another KV size a token: the pool's items take as many blocks of it (the
+    /// same count here, as block and item both scale), bytes follow the model's.
+    #[test]
+    fn the_split_is_in_the_models_own_bytes() {
+        let half = Sets::split(1024, 1000, 8192, 1024).expect("fits");
+        assert_eq!(half.recache.kv_blocks, 1024 - 594);
+        assert_eq!(half.block_bytes, 32 * 1024);
+        assert_eq!(half.replica_bytes(half.peers), 1025 * 32 * 1024);
+        assert_eq!(
+            half.replica_bytes(half.recache),
+            half.replica_bytes(half.peers)
+        );
     }
 
     #[test]
     fn a_pool_that_leaves_no_room_for_a_prompt_is_refused() {
-        let err = Sets::split(600, 1000, 8192).expect_err("6 blocks left");
+        let err = Sets::split(600, 1000, 8192, 2048).expect_err("6 blocks left");
         assert!(err.to_string().contains("--gr-kv-blocks 600"), "{err}");
-        assert!(Sets::split(600, 0, 8192).is_ok());
+        assert!(Sets::split(600, 0, 8192, 2048).is_ok());
     }
 }

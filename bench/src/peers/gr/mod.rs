@@ -53,16 +53,23 @@ pub async fn run(
                 .into(),
         ));
     }
-    let sets = Sets::split(args.gr_kv_blocks, args.pool_items, args.max_model_len)?;
+    let model = args.model()?;
+    let sets = Sets::split(
+        args.gr_kv_blocks,
+        args.pool_items,
+        args.max_model_len,
+        model.kv_token_bytes,
+    )?;
     let client = http::client();
     eprintln!(
-        "[peers] gr: recache's replicas {} blocks + {} pool bytes each, the peers' {} blocks + \
-         {} (equal memory: {} bytes each)",
+        "[peers] gr on {}: recache's replicas {} blocks + {} pool bytes each, the peers' {} \
+         blocks + {} (equal memory: {} bytes each)",
+        model.served,
         sets.recache.kv_blocks,
         sets.recache.pool_bytes,
         sets.peers.kv_blocks,
         sets.peers.pool_bytes,
-        memory::replica_bytes(sets.peers)
+        sets.replica_bytes(sets.peers)
     );
     let ours = Replicas::start_layout(args, &client, "peers-gr-recache", sets.recache).await?;
     let theirs = match systems.iter().any(|s| *s != System::Recache) {

@@ -214,7 +214,8 @@ async fn settled_scrape(
 /// What the quality numbers can say with this model.
 pub fn quality_note(model: &str, candidates: usize) -> String {
     let chance = 10.0 / candidates.max(10) as f64;
-    if model.contains("tiny-qwen2") {
+    // The testbed's random-weight models (tiny-qwen2, qwen2-1.5b-shape) rank at chance.
+    if model.contains("tiny-qwen2") || model.contains("-shape") {
         format!(
             "model {model} has random weights: Recall@10 is chance (about {chance:.2} of \
              {candidates} candidates) for every system; it shows errors and broken rankings, \

@@ -204,6 +204,7 @@ pub async fn one(
         kv_bytes: replicas.kv_bytes,
     }
     .row();
+    row["model"] = json!(replicas.model);
     row["concurrency"] = json!(args.retrieve_concurrency);
     row["routing"] = match s {
         System::Recache => json!(format!("prefix:blocks={}", args.kv_blocks)),

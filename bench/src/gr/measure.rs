@@ -165,6 +165,7 @@ pub async fn run_mode_answers(
     let pool_on = mode.uses_pool();
     let row = ModeResult {
         mode: name.to_string(),
+        model: ctx.model.to_string(),
         requests: ok,
         rps: ok as f64 / out.wall_s.max(1e-9),
         p50_ms: quantile(&out.latencies_ms, 0.5),

@@ -5,7 +5,8 @@
 //! whole at one token, so the rows' TTFT is the answer time), and one row: the engines' own
 //! counters (hit rate with the item pool's supplied tokens, computed tokens, each replica's
 //! finished requests; recache's own calls taken out and reported apart as `own_traffic`,
-//! its pool fills and quality-guard shadows kept in as the work they are) and Recall@10 /
+//! its pool fills and quality-guard shadows kept in as the work they are, the shadows
+//! reported as `quality_shadows`) and Recall@10 /
 //! NDCG@10 of the held-out item.
 
 use std::time::Duration;
@@ -188,8 +189,32 @@ pub async fn one(
             "pool".into(),
             pool::fields(pool_fields, &mine_before, &mine_after),
         );
+        o.insert(
+            "quality_shadows".into(),
+            quality_shadows(&mine_before, &mine_after),
+        );
     }
     Ok(row)
+}
+
+/// The quality guard's shadow scorings over the run, from recache's `/metrics`: engine work
+/// the guard costs, so (unlike `own_traffic`) they stay in `computed_tokens` and `hit_rate`;
+/// reported apart so a reader sees their share.
+fn quality_shadows(before: &str, after: &str) -> Value {
+    const SAMPLES: &str = "recache_rank_quality_samples_total";
+    // Skipped samples (both slots busy) were never sent.
+    let sent = |t: &str| {
+        (t.lines())
+            .filter(|l| l.starts_with(SAMPLES) && !l.contains("outcome=\"skipped\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let tokens = |t: &str| http::counter(t, "recache_rank_quality_tokens_total");
+    json!({
+        "requests": sent(after) - sent(before),
+        "computed_tokens": tokens(after) - tokens(before),
+        "counted": "in computed_tokens and hit_rate (engine work the quality guard costs)",
+    })
 }
 
 /// What the quality numbers can say with this model.
@@ -203,5 +228,24 @@ pub fn quality_note(model: &str, candidates: usize) -> String {
         )
     } else {
         format!("model {model}; chance Recall@10 is about {chance:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shadows_count_what_was_sent() {
+        let before = "recache_rank_quality_samples_total{model=\"m\",outcome=\"ok\"} 1\n\
+                      recache_rank_quality_tokens_total{model=\"m\"} 100\n";
+        let after = "recache_rank_quality_samples_total{model=\"m\",outcome=\"ok\"} 3\n\
+                     recache_rank_quality_samples_total{model=\"m\",outcome=\"skipped\"} 9\n\
+                     recache_rank_quality_tokens_total{model=\"m\"} 350\n";
+        let v = quality_shadows(before, after);
+        assert_eq!(
+            (v["requests"].clone(), v["computed_tokens"].clone()),
+            (json!(2.0), json!(250.0))
+        );
     }
 }

@@ -100,6 +100,32 @@ def upstreams(base):
     return v.get("upstreams", [])
 
 
+def counter(base, name):
+    """The sum of `name`'s series on recache's /metrics (0 when unreadable)."""
+    try:
+        with urllib.request.urlopen(f"{base}/metrics", timeout=2.0) as r:
+            text = r.read().decode()
+    except Exception:  # noqa: BLE001 - not up yet reads as nothing counted
+        return 0.0
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "))
+
+
+def wait_events(base, model, timeout):
+    """Waits until recache's engine loop receives the engine's KV events (its subscription
+    has reached the publisher): a one-block completion is sent through recache until a batch
+    of events has arrived (a ZMQ publisher drops what it sends before the subscription
+    reaches it, so the first probe's events may be lost). Returns whether they came."""
+    t0, i = time.monotonic(), 0
+    while time.monotonic() - t0 < timeout:
+        if counter(base, "recache_kv_events_batches_total") > 0:
+            return True
+        complete(base, model, conv_prompt(900 + i, 1, i))
+        i += 1
+        time.sleep(0.1)
+    return False
+
+
 def wait_for(pred, timeout, step=0.02):
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
@@ -241,7 +267,9 @@ def recache_killed(args):
     try:
         if wait_for(lambda: get_json(f"{base}/ready")[0] == 200, 30, 0.1) is None:
             raise SystemExit("recache in front of the steered replica never became ready")
-        time.sleep(1.5)  # the event subscription reaches the publisher
+        if not wait_events(base, fc["MODEL"], 30):
+            raise SystemExit("recache in front of the steered replica received no KV events "
+                             f"from {fc['KV_EVENTS']} within 30 s")
         through = [complete(base, fc["MODEL"], conv_prompt(c % 10, 10, c))[0] for c in range(40)]
         steered = wait_for(lambda: read_status(status_path).get("fresh") is True, 10, 0.1)
         serve.kill()  # SIGKILL: no shutdown path runs

@@ -1,16 +1,14 @@
 //! The ZMQ transport without vLLM: a zeromq PUB socket stands in for vLLM's publisher and a
 //! ROUTER for its replay endpoint, speaking the same frames (topic, 8-byte BE seq, msgpack).
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use recache_adapters::kv_events::KvEvent;
 use recache_adapters::kv_subscriber::{Incoming, SubscriberConfig, replay, run};
+use recache_testkit::wait_for;
 use rmpv::Value;
-use support::wait_for;
 use zeromq::{PubSocket, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
 fn payload(hash: u64) -> Bytes {

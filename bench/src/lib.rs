@@ -11,7 +11,8 @@
 //!   a prefill's time goes); [`sim_plot`] draws `recache sim --plot`; [`curve`] draws the
 //!   recompute curve from `quality` and `gr` rows already measured.
 //! - What they share: [`http`] (the client, scrapes, engine calls), [`engine_ops`] (engine
-//!   specifics: cache reset, counters), [`open_loop`] (requests released at their planned
+//!   specifics: cache reset, counters), [`snapshot`] (the engines' counters around a run,
+//!   settled, with [`own_traffic`]: recache's own calls taken out), [`open_loop`] (requests released at their planned
 //!   arrival, latency counted from it), [`stats`] (quantiles, spreads), [`rng`] (the seeded
 //!   PRNG of every workload), [`plot`] (every PNG), [`testbed`] (the one place that knows
 //!   `examples/testbed`), [`recache_bin`] (the `recache` binary beside this one), [`error`].
@@ -26,6 +27,7 @@ pub mod http;
 pub mod loadgen;
 pub mod open_loop;
 pub mod overhead;
+pub mod own_traffic;
 pub mod peers;
 pub mod plot;
 pub mod predictor;
@@ -37,6 +39,7 @@ pub mod rng;
 pub mod route;
 pub mod sim_plot;
 pub mod slo;
+pub mod snapshot;
 pub mod soak;
 pub mod static_upstream;
 pub mod stats;

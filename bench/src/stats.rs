@@ -1,5 +1,6 @@
 //! Order statistics every benchmark reports with: nearest-rank quantiles of sorted samples
-//! and the median and range of a number over repeated runs ([`Spread`]).
+//! and the median and range of a number over repeated runs ([`Spread`]), of a ratio over
+//! paired rounds too ([`paired_ratio`]).
 
 use serde::Serialize;
 
@@ -55,9 +56,53 @@ impl Spread {
     }
 }
 
+/// Median and range over rounds of the paired ratio `a_r / b_r` (round `r`'s numerator over
+/// the same round's denominator), from the rounds both sides have with `b_r > 0` (a round
+/// missing on either side is left out); None when no round pairs. Not a ratio of medians:
+/// that would set one round's numerator against another's denominator.
+pub fn paired_ratio(a: &[(u64, f64)], b: &[(u64, f64)]) -> Option<Spread> {
+    let ratios: Vec<f64> = (a.iter())
+        .filter_map(|(r, x)| {
+            let (_, y) = b.iter().find(|(rb, _)| rb == r)?;
+            (*y > 0.0 && x.is_finite()).then(|| x / y)
+        })
+        .collect();
+    (!ratios.is_empty()).then(|| Spread::of(ratios))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paired_ratios_pair_rounds_and_skip_missing_ones() {
+        // Odd: rounds 0..3, ratios 2, 3, 1.5 (a ratio of medians would say 4/2).
+        let a = [(0, 4.0), (1, 9.0), (2, 3.0)];
+        let b = [(0, 2.0), (1, 3.0), (2, 2.0)];
+        assert_eq!(
+            paired_ratio(&a, &b),
+            Some(Spread {
+                median: 2.0,
+                min: 1.5,
+                max: 3.0
+            })
+        );
+        // Even: the mean of the middle two.
+        let a4 = [(0, 4.0), (1, 9.0), (2, 3.0), (3, 10.0)];
+        let b4 = [(0, 2.0), (1, 3.0), (2, 2.0), (3, 2.0)];
+        assert_eq!(paired_ratio(&a4, &b4).map(|s| s.median), Some(2.5));
+        // A round missing on one side (or with no throughput below) is left out.
+        let b_missing = [(0, 2.0), (2, 2.0), (3, 0.0)];
+        assert_eq!(
+            paired_ratio(&a4, &b_missing),
+            Some(Spread {
+                median: 1.75,
+                min: 1.5,
+                max: 2.0
+            })
+        );
+        assert_eq!(paired_ratio(&a, &[]), None);
+    }
 
     #[test]
     fn nearest_rank_and_empty_inputs() {

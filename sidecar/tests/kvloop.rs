@@ -18,7 +18,7 @@ use recache_adapters::kv_events::{DecodeError, KvBatch, KvEvent};
 use recache_adapters::kv_subscriber::Incoming;
 use recache_adapters::order::Order;
 use recache_eviction::PolicyConfig;
-use support::wait::wait_for_blocking;
+use recache_testkit::wait_for_blocking;
 
 fn stored(hashes: &[u64], parent: Option<u64>, tokens: &[u32]) -> KvEvent {
     KvEvent::BlockStored {

@@ -3,8 +3,9 @@
 //! events on its own ZMQ socket (the real-engine version is in tests/tests/engine_proxy.rs). Checked:
 //! the canary verifies each mirror (`exact`), `prefix` routes by what the events say, an
 //! engine that delivers no hits while its events say it could is flagged (silent 0%), and a
-//! dead event stream turns a mirror `approximate` while requests still succeed, and two
-//! recache instances over the same engines route a prompt to the same engine.
+//! dead event stream turns a mirror `approximate` while requests still succeed, two recache
+//! instances over the same engines route a prompt to the same engine, and the canaries are
+//! counted as recache's own traffic exactly as the engines saw them.
 
 mod support;
 
@@ -27,6 +28,8 @@ struct Engine {
     http: FakeUpstream,
     events: String,
     publisher: tokio::task::JoinHandle<()>,
+    /// Completions it answered: [requests, prompt tokens, cached tokens reported].
+    seen: Arc<Mutex<[u64; 3]>>,
 }
 
 async fn engine(name: &'static str, report_hits: bool) -> Engine {
@@ -71,8 +74,10 @@ async fn engine(name: &'static str, report_hits: bool) -> Engine {
         }
     });
     let cache = Arc::new(Mutex::new(HashSet::<u64>::new()));
+    let seen = Arc::new(Mutex::new([0u64; 3]));
+    let counts = seen.clone();
     let http = FakeUpstream::start(move |req| {
-        let (cache, tx) = (cache.clone(), tx.clone());
+        let (cache, tx, counts) = (cache.clone(), tx.clone(), counts.clone());
         async move {
             if req.uri().path() == "/health" {
                 return support::json("{}");
@@ -97,6 +102,12 @@ async fn engine(name: &'static str, report_hits: bool) -> Engine {
             };
             let _ = tx.send(tokens.clone());
             let reported = if report_hits { cached } else { 0 };
+            {
+                let mut n = counts.lock().expect("counts");
+                n[0] += 1;
+                n[1] += tokens.len() as u64;
+                n[2] += reported as u64;
+            }
             let answer = serde_json::json!({
                 "replica": name,
                 "usage": {"prompt_tokens": tokens.len(),
@@ -113,6 +124,7 @@ async fn engine(name: &'static str, report_hits: bool) -> Engine {
         http,
         events,
         publisher,
+        seen,
     }
 }
 
@@ -192,6 +204,14 @@ async fn metrics(proxy: &TestProxy) -> String {
         .expect("text")
 }
 
+/// The value of `name`'s series whose labels include every one of `labels` (0 if none).
+fn series(metrics: &str, name: &str, labels: &[&str]) -> u64 {
+    (metrics.lines())
+        .filter(|l| l.starts_with(&format!("{name}{{")) && labels.iter().all(|p| l.contains(p)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
 fn prompt(user: u32) -> Vec<u32> {
     (0..600).map(|t| 5000 + user * 1000 + t).collect()
 }
@@ -244,6 +264,51 @@ async fn canaries_verify_mirrors_and_prefix_routes_by_events() {
         "recache_route_mirror_blocks",
     ] {
         assert!(metrics.contains(want), "{want} missing:\n{metrics}");
+    }
+}
+
+/// Nothing but canaries reaches the engines here, so recache's own-traffic counters must say
+/// exactly what each engine answered: a benchmark subtracts them from the engines' counters.
+#[tokio::test]
+async fn canaries_are_counted_as_recaches_own_traffic() {
+    let (a, b) = (engine("a", true).await, engine("b", true).await);
+    let proxy = TestProxy::start(&[a.http.url(), b.http.url()], |s| {
+        s.routing = Some("prefix".into());
+        s.kvloop.kv_events = vec![a.events.clone(), b.events.clone()];
+        s.route_canary = Some(Duration::from_millis(300));
+    })
+    .await;
+    proxy.wait_ready().await;
+    for e in [&a, &b] {
+        let up = format!("upstream=\"{}\"", e.http.addr);
+        wait_for(
+            format_args!("{up}: three canaries counted as own traffic, as the engine saw them"),
+            Duration::from_secs(20),
+            async || {
+                let m = metrics(&proxy).await;
+                let own = |name: &str, kind: Option<&str>| {
+                    let kind = kind.map(|k| format!("kind=\"{k}\""));
+                    let mut labels = vec![up.as_str(), "what=\"canary\""];
+                    labels.extend(kind.as_deref());
+                    series(&m, name, &labels)
+                };
+                let counted = [
+                    own("recache_own_requests_total", None),
+                    own("recache_own_tokens_total", Some("prompt")),
+                    own("recache_own_tokens_total", Some("cached")),
+                ];
+                let in_flight = series(&m, "recache_own_in_flight", &[&up]);
+                let seen = *e.seen.lock().expect("counts");
+                if counted == seen && seen[0] >= 3 && seen[2] > 0 && in_flight == 0 {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "counted {counted:?} ({in_flight} in flight), engine saw {seen:?}"
+                    ))
+                }
+            },
+        )
+        .await;
     }
 }
 

@@ -7,7 +7,8 @@
 //! - [`Proxy`]: recache's server, in this process, on `127.0.0.1:0` in front of testbeds.
 //! - [`Engine`]: which testbed engine a suite body runs against, so one body per behaviour
 //!   serves both (its instance names, `up` flags and recache's serve arguments).
-//! - [`wait`]: how a test waits for an event (poll with a deadline, fail naming it).
+//! - [`wait_for`]: how a test waits for an event (poll with a deadline, fail naming it), the
+//!   workspace's one (`recache-testkit`, shared with the sidecar's and the adapters' tests).
 //!
 //! Every engine test is `#[ignore = "needs the real engine (tests/run runs it with
 //! --include-ignored)"]`: plain `cargo test` lists them as ignored (nothing asserted, and it says
@@ -23,8 +24,7 @@ use recache::local::LocalServer;
 use recache::service::AppState;
 
 pub mod store;
-pub mod wait;
-pub use wait::wait_for;
+pub use recache_testkit::wait_for;
 
 /// Health-probe interval (and probe limit) for recache in front of the SGLang testbed: its
 /// HTTP loop stalls for seconds during prefills on a busy 2-core CI machine, and at the default

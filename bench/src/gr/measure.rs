@@ -141,9 +141,10 @@ pub async fn run_mode_answers(
         let path = flushed.map_err(BenchError::io("writing the --trace-out trace"))?;
         eprintln!("bench gr: {name}: trace in {}", path.display());
     }
-    // vLLM updates its counters as outputs are processed; give the last ones a moment.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = http::get_text(ctx.client, &metrics_url).await?;
+    // vLLM updates its counters as outputs are processed: read them once they stop moving
+    // (one upstream: recache sends no canaries to take out).
+    let counters = crate::snapshot::engine_counters(ctx.engine);
+    let after = crate::snapshot::settled_one(name, ctx.client, &metrics_url, &counters).await?;
     let local_after = server.rank_counters();
     let delta = |name: &str| http::counter(&after, name) - http::counter(&before, name);
     let counters = ctx.engine.cache_counters();

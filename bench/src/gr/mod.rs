@@ -371,7 +371,7 @@ fn finish(args: &GrArgs, rows: &[report::ModeResult]) -> Result<(), BenchError> 
         args.repeat
     );
     if let Some(path) = &args.out {
-        report::plot(path, rows)?;
+        report::plot(path, rows, &summary::ratios_to_up(&summaries))?;
         eprintln!("bench gr: wrote {}", path.display());
     }
     if let Some(path) = &args.sweep_out {

@@ -117,14 +117,17 @@ pub fn table(rows: &[ModeResult]) -> String {
     s
 }
 
-/// The `--out` PNG: throughput and the engine's hit rate per mode.
-pub fn plot(path: &Path, rows: &[ModeResult]) -> Result<(), BenchError> {
+/// The `--out` PNG: throughput and the engine's hit rate per mode, as bars with their values,
+/// the throughput panel's title followed by `ratios` (each mode's ratio to UP, from
+/// `summary::ratios_to_up`).
+pub fn plot(path: &Path, rows: &[ModeResult], ratios: &str) -> Result<(), BenchError> {
     let names: Vec<String> = rows.iter().map(|r| r.mode.clone()).collect();
     let rps: Vec<f64> = rows.iter().map(|r| r.rps).collect();
     let hit: Vec<f64> = rows.iter().map(|r| r.hit_rate).collect();
+    let title = format!("throughput (requests/s){ratios}");
     let panels = [
         Panel::Bars {
-            title: "throughput (requests/s)",
+            title: &title,
             names: &names,
             values: &rps,
         },
@@ -136,4 +139,27 @@ pub fn plot(path: &Path, rows: &[ModeResult]) -> Result<(), BenchError> {
     ];
     plot::draw(path, (1100, 440), &panels)
         .map_err(|msg| BenchError::Setup(format!("plot {}: {msg}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::summary::tests::row;
+    use super::*;
+
+    #[test]
+    fn the_out_png_draws_bars_with_the_ratio_to_up() -> Result<(), BenchError> {
+        let rows = [row("up", 50.0, 2.0), row("bat-pool", 50.0, 3.7)];
+        // No font is a failure, not a pass: tests/prereqs installs one.
+        if let Err(e) = plot::register_font() {
+            panic!("the PNG cannot be checked: {e}");
+        }
+        let dir = tempfile::tempdir().map_err(BenchError::io("temp dir"))?;
+        let path = dir.path().join("gr.png");
+        plot(&path, &rows, ": bat-pool 1.85x UP")?;
+        let len = std::fs::metadata(&path)
+            .map_err(BenchError::io("png"))?
+            .len();
+        assert!(len > 1000, "{len} bytes");
+        Ok(())
+    }
 }

@@ -1,17 +1,19 @@
 //! Rows folded over rounds (`--repeat`) per (mode, offered load, memory, workload): the median
-//! and the spread of each headline number, as JSON summary rows and a text table (the
+//! and the spread of each headline number, and of the mode's throughput over UP's paired
+//! round by round (`rps_ratio_vs_up`), as JSON summary rows and a text table (the
 //! `--sweep-out` PNG of them is [`super::sweep`]).
 
 use serde::Serialize;
 
 use super::report::ModeResult;
-use crate::stats::Spread;
+use crate::stats::{self, Spread};
 
 /// One (mode, offered load, memory, workload) over its runs; field names follow
 /// [`ModeResult`]'s so scripts read either row kind alike.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     pub mode: String,
+    pub model: String,
     pub workload: String,
     pub offered_rps: f64,
     pub kv_bytes: u64,
@@ -23,6 +25,19 @@ pub struct Summary {
     pub service_p99_ms: Spread,
     pub hit_rate: Spread,
     pub computed_tokens: Spread,
+    /// This mode's rps over UP's at the same offered load and workload, round by round
+    /// (`stats::paired_ratio`: median and range of the per-round ratios); None without an
+    /// `up` row to pair with.
+    pub rps_ratio_vs_up: Option<Spread>,
+}
+
+/// (round, rps) of every row of `mode` at `offered_rps` on `workload`.
+fn rounds(rows: &[ModeResult], mode: &str, offered_rps: f64, workload: &str) -> Vec<(u64, f64)> {
+    (rows.iter())
+        .filter(|r| r.mode == mode && r.offered_rps.to_bits() == offered_rps.to_bits())
+        .filter(|r| r.workload == workload)
+        .map(|r| (r.repeat as u64, r.rps))
+        .collect()
 }
 
 /// Groups in order of first appearance, so the summary lists modes as they ran.
@@ -47,8 +62,12 @@ pub fn summarize(rows: &[ModeResult]) -> Vec<Summary> {
         .into_iter()
         .map(|(_, g)| {
             let spread = |f: fn(&ModeResult) -> f64| Spread::of(g.iter().map(|r| f(r)));
+            let (offered, workload) = (g[0].offered_rps, g[0].workload.as_str());
+            let mine: Vec<(u64, f64)> = g.iter().map(|r| (r.repeat as u64, r.rps)).collect();
+            let up = rounds(rows, "up", offered, workload);
             Summary {
                 mode: g[0].mode.clone(),
+                model: g[0].model.clone(),
                 workload: g[0].workload.clone(),
                 offered_rps: g[0].offered_rps,
                 kv_bytes: g[0].kv_bytes,
@@ -60,9 +79,23 @@ pub fn summarize(rows: &[ModeResult]) -> Vec<Summary> {
                 service_p99_ms: spread(|r| r.service_p99_ms),
                 hit_rate: spread(|r| r.hit_rate),
                 computed_tokens: spread(|r| r.computed_tokens as f64),
+                rps_ratio_vs_up: stats::paired_ratio(&mine, &up),
             }
         })
         .collect()
+}
+
+/// `": bat-pool 1.84x UP"`: every mode but UP with its ratio to UP (the median over paired
+/// rounds), for a chart's title; empty without UP.
+pub fn ratios_to_up(summaries: &[Summary]) -> String {
+    let said: Vec<String> = (summaries.iter())
+        .filter(|s| s.mode != "up")
+        .filter_map(|s| Some(format!("{} {:.2}x UP", s.mode, s.rps_ratio_vs_up?.median)))
+        .collect();
+    match said.is_empty() {
+        true => String::new(),
+        false => format!(": {}", said.join(", ")),
+    }
 }
 
 fn cell(s: Spread, decimals: usize) -> String {
@@ -156,6 +189,57 @@ pub(crate) mod tests {
         );
         assert_eq!(s[1].computed_tokens.median, 300.0);
         assert_eq!(s[0].p99_ms.max, 90.0);
+    }
+
+    #[test]
+    fn ratios_to_up_pair_rounds_not_medians() {
+        let mut rows = Vec::new();
+        // UP 2, 3, 2 requests/s; bat-pool 4, 9, 3 (ratios 2, 3, 1.5); round 3 has no UP.
+        for (round, up, pool) in [(0, 2.0, 4.0), (1, 3.0, 9.0), (2, 2.0, 3.0)] {
+            rows.push(ModeResult {
+                repeat: round,
+                model: "m".into(),
+                ..row("up", 1.0, up)
+            });
+            rows.push(ModeResult {
+                repeat: round,
+                model: "m".into(),
+                ..row("bat-pool", 1.0, pool)
+            });
+        }
+        rows.push(ModeResult {
+            repeat: 3,
+            ..row("bat-pool", 1.0, 100.0)
+        });
+        let s = summarize(&rows);
+        let pool = s.iter().find(|s| s.mode == "bat-pool").expect("bat-pool");
+        assert_eq!(
+            pool.rps_ratio_vs_up,
+            Some(Spread {
+                median: 2.0,
+                min: 1.5,
+                max: 3.0
+            }),
+            "the median of per-round ratios, round 3 unpaired"
+        );
+        assert_eq!(pool.model, "m");
+        let up = s.iter().find(|s| s.mode == "up").expect("up");
+        assert_eq!(up.rps_ratio_vs_up.map(|r| r.median), Some(1.0));
+        let v = serde_json::to_value(pool).expect("json");
+        assert_eq!(
+            v["rps_ratio_vs_up"],
+            serde_json::json!({"median": 2.0, "min": 1.5, "max": 3.0})
+        );
+        // No UP at this load: no ratio.
+        assert!(
+            summarize(&[row("re", 2.0, 1.0)])[0]
+                .rps_ratio_vs_up
+                .is_none()
+        );
+        // The --out chart's title.
+        let two = [row("up", 50.0, 2.0), row("bat-pool", 50.0, 3.7)];
+        assert_eq!(ratios_to_up(&summarize(&two)), ": bat-pool 1.85x UP");
+        assert_eq!(ratios_to_up(&summarize(&two[1..])), "", "no UP, no ratio");
     }
 
     #[test]

@@ -94,6 +94,7 @@ pub async fn one(
         "replica_killed": {"requests": sent, "errors": kill_errors, "first_error": kill_why},
         "rps": null, "hit_rate": null, "ttft_p50_ms": null, "ttft_p99_ms": null,
         "max_share": null, "computed_tokens": null, "kv_bytes": null,
+        "model": replicas.model,
     }))
 }
 

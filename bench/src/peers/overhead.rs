@@ -72,6 +72,8 @@ pub async fn round(
             "errors": p1.errors + pn.errors + d1.errors + dn.errors,
             "concurrency": args.concurrency, "duration_s": args.duration.as_secs_f64(),
             "load": if use_wrk { "wrk" } else { "builtin" },
+            // A static JSON upstream stands in for the engine: no model runs.
+            "model": "none (static upstream)",
         }));
     }
     Ok(rows)

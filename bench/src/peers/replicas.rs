@@ -2,12 +2,15 @@
 //! else `--replicas` vLLM testbed engines with `--kv-blocks` each (named `peers-rN`, or
 //! `peers-lpM-rN` when the retrieve workload raises their `--max-logprobs` to M; stopped when
 //! the run ends), warmed up once so no system's numbers carry a fresh engine's first slow
-//! requests; and what the rows need of them: cache resets, counter scrapes.
+//! requests; and what the rows need of them: cache resets, counter scrapes and snapshots, the
+//! workload's counts with recache's own calls taken out.
 
 use super::args::PeersArgs;
 use crate::engine_ops;
 use crate::error::BenchError;
 use crate::http::{self, HttpClient};
+use crate::own_traffic::{self, Own};
+use crate::snapshot::{self, Snapshot};
 use crate::testbed::{self, Layout, Testbed};
 use recache_adapters::Engine;
 
@@ -107,6 +110,81 @@ impl Replicas {
             .zip(after)
             .map(|(b, a)| engine_ops::cache_deltas(self.engine, b, a))
             .fold((0.0, 0.0), |(q, h), (dq, dh)| (q + dq, h + dh))
+    }
+
+    /// Every replica's counters and, with `recache` (its base URL), recache's own calls so
+    /// far, read together ([`snapshot::take`]).
+    pub async fn snapshot(
+        &self,
+        client: &HttpClient,
+        recache: Option<&str>,
+    ) -> Result<Snapshot, BenchError> {
+        let mut engines = async || self.scrape(client).await;
+        let mut ours = async || recache_metrics(client, recache).await;
+        snapshot::take(&mut engines, &mut ours).await
+    }
+
+    /// After a run of `ok` answered requests (None: the engines' request count per answer
+    /// is unknown): snapshots until the engines have counted them all besides recache's own
+    /// calls and their counters stopped moving ([`snapshot::settled`]).
+    pub async fn settled(
+        &self,
+        client: &HttpClient,
+        recache: Option<&str>,
+        before: &Snapshot,
+        ok: Option<usize>,
+    ) -> Result<Snapshot, BenchError> {
+        let mut engines = async || self.scrape(client).await;
+        let mut ours = async || recache_metrics(client, recache).await;
+        let names = snapshot::engine_counters(self.engine);
+        let done = |now: &Snapshot| {
+            let counted = self.counted(before, now).requests_per_replica;
+            match (ok, counted) {
+                (Some(ok), Some(per)) if per.iter().sum::<f64>() < ok as f64 => Err(format!(
+                    "{} of {ok} answered requests counted",
+                    per.iter().sum::<f64>()
+                )),
+                _ => Ok(()),
+            }
+        };
+        snapshot::settled("the run", &mut engines, &mut ours, &names, done).await
+    }
+
+    /// What the engines counted for the workload between two snapshots: recache's own calls
+    /// taken out ([`own_traffic`]).
+    pub fn counted(&self, before: &Snapshot, after: &Snapshot) -> Counted {
+        let own = own_traffic::between(&before.recache, &after.recache, &self.urls);
+        let (queries, hits) =
+            own_traffic::less_cache(self.cache(&before.engines, &after.engines), &own);
+        let per = self.requests(&before.engines, &after.engines);
+        Counted {
+            queries,
+            hits,
+            requests_per_replica: own_traffic::less_requests(per, &own),
+            own,
+        }
+    }
+}
+
+/// The engines' counts of a run, the workload's alone.
+#[derive(Debug, Clone)]
+pub struct Counted {
+    /// Prompt tokens looked up and found in the engines' own prefix caches.
+    pub queries: f64,
+    pub hits: f64,
+    pub requests_per_replica: Option<Vec<f64>>,
+    /// recache's own calls per replica, taken out of the above (the row's `own_traffic`).
+    pub own: Vec<Own>,
+}
+
+/// recache's `/metrics` (one instance), or none for a peer.
+async fn recache_metrics(
+    client: &HttpClient,
+    base: Option<&str>,
+) -> Result<Vec<String>, BenchError> {
+    match base {
+        Some(b) => Ok(vec![http::get_text(client, &format!("{b}/metrics")).await?]),
+        None => Ok(Vec::new()),
     }
 }
 

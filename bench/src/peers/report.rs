@@ -56,6 +56,9 @@ pub fn summaries(workload: &str, rows: &[Value]) -> Vec<Value> {
             }
             out.insert("summary".into(), json!(true));
             out.insert("rounds".into(), json!(runs.len()));
+            if let Some(m) = runs.iter().find_map(|r| r.get("model")) {
+                out.insert("model".into(), m.clone());
+            }
             for f in FIELDS {
                 let xs: Vec<f64> = runs.iter().filter_map(|r| r[*f].as_f64()).collect();
                 if xs.is_empty() {
@@ -173,7 +176,7 @@ pub fn verdict(workload: &str, sums: &[Value]) -> Option<Value> {
     let all = checks.iter().all(|c| c["met"] == json!(true));
     Some(
         json!({"workload": workload, "system": "recache", "summary": true, "goals": checks,
-        "all_met": all}),
+        "all_met": all, "model": recache.get("model")}),
     )
 }
 

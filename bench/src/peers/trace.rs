@@ -3,12 +3,12 @@
 //! each system in front of the same replicas (caches emptied before each system), streamed
 //! with `max_tokens` 1 so the first body bytes are the first token. TTFT counts from the
 //! planned arrival (queueing included); hit rate and computed tokens come from the engines'
-//! own counters, each replica's share from its finished-requests counter. recache routes with
+//! own counters (recache's own calls, its canaries, taken out and reported apart as
+//! `own_traffic`), each replica's share from its finished-requests counter. recache routes with
 //! `prefix` sized to the replicas' caches, its mirrors fed by their KV events when it has
 //! them; the peers run `cache_aware` with their defaults.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -19,6 +19,7 @@ use super::text;
 use crate::error::BenchError;
 use crate::http::{self, HttpClient};
 use crate::open_loop;
+use crate::own_traffic;
 use crate::replay::trace::BLOCK;
 use crate::stats::pct;
 
@@ -120,7 +121,9 @@ pub async fn one(
     };
     let running = system::start(s, venv, &replicas.urls, &setup).await?;
     let url = format!("{}/v1/completions", running.url());
-    let before = replicas.scrape(&client).await?;
+    // recache's own calls (canaries) are read with the engines' counters and taken out.
+    let ours = (s == System::Recache).then(|| running.url());
+    let before = replicas.snapshot(&client, ours.as_deref()).await?;
     let progress = recache::harness::Progress::new(
         load.bodies.len() as u64,
         format!("trace {} round {round}", s.name()),
@@ -136,7 +139,6 @@ pub async fn one(
     )
     .await;
     progress.finish();
-    drop(running);
     let (mut ttft, mut errors, mut why) = (Vec::new(), 0usize, None);
     for a in out.answers {
         match a {
@@ -160,18 +162,11 @@ pub async fn one(
     }
     let ok = ttft.len();
     // The engines count a request when it finishes: wait until they have counted them all.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut after = replicas.scrape(&client).await?;
-    while Instant::now() < deadline
-        && replicas
-            .requests(&before, &after)
-            .is_some_and(|r| r.iter().sum::<f64>() < ok as f64)
-    {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        after = replicas.scrape(&client).await?;
-    }
-    let (queries, hits) = replicas.cache(&before, &after);
-    let per_replica = replicas.requests(&before, &after);
+    let after = (replicas.settled(&client, ours.as_deref(), &before, Some(ok))).await?;
+    drop(running);
+    let counted = replicas.counted(&before, &after);
+    let (queries, hits) = (counted.queries, counted.hits);
+    let per_replica = counted.requests_per_replica;
     ttft.sort_by(f64::total_cmp);
     Ok(json!({
         "system": s.name(), "workload": "trace", "round": round, "model": replicas.model,
@@ -185,5 +180,6 @@ pub async fn one(
         "kv_bytes": replicas.kv_bytes, "replicas": replicas.urls.len(),
         "requests": load.bodies.len(), "mean_prompt_tokens": load.mean_prompt_tokens,
         "routing": match s { System::Recache => setup.routing.clone(), _ => Some("cache_aware".into()) },
+        "own_traffic": own_traffic::json(&counted.own), "model": replicas.model,
     }))
 }

@@ -235,9 +235,11 @@ async fn one(
     let timings = send_all(&client, &url, &model, reqs, concurrency, &progress).await?;
     progress.finish();
     let (lat, wall) = (&timings.latency, timings.wall_s);
-    // The engine updates its counters as outputs are processed; give the last ones a moment.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = metrics(&client).await?;
+    // The engine updates its counters as outputs are processed: read them once they stop
+    // moving (one upstream: recache sends no canaries to take out).
+    let counters = crate::snapshot::engine_counters(engine);
+    let metrics_url = format!("{}/metrics", args.upstream);
+    let after = crate::snapshot::settled_one(name, &client, &metrics_url, &counters).await?;
     let cost = cost_before.until(&cost::Snapshot::take(
         &loop_metrics().await?,
         args.publish.as_deref(),

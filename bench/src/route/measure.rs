@@ -3,7 +3,8 @@
 //! flushed, the row's `store.store_flushed` says so), start the in-process
 //! recache instance(s) with the rule, wait for verified mirrors, precompute the item pools
 //! (`--pool-items`), send the load from the workers, and read the engines' and recache's
-//! counters into the row.
+//! counters into the row (the engines' settled, recache's own calls taken out of them and
+//! reported apart as `own_traffic`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,6 +20,8 @@ use super::store;
 use crate::engine_ops;
 use crate::error::BenchError;
 use crate::http::{self, counter};
+use crate::own_traffic;
+use crate::snapshot;
 use crate::stats::pct;
 use recache::harness::Routing;
 use recache::harness::ServeArgs;
@@ -86,7 +89,12 @@ pub(super) async fn one(
         Some(_) => pool::connector_stats(&client, &args.upstream, model).await?,
         None => Vec::new(),
     };
-    let before = scrape(&client, &args.upstream).await?;
+    // Every instance's own calls (canaries) are read with the engines' counters and taken out.
+    let mut engines = async || scrape(&client, &args.upstream).await;
+    let mut ours = async || -> Result<Vec<String>, BenchError> {
+        Ok(locals.iter().map(|l| l.metrics_text()).collect())
+    };
+    let before = snapshot::take(&mut engines, &mut ours).await?;
     let urls: Arc<[String]> = (locals.iter())
         .map(|l| format!("{}{}", l.base(), load.path))
         .collect();
@@ -137,8 +145,24 @@ pub(super) async fn one(
             routing.name()
         )));
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = scrape(&client, &args.upstream).await?;
+    let answered = n - failed;
+    let names = snapshot::engine_counters(engine);
+    let done = |now: &snapshot::Snapshot| {
+        let Some(name) = engine.requests_counter() else {
+            return Ok(());
+        };
+        let own = own_traffic::between(&before.recache, &now.recache, &args.upstream);
+        let engines: f64 = (before.engines.iter().zip(&now.engines))
+            .map(|(b, a)| counter(a, name) - counter(b, name))
+            .sum();
+        match engines - own_traffic::Own::total(&own).requests {
+            c if c >= answered as f64 => Ok(()),
+            c => Err(format!("{c} of {answered} answered requests counted")),
+        }
+    };
+    let after = snapshot::settled("route", &mut engines, &mut ours, &names, done).await?;
+    let own = own_traffic::between(&before.recache, &after.recache, &args.upstream);
+    let (before, after) = (before.engines, after.engines);
     let store = match args.pool_items {
         Some(_) => {
             let pool_after = pool::connector_stats(&client, &args.upstream, model).await?;
@@ -165,7 +189,9 @@ pub(super) async fn one(
             pool_hits += counter(a, name) - counter(b, name);
         }
     }
-    hits += pool_hits;
+    // recache's own calls hit the engines' own caches, never the item pool.
+    let (queries, local_hits) = own_traffic::less_cache((queries, hits), &own);
+    let hits = local_hits + pool_hits;
     // Requests each replica got, from every instance.
     let mut shares = vec![0.0; args.upstream.len()];
     for l in &locals {
@@ -194,5 +220,6 @@ pub(super) async fn one(
         "pool_bytes_per_replica": store["pool_bytes_per_replica"],
         "store_hit_rate": store["store_hit_rate"],
         "store": store,
+        "own_traffic": own_traffic::json(&own), "model": model,
     }))
 }

@@ -16,7 +16,9 @@
 //! - deadlines: a generation call made for a request with a deadline waits for a place in its
 //!   replica's window or is refused ([`crate::slo`]), and the replica is chosen by the rule
 //!   composed with predicted completion times ([`crate::slo::dispatch`]),
-//! - timeouts, health probing ([`health`]) and one typed error ([`error::ClientError`]).
+//! - timeouts, health probing ([`health`]) and one typed error ([`error::ClientError`]),
+//! - the count of recache's own calls (canaries, the label check), kept apart from clients'
+//!   ([`own`]).
 
 mod deadline;
 pub mod error;
@@ -24,6 +26,7 @@ pub mod h1;
 mod headers;
 pub mod health;
 pub mod mirror;
+pub mod own;
 mod pinned;
 pub mod pool;
 pub mod replica;
@@ -112,6 +115,8 @@ pub struct EngineClient {
     decision: prometheus::Histogram,
     /// Dispatch moved a call off the rule's pick (None without metrics).
     slo_switches: Option<prometheus::IntCounter>,
+    /// recache's own calls, counted apart from clients' ([`own`]; None without metrics).
+    own: Option<own::OwnMetricVecs>,
     /// Index of each replica that comes back into rotation ([`Self::returns`]): what other
     /// parts keep per replica (the rank item pools) may have restarted empty.
     returned: tokio::sync::broadcast::Sender<usize>,
@@ -126,6 +131,9 @@ impl EngineClient {
             .ok();
         let slo_metrics = slo::metrics::SloMetricVecs::new(metrics)
             .map_err(|e| tracing::error!(error = %e, "deadline metrics not registered"))
+            .ok();
+        let own = own::OwnMetricVecs::new(metrics)
+            .map_err(|e| tracing::error!(error = %e, "own-traffic metrics not registered"))
             .ok();
         let replicas = upstreams
             .iter()
@@ -145,6 +153,7 @@ impl EngineClient {
             route: arc_swap::ArcSwap::from_pointee(RouteSlot::new(settings.routing)),
             decision: metrics.route_decision.clone(),
             slo_switches: slo_metrics.map(|v| v.switches),
+            own,
             returned: tokio::sync::broadcast::channel(64).0,
             settings,
         })
@@ -152,6 +161,15 @@ impl EngineClient {
 
     pub fn replicas(&self) -> &[Arc<Replica>] {
         &self.replicas
+    }
+
+    /// Counts a call recache makes on its own account (`what`: [`own::CANARY`], ...) to
+    /// replica `index` with `prompt_tokens`; in flight until the handle drops.
+    pub fn own_call(&self, index: usize, what: &'static str, prompt_tokens: u64) -> own::OwnCall {
+        match (&self.own, self.replicas.get(index)) {
+            (Some(vecs), Some(r)) => vecs.sent(&r.label, what, prompt_tokens),
+            _ => own::OwnCall::uncounted(),
+        }
     }
 
     /// The routing rule in use.

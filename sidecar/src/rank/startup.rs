@@ -19,6 +19,7 @@ use super::RankError;
 use super::engine;
 use super::pool::{self, Wanted, precompute::Precomputed};
 use super::vocab::Verdict;
+use crate::client::own;
 use crate::rank::Ranker;
 
 /// Longest a start-up precompute may take before it gives up (fills keep their results).
@@ -41,7 +42,17 @@ pub async fn check_labels(state: &Arc<Ranker>) -> Verdict {
         labels: vec![(highest, 0)],
     };
     let (path, body) = engine::scoring_request(state.engine, None, &prompt, None);
-    let answer = engine::post_json(state, path, &body).await;
+    let answer = (state.client)
+        .json(http::Method::POST, path, Some(&body))
+        .await;
+    // recache's own call, counted apart from clients' (the replica is known once answered).
+    if let Ok(a) = &answer
+        && let Some(i) = a.replica
+    {
+        let own = (state.client).own_call(i, own::LABEL_CHECK, prompt.tokens.len() as u64);
+        own.cached(state.engine.reported_cached_tokens(&a.value).unwrap_or(0));
+    }
+    let answer = answer.map_err(RankError::from).and_then(engine::answer);
     state.rank.vocab.record(&answer)
 }
 

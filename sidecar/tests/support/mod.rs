@@ -1,10 +1,8 @@
 //! Loopback harness for proxy tests: a real `recache` server on `127.0.0.1:0` in front of
-//! scripted upstreams (small hyper servers whose handler each test writes), and [`wait`]:
-//! how a test waits for an event.
+//! scripted upstreams (small hyper servers whose handler each test writes), and how a test
+//! waits for an event ([`wait_for`], [`wait_until`]: the workspace's `recache-testkit`).
 
 #![allow(dead_code)]
-
-pub mod wait;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -25,7 +23,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 // Each test binary uses some of the helpers (this module is compiled into every one).
 #[allow(unused_imports)]
-pub use wait::{wait_for, wait_until};
+pub use recache_testkit::{wait_for, wait_until};
 
 pub type UpBody = BoxBody<Bytes, std::io::Error>;
 

@@ -7,7 +7,8 @@
 //! workload: recache's (engine cache less the pool's blocks, pool of `--pool-items`) and the
 //! peers' (all blocks in the engine cache, a one-block pool); every system's run starts from
 //! emptied caches ([`one`]). Summaries and goals per stream (rps ≥ 2× the best peer, Recall@10
-//! no lower), with why recache fell short where it did ([`why`]).
+//! no lower), with why recache fell short where it did ([`why`]); each summary also carries
+//! its rps over the best peer's paired round by round (`rps_ratio_vs_best_peer`).
 
 pub mod load;
 pub mod memory;
@@ -130,8 +131,26 @@ pub fn summaries(workload: &str, stream: &str, rows: &[Value]) -> Vec<Value> {
         if let Some(note) = runs.first().map(|r| r["quality_note"].clone()) {
             o.insert("quality_note".into(), note);
         }
+        let ratio = ratio_vs_best_peer(&runs, rows, workload);
+        o.insert("rps_ratio_vs_best_peer".into(), serde_json::json!(ratio));
     }
     sums
+}
+
+/// A system's rps over the best peer's of the same round (the fastest peer that round),
+/// median and range over the rounds both have ([`crate::stats::paired_ratio`]).
+fn ratio_vs_best_peer(runs: &[&Value], rows: &[Value], workload: &str) -> Option<Spread> {
+    let round_rps = |r: &Value| Some((r["round"].as_u64()?, r["rps"].as_f64()?));
+    let mine: Vec<(u64, f64)> = runs.iter().filter_map(|r| round_rps(r)).collect();
+    let mut best: Vec<(u64, f64)> = Vec::new();
+    let peers = (rows.iter()).filter(|r| r["workload"] == workload && r["system"] != "recache");
+    for (round, rps) in peers.filter_map(round_rps) {
+        match best.iter_mut().find(|(r, _)| *r == round) {
+            Some(b) => b.1 = b.1.max(rps),
+            None => best.push((round, rps)),
+        }
+    }
+    crate::stats::paired_ratio(&mine, &best)
 }
 
 #[cfg(test)]
@@ -141,6 +160,7 @@ mod tests {
 
     fn row(s: &str, rps: f64, recall: f64) -> Value {
         json!({"system": s, "workload": "gr", "stream": "bat", "rps": rps, "hit_rate": 0.5,
+               "model": "m", "round": 1,
                "ttft_p50_ms": 10.0, "ttft_p99_ms": 20.0, "max_share": 1.0, "errors": 0,
                "computed_tokens": 100.0, "kv_bytes": 10, "recall_at_10": recall,
                "ndcg_at_10": 0.05, "quality_note": "random"})
@@ -162,6 +182,7 @@ mod tests {
         assert_eq!(sums[0]["stream"], "bat");
         assert_eq!(sums[0]["summary"], true);
         assert_eq!(sums[0]["quality_note"], "random");
+        assert_eq!(sums[0]["model"], "m");
         let v = report::verdict("gr", &sums).expect("goals");
         let goals = v["goals"].as_array().expect("goals");
         assert_eq!(goals.len(), 2, "{v}");
@@ -184,5 +205,36 @@ mod tests {
             png.display()
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn ratios_to_the_best_peer_pair_rounds() {
+        let at = |s: &str, round: u64, rps: f64| {
+            let mut r = row(s, rps, 0.2);
+            r["round"] = json!(round);
+            r
+        };
+        // Round 1: best peer 2 (ratio 3); round 2: best peer 4 (ratio 2); round 3: recache
+        // only (left out); round 4: best peer 1 (ratio 10).
+        let rows = vec![
+            at("recache", 1, 6.0),
+            at("sglang-router", 1, 2.0),
+            at("vllm-router", 1, 1.0),
+            at("recache", 2, 8.0),
+            at("sglang-router", 2, 3.0),
+            at("vllm-router", 2, 4.0),
+            at("recache", 3, 50.0),
+            at("recache", 4, 10.0),
+            at("vllm-router", 4, 1.0),
+        ];
+        let sums = summaries("gr", "bat", &rows);
+        assert_eq!(
+            sums[0]["rps_ratio_vs_best_peer"],
+            json!({"median": 3.0, "min": 2.0, "max": 10.0})
+        );
+        assert_eq!(sums[0]["model"], "m");
+        // Only recache ran: nothing to pair with.
+        let alone = summaries("gr", "bat", &rows[..1]);
+        assert_eq!(alone[0]["rps_ratio_vs_best_peer"], Value::Null);
     }
 }

@@ -4,9 +4,12 @@
 //! planned arrivals (latency from the planned arrival, queueing included; each answer is
 //! whole at one token, so the rows' TTFT is the answer time), and one row: the engines' own
 //! counters (hit rate with the item pool's supplied tokens, computed tokens, each replica's
-//! finished requests) and Recall@10 / NDCG@10 of the held-out item.
+//! finished requests; recache's own calls taken out and reported apart as `own_traffic`,
+//! its pool fills and quality-guard shadows kept in as the work they are, the shadows
+//! reported as `quality_shadows`) and Recall@10 /
+//! NDCG@10 of the held-out item.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -16,6 +19,7 @@ use super::{pool, prompt};
 use crate::error::BenchError;
 use crate::http::{self, HttpClient};
 use crate::open_loop;
+use crate::own_traffic;
 use crate::peers::args::PeersArgs;
 use crate::peers::replicas::{Replicas, max_share};
 use crate::peers::system::{self, System};
@@ -77,11 +81,11 @@ pub async fn one(
         let want = stream.catalog_items.min(args.pool_items) * replicas.urls.len();
         pool_fields = pool::wait_precompute(&client, &running.url(), want, stream.stream).await?;
     }
-    let before = replicas.scrape(&client).await?;
-    let mine_before = match s {
-        System::Recache => http::get_text(&client, &format!("{}/metrics", running.url())).await?,
-        System::Peer(_) => String::new(),
-    };
+    // recache's own calls (canaries, the label check) are read with the engines' counters and
+    // taken out; its `/metrics` also says what the pool did.
+    let ours = (s == System::Recache).then(|| running.url());
+    let before = replicas.snapshot(&client, ours.as_deref()).await?;
+    let mine_before = before.recache.first().cloned().unwrap_or_default();
     let progress = recache::harness::Progress::new(
         stream.rank_bodies.len() as u64,
         format!("{} {} round {round}", stream.workload, s.name()),
@@ -134,23 +138,21 @@ pub async fn one(
         }
     }
     let ok = lat.len();
-    let mine_after = match s {
-        System::Recache => {
-            // Fills the stream started are its work: let them end before the counters.
-            pool::settle(&client, &running.url()).await;
-            http::get_text(&client, &format!("{}/metrics", running.url())).await?
-        }
-        System::Peer(_) => String::new(),
-    };
+    if s == System::Recache {
+        // Fills the stream started are its work: let them end before the counters.
+        pool::settle(&client, &running.url()).await;
+    }
+    let after = (replicas.settled(&client, ours.as_deref(), &before, Some(ok))).await?;
     drop(running);
-    let after = settled_scrape(replicas, &client, &before, ok).await?;
-    let (queries, local_hits) = replicas.cache(&before, &after);
+    let mine_after = after.recache.first().cloned().unwrap_or_default();
+    let counted = replicas.counted(&before, &after);
+    let (queries, local_hits) = (counted.queries, counted.hits);
     let ext = replicas.engine.external_hits_counter();
-    let pool_hits: f64 = (before.iter().zip(&after))
+    let pool_hits: f64 = (before.engines.iter().zip(&after.engines))
         .map(|(b, a)| ext.map_or(0.0, |n| http::counter(a, n) - http::counter(b, n)))
         .sum();
     let hits = local_hits + pool_hits;
-    let per_replica = replicas.requests(&before, &after);
+    let per_replica = counted.requests_per_replica;
     lat.sort_by(f64::total_cmp);
     service.sort_by(f64::total_cmp);
     let q = quality(&ranks);
@@ -178,6 +180,7 @@ pub async fn one(
         "returning_share": stream.returning_share,
         "routing": match s { System::Recache => setup.routing.clone(), _ => Some("cache_aware".into()) },
         "recache_flags": (s == System::Recache).then(|| setup.extra.join(" ")),
+        "own_traffic": own_traffic::json(&counted.own),
     });
     if s == System::Recache
         && let Some(o) = row.as_object_mut()
@@ -186,29 +189,32 @@ pub async fn one(
             "pool".into(),
             pool::fields(pool_fields, &mine_before, &mine_after),
         );
+        o.insert(
+            "quality_shadows".into(),
+            quality_shadows(&mine_before, &mine_after),
+        );
     }
     Ok(row)
 }
 
-/// The engines count a request when it finishes: scrape until they have counted `ok` more.
-async fn settled_scrape(
-    replicas: &Replicas,
-    client: &HttpClient,
-    before: &[String],
-    ok: usize,
-) -> Result<Vec<String>, BenchError> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut after = replicas.scrape(client).await?;
-    while Instant::now() < deadline
-        && replicas
-            .requests(before, &after)
-            .is_some_and(|r| r.iter().sum::<f64>() < ok as f64)
-    {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        after = replicas.scrape(client).await?;
-    }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    replicas.scrape(client).await
+/// The quality guard's shadow scorings over the run, from recache's `/metrics`: engine work
+/// the guard costs, so (unlike `own_traffic`) they stay in `computed_tokens` and `hit_rate`;
+/// reported apart so a reader sees their share.
+fn quality_shadows(before: &str, after: &str) -> Value {
+    const SAMPLES: &str = "recache_rank_quality_samples_total";
+    // Skipped samples (both slots busy) were never sent.
+    let sent = |t: &str| {
+        (t.lines())
+            .filter(|l| l.starts_with(SAMPLES) && !l.contains("outcome=\"skipped\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let tokens = |t: &str| http::counter(t, "recache_rank_quality_tokens_total");
+    json!({
+        "requests": sent(after) - sent(before),
+        "computed_tokens": tokens(after) - tokens(before),
+        "counted": "in computed_tokens and hit_rate (engine work the quality guard costs)",
+    })
 }
 
 /// What the quality numbers can say with this model.
@@ -223,5 +229,24 @@ pub fn quality_note(model: &str, candidates: usize) -> String {
         )
     } else {
         format!("model {model}; chance Recall@10 is about {chance:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shadows_count_what_was_sent() {
+        let before = "recache_rank_quality_samples_total{model=\"m\",outcome=\"ok\"} 1\n\
+                      recache_rank_quality_tokens_total{model=\"m\"} 100\n";
+        let after = "recache_rank_quality_samples_total{model=\"m\",outcome=\"ok\"} 3\n\
+                     recache_rank_quality_samples_total{model=\"m\",outcome=\"skipped\"} 9\n\
+                     recache_rank_quality_tokens_total{model=\"m\"} 350\n";
+        let v = quality_shadows(before, after);
+        assert_eq!(
+            (v["requests"].clone(), v["computed_tokens"].clone()),
+            (json!(2.0), json!(250.0))
+        );
     }
 }

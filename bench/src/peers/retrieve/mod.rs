@@ -129,7 +129,8 @@ pub async fn one(
     let url = format!("{}{path}", running.url());
     let bodies = bodies(s, load, &replicas.model, width);
     let k = TOP_K.min(width);
-    let before = replicas.scrape(&client).await?;
+    let ours = (s == System::Recache).then(|| running.url());
+    let before = replicas.snapshot(&client, ours.as_deref()).await?;
     let progress = recache::harness::Progress::new(
         bodies.len() as u64,
         format!("retrieve {} width {width} round {round}", s.name()),
@@ -182,11 +183,12 @@ pub async fn one(
     }
     let wall_s = started.elapsed().as_secs_f64();
     progress.finish();
+    // The engines' counters trail their answers a little (a beam search is many engine
+    // requests: no count to wait for, only the counters to stop moving).
+    let after = (replicas.settled(&client, ours.as_deref(), &before, None)).await?;
     drop(running);
-    // The engines' counters trail their answers a little.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = replicas.scrape(&client).await?;
-    let (prompt_tokens, cached_tokens) = replicas.cache(&before, &after);
+    let counted = replicas.counted(&before, &after);
+    let (prompt_tokens, cached_tokens) = (counted.queries, counted.hits);
     let mut row = Run {
         system: s.name(),
         round,
@@ -200,7 +202,7 @@ pub async fn one(
         wall_s,
         prompt_tokens,
         cached_tokens,
-        per_replica: replicas.requests(&before, &after),
+        per_replica: counted.requests_per_replica.clone(),
         kv_bytes: replicas.kv_bytes,
     }
     .row();
@@ -214,6 +216,8 @@ pub async fn one(
     row["mean_prompt_tokens"] = json!(load.mean_prompt_tokens);
     row["index_items"] = json!(load.index.file.items.len());
     row["max_tokens"] = json!(load.index.depth);
+    row["own_traffic"] = crate::own_traffic::json(&counted.own);
+    row["model"] = json!(replicas.model);
     Ok(row)
 }
 

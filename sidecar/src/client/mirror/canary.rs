@@ -16,6 +16,9 @@
 //! are fixed for this recache process (so from the second canary on, both sides expect them
 //! cached unless the engine evicted them, which its events would say), the third changes
 //! every round. Token ids stay in 256..2304, ordinary ids in any byte-level BPE vocabulary.
+//!
+//! Each canary is counted as recache's own call ([`crate::client::own`]: requests, prompt
+//! and cached tokens per upstream), never as a client's.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,8 +27,8 @@ use http::Method;
 
 use super::MirrorState;
 use super::feed::FeedStatus;
-use crate::client::EngineClient;
 use crate::client::route::keys::TOKENS_PER_KEY;
+use crate::client::{EngineClient, own};
 use crate::kvloop::blocks::prompt_ids;
 use crate::shutdown::TaskGuard;
 
@@ -134,7 +137,16 @@ pub async fn check(
     let predicted = (mirror.held_prefix(&keys) * TOKENS_PER_KEY) as u64;
     let engine = client.settings.engine;
     let (path, body) = engine.probe_body(&tokens);
-    let outcome = match client.json_to(index, Method::POST, path, Some(&body)).await {
+    // Counted apart from clients' calls, so readers of the engine's counters can take it out.
+    let own = client.own_call(index, own::CANARY, tokens.len() as u64);
+    let answer = client.json_to(index, Method::POST, path, Some(&body)).await;
+    if let Ok(a) = &answer
+        && let Some(cached) = engine.reported_cached_tokens(&a.value)
+    {
+        own.cached(cached);
+    }
+    drop(own);
+    let outcome = match answer {
         Err(e) => {
             tracing::warn!(upstream = label, error = %e, "routing canary failed");
             Outcome::Failed

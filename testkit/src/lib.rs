@@ -1,13 +1,17 @@
-//! Waiting for an event in a test: poll a condition until it holds, or fail after a deadline
-//! with a message naming what never happened and what was last seen. Tests wait this way,
-//! never with a bare sleep: a sleep is either too short on a loaded machine or wastes time
-//! on an idle one, and when it is too short the failure says nothing about why.
+//! Waiting for an event in a test, for every test tree of the workspace (the adapters', the
+//! sidecar's, the integration tests against real engines): poll a condition until it holds,
+//! or fail after a deadline with a message naming what never happened and what was last
+//! seen. Tests wait this way, never with a bare sleep: a sleep is either too short on a
+//! loaded machine (a real engine on a busy 2-core machine takes anywhere from milliseconds
+//! to seconds) or wastes time on an idle one, and when it is too short the failure says
+//! nothing about why.
 
 use std::fmt::Display;
 use std::time::{Duration, Instant};
 
 /// First pause between polls; it doubles up to [`MAX_PAUSE`] (loopback events land in
-/// microseconds, so the first polls are cheap and quick).
+/// microseconds, so the first polls are cheap and quick; a slow check, such as a call to a
+/// real engine, paces itself).
 const FIRST_PAUSE: Duration = Duration::from_millis(2);
 const MAX_PAUSE: Duration = Duration::from_millis(100);
 

@@ -7,8 +7,9 @@
 //!
 //! - One module per benchmark: [`overhead`] (with [`loadgen`], [`wrk`], [`static_upstream`]),
 //!   [`peers`] (recache beside sglang-router and vllm-router), [`gr`], [`quality`], [`replay`], [`retrieve`], [`route`], [`slo`], [`soak`], [`synth`],
-//!   [`predictor`]; [`sim_plot`] draws `recache sim --plot`; [`curve`] draws the recompute
-//!   curve from `quality` and `gr` rows already measured.
+//!   [`predictor`]; [`sim_plot`] draws `recache sim --plot`; [`items`] is `recache items
+//!   index` (the offline retrieval-index builder, handed over like `bench`); [`curve`] draws
+//!   the recompute curve from `quality` and `gr` rows already measured.
 //! - What they share: [`http`] (the client, scrapes, engine calls), [`engine_ops`] (engine
 //!   specifics: cache reset, counters), [`open_loop`] (requests released at their planned
 //!   arrival, latency counted from it), [`stats`] (quantiles, spreads), [`rng`] (the seeded
@@ -21,6 +22,7 @@ pub mod engine_ops;
 pub mod error;
 pub mod gr;
 pub mod http;
+pub mod items;
 pub mod loadgen;
 pub mod open_loop;
 pub mod overhead;

@@ -169,7 +169,7 @@ mod tests {
     use recache_adapters::kv_events::KvEvent;
 
     use super::*;
-    use crate::kvloop::blocks;
+    use recache_hash::blocks;
 
     /// The engine stores `tokens` as one chain of 2-token blocks hashed `base + i`.
     fn store(m: &mut Mirror, tokens: &[u32], base: u64) {

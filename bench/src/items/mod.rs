@@ -1,11 +1,18 @@
 //! `recache items index`: build the retrieval index of a catalog and write it where `recache
-//! serve --retrieve-index` reads it; a progress bar on stderr, a JSON summary on stdout.
+//! serve --retrieve-index` reads it; a progress bar on stderr, a JSON summary on stdout. The
+//! `recache` binary hands `items` to this crate's (`recache-bench items ...`): the serving
+//! binary links no offline index builder.
+//!
+//! - [`semantic`]: semantic IDs for a catalog (residual k-means over item-text features).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::index::RetrieveIndex;
-use super::semantic::{SemanticArgs, build_index};
+use recache::harness::{IndexError, Progress, RetrieveIndex};
+
+use self::semantic::{SemanticArgs, build_index};
+
+pub mod semantic;
 
 /// `recache items ...` subcommands.
 #[derive(clap::Subcommand, Debug)]
@@ -44,9 +51,9 @@ pub struct IndexArgs {
 #[derive(Debug, thiserror::Error)]
 pub enum ItemsError {
     #[error(transparent)]
-    Build(#[from] super::semantic::SemanticError),
+    Build(#[from] semantic::SemanticError),
     #[error("the built index does not load: {0}")]
-    Check(#[from] super::index::IndexError),
+    Check(#[from] IndexError),
     #[error("writing {path}: {source}")]
     Write {
         path: String,
@@ -72,9 +79,9 @@ fn index(a: IndexArgs) -> Result<(), ItemsError> {
     };
     // The pass count is levels x iterations, and `levels` 0 is chosen from the catalog inside
     // build_index: the bar takes its length from the first report.
-    let mut bar: Option<crate::progress::Progress> = None;
+    let mut bar: Option<Progress> = None;
     let (file, stats) = build_index(&a.items, &args, &mut |done, total| {
-        bar.get_or_insert_with(|| crate::progress::Progress::new(total as u64, "k-means passes"))
+        bar.get_or_insert_with(|| Progress::new(total as u64, "k-means passes"))
             .set(done as u64)
     })?;
     if let Some(bar) = bar {

@@ -13,7 +13,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use super::ItemPool;
-use crate::rank::{RankError, Ranker, engine};
+use crate::engine::{self, EngineError, EngineHandle};
 
 /// Bounds concurrent fills (one per [`ItemPool`]).
 pub struct Filler {
@@ -30,13 +30,13 @@ impl Filler {
     /// Starts the fills in the background and returns at once.
     pub fn spawn(
         &self,
-        state: &Arc<Ranker>,
+        engine: &Arc<EngineHandle>,
         pool: &Arc<ItemPool>,
         model: Option<String>,
         fills: Vec<(String, u32, Arc<Vec<u32>>)>,
     ) {
         for (key, label, tokens) in fills {
-            let (state, pool, slots) = (state.clone(), pool.clone(), self.slots.clone());
+            let (engine, pool, slots) = (engine.clone(), pool.clone(), self.slots.clone());
             let model = model.clone();
             tokio::spawn(async move {
                 let Ok(_slot) = slots.acquire_owned().await else {
@@ -55,7 +55,7 @@ impl Filler {
                 if let Some(m) = &model {
                     body["model"] = json!(m);
                 }
-                let result = pool.post(&state, &body).await;
+                let result = pool.post(&engine, &body).await;
                 if let Ok(answer) = &result {
                     let report = &answer["kv_transfer_params"]["recache_pool"];
                     pool.metrics.observe_report(pool.index, report);
@@ -76,18 +76,16 @@ impl ItemPool {
     /// alone when there are several, else through the routing rule.
     pub(super) async fn post(
         &self,
-        state: &Arc<Ranker>,
+        engine: &EngineHandle,
         body: &serde_json::Value,
-    ) -> Result<serde_json::Value, RankError> {
+    ) -> Result<serde_json::Value, EngineError> {
         const PATH: &str = "/v1/completions";
         match self.target {
             Some(i) => {
-                let call = state
-                    .client
-                    .json_to(i, http::Method::POST, PATH, Some(body));
+                let call = (engine.client).json_to(i, http::Method::POST, PATH, Some(body));
                 engine::answer(call.await?)
             }
-            None => engine::post_json(state, PATH, body).await,
+            None => engine::post_json(&engine.client, PATH, body).await,
         }
     }
 }

@@ -17,7 +17,7 @@ use recache_hash::SplitMix64;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::index::{FORMAT, IndexFile, IndexedItem, MAX_CHILDREN};
+use recache::harness::{INDEX_FORMAT as FORMAT, IndexFile, IndexedItem, MAX_CHILDREN};
 
 /// Lloyd iterations per level (k-means converges well before this on catalog sizes).
 pub const ITERATIONS: usize = 20;

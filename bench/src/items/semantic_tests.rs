@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use super::*;
-use crate::retrieve::index::RetrieveIndex;
+use recache::harness::RetrieveIndex;
 
 /// Two families of titles (lipsticks, drill bits) with small variations.
 fn catalog(n: usize) -> tempfile::NamedTempFile {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{ItemPool, Wanted};
-use crate::rank::Ranker;
+use crate::engine::EngineHandle;
 
 /// What a precompute did.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -42,7 +42,7 @@ impl ItemPool {
     /// `limit` or when every fill of a batch failed.
     pub async fn precompute(
         self: &Arc<Self>,
-        state: &Arc<Ranker>,
+        engine: &Arc<EngineHandle>,
         model: Option<&str>,
         items: Vec<Wanted>,
         limit: Duration,
@@ -85,7 +85,7 @@ impl ItemPool {
                 let fills = self.admit_within(batch, false);
                 if !fills.is_empty() {
                     self.filler
-                        .spawn(state, self, model.map(str::to_string), fills);
+                        .spawn(engine, self, model.map(str::to_string), fills);
                 }
             }
             let (ok, err) = done();

@@ -10,7 +10,7 @@
 //!   take the most frequent until they cover `hot_share` of all accesses (`1 − R_max`, the
 //!   share of item accesses that may go to an item not held where the request runs).
 
-use recache_hash::{fnv1a, mix64};
+use crate::{fnv1a, mix64};
 
 /// A stable 64-bit id of a text key (a user or item id).
 pub fn id(key: &str) -> u64 {

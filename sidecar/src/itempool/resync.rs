@@ -14,14 +14,15 @@ use std::sync::Arc;
 
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::rank::Ranker;
+use super::replicas::Pools;
+use crate::engine::{self, EngineHandle};
 use crate::shutdown::TaskGuard;
 
-/// Starts the task when ranking has an item pool; it stops with the guard.
-pub fn spawn(ranker: Arc<Ranker>) -> Option<TaskGuard> {
-    ranker.rank.pool.as_ref()?;
+/// Starts the task when there is an item pool; it stops with the guard.
+pub fn spawn(pools: Option<Arc<Pools>>, engine: Arc<EngineHandle>) -> Option<TaskGuard> {
+    let pools = pools?;
     // Subscribed before the task runs: a return right after start is not missed.
-    let mut returns = ranker.client.returns();
+    let mut returns = engine.client.returns();
     Some(TaskGuard::spawn(move |mut stop| async move {
         loop {
             let which: Vec<usize> = tokio::select! {
@@ -29,25 +30,22 @@ pub fn spawn(ranker: Arc<Ranker>) -> Option<TaskGuard> {
                 got = returns.recv() => match got {
                     Ok(i) => vec![i],
                     // Missed some: every replica's pool, to be sure.
-                    Err(RecvError::Lagged(_)) => (0..ranker.client.replicas().len()).collect(),
+                    Err(RecvError::Lagged(_)) => (0..engine.client.replicas().len()).collect(),
                     Err(RecvError::Closed) => return,
                 },
             };
             for i in which {
-                resync_one(&ranker, i).await;
+                resync_one(&pools, &engine, i).await;
             }
         }
     }))
 }
 
-async fn resync_one(ranker: &Arc<Ranker>, i: usize) {
-    let Some(pools) = ranker.rank.pool.as_ref() else {
-        return;
-    };
+async fn resync_one(pools: &Pools, engine: &EngineHandle, i: usize) {
     let pool = pools.get(i);
-    let model = crate::rank::startup::served_model(ranker).await;
-    let upstream = (ranker.client.replicas().get(i)).map_or("?", |r| r.label.as_str());
-    match pool.resync(ranker, model.as_deref()).await {
+    let model = engine::served_model(&engine.client).await;
+    let upstream = (engine.client.replicas().get(i)).map_or("?", |r| r.label.as_str());
+    match pool.resync(engine, model.as_deref()).await {
         Ok(r) => tracing::info!(
             upstream,
             kept = r.kept,

@@ -1,4 +1,5 @@
-//! Token ids for the text parts of ranking requests, from the engine's `/tokenize`, cached.
+//! Token ids for the text parts of ranking requests and the item catalog, from the engine's
+//! `/tokenize`, cached.
 //!
 //! Items recur across requests (hot items in most of them), and a user's profile recurs with
 //! each of their requests, so each text is tokenized once: the cache key is the model, the
@@ -9,10 +10,8 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-use super::RankError;
 use super::api::TextOrTokens;
-use super::engine;
-use crate::rank::Ranker;
+use super::{EngineError, EngineHandle};
 
 /// 16 M token ids (64 MiB).
 pub const MAX_CACHED_TOKENS: usize = 16 << 20;
@@ -72,24 +71,24 @@ impl TokenCache {
 
 /// Token ids of one user, item or instruction: given ids as they are, text through the cache.
 pub async fn resolve(
-    state: &Arc<Ranker>,
+    engine: &EngineHandle,
     model: Option<&str>,
     kind: &str,
     id: &str,
     content: &TextOrTokens,
-) -> Result<Arc<Vec<u32>>, RankError> {
+) -> Result<Arc<Vec<u32>>, EngineError> {
     let text = match content {
         TextOrTokens::Tokens(t) => return Ok(Arc::new(t.clone())),
         TextOrTokens::Text(text) => text,
     };
-    let cache = &state.rank.tokens;
+    let cache = &engine.tokens;
     let k = key(model, kind, id, text);
     if let Some(hit) = cache.get(&k) {
         return Ok(hit);
     }
-    let tokens = Arc::new(engine::tokenize(state, model, text).await?);
+    let tokens = Arc::new(super::tokenize(&engine.client, model, text).await?);
     if tokens.is_empty() {
-        return Err(RankError::Api(super::api::bad(
+        return Err(EngineError::Api(super::api::bad(
             format!("{kind} {id:?}: its text tokenizes to no tokens"),
             kind,
         )));

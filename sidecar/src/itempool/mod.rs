@@ -22,44 +22,41 @@
 //! - What the engine's pool already holds when recache starts (it outlives recache) is adopted
 //!   from the connector's `list` ([`sync`]), labels and all; a replica that comes back into
 //!   rotation (perhaps restarted empty) is reconciled with its list ([`resync`]).
+//!
+//! The pool talks to the engine through [`crate::engine::EngineHandle`] (client, dialect,
+//! token cache), never through its users' state; ranking asks it, per request, what each
+//! replica's pool holds of the candidates ([`replicas::Pools::held_on`]), builds the prompt,
+//! and offers the candidates back ([`replicas::Pools::want`]).
+//!
+//! - [`config`]: the pool's flags; [`replicas`]: one pool per replica and placement;
+//!   [`cold`]: items read from the store (`--rank-pool-store`); [`hrcs`]: BAT Alg. 1's
+//!   replicated share; [`store_probe`]: the store's reachability for `/ready`.
+//! - [`fill`], [`precompute`], [`sync`], [`resync`], [`startup`], [`catalog`]: filling,
+//!   adopting and reconciling the engines' pools.
+//! - [`recompute`]: what pooled prompts compute again in context (`--rank-pool-recompute`).
+//! - [`metrics`]: the pool's Prometheus series.
 
-pub mod budget;
 pub mod catalog;
 pub mod cold;
+pub mod config;
 pub mod fill;
 pub mod hrcs;
 pub mod metrics;
 pub mod precompute;
+pub mod recompute;
 pub mod replicas;
 pub mod resync;
+pub mod startup;
 pub mod store_probe;
 pub mod sync;
+
+pub use config::PoolConfig;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde_json::{Value, json};
-
-/// `--rank-item-pool*` settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PoolConfig {
-    /// Items kept resident (label slots).
-    pub items: usize,
-    /// Concurrent fill requests.
-    pub fills: usize,
-    /// Fills waiting or running at most; more wanted items wait for a later request.
-    pub max_pending: usize,
-    /// Fills per second at most while serving (0: unbounded); precomputing ignores it.
-    pub refresh_per_s: f64,
-    /// `--rank-pool-store`: the store (`host:port` of Mooncake's master, or `redis://..`)
-    /// the replicas' connectors write fills through to, so an item one replica holds may be
-    /// served to another ([`cold`]). None: each replica serves only what its own pool holds.
-    pub store: Option<String>,
-    /// `--rank-pool-costs`: what BAT's Alg. 1 weighs to size the replicated share with a
-    /// store ([`hrcs`]; `gr:pool_hot_share` overrides it).
-    pub costs: hrcs::Costs,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Residency {
@@ -238,7 +235,7 @@ impl ItemPool {
         lens: &[usize],
         resident: usize,
         link: usize,
-        spec: super::recompute::RecomputeSpec,
+        spec: recompute::RecomputeSpec,
         cold: Vec<String>,
     ) -> PoolUse {
         let mut start = 0;
@@ -351,14 +348,14 @@ impl ItemPool {
     /// Admits what it should of `wanted` and fills it in the background; returns at once.
     pub fn want(
         self: &Arc<Self>,
-        state: &Arc<crate::rank::Ranker>,
+        engine: &Arc<crate::engine::EngineHandle>,
         model: Option<&str>,
         wanted: Vec<Wanted>,
     ) {
         let fills = self.admit(wanted);
         if !fills.is_empty() {
             self.filler
-                .spawn(state, self, model.map(str::to_string), fills);
+                .spawn(engine, self, model.map(str::to_string), fills);
         }
     }
 

@@ -4,7 +4,7 @@
 //! hash. Id of block i = hash(id of block i-1, its tokens); the first block chains from a seed.
 
 /// The chain seed (the "parent" of a prompt's first block).
-pub const ROOT: u64 = recache_hash::GOLDEN;
+pub const ROOT: u64 = crate::GOLDEN;
 
 /// The id of the block holding `tokens` after the block with id `parent`.
 pub fn chain(parent: u64, tokens: &[u32]) -> u64 {
@@ -14,7 +14,7 @@ pub fn chain(parent: u64, tokens: &[u32]) -> u64 {
         .to_le_bytes()
         .into_iter()
         .chain(tokens.iter().flat_map(|t| t.to_le_bytes()));
-    recache_hash::finalize(recache_hash::fnv1a(bytes))
+    crate::finalize(crate::fnv1a(bytes))
 }
 
 /// Ids of every full block of `tokens` (a trailing partial block is never cached).

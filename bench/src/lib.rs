@@ -7,15 +7,16 @@
 //!
 //! - One module per benchmark: [`overhead`] (with [`loadgen`], [`wrk`], [`static_upstream`]),
 //!   [`peers`] (recache beside sglang-router and vllm-router), [`gr`], [`quality`], [`replay`], [`retrieve`], [`route`], [`slo`], [`soak`], [`synth`],
-//!   [`predictor`]; [`sim_plot`] draws `recache sim --plot`; [`items`] is `recache items
-//!   index` (the offline retrieval-index builder, handed over like `bench`); [`curve`] draws
-//!   the recompute curve from `quality` and `gr` rows already measured.
+//!   [`predictor`]; [`sim_plot`] draws `recache sim --plot`; [`curve`] draws the recompute
+//!   curve from `quality` and `gr` rows already measured.
 //! - What they share: [`http`] (the client, scrapes, engine calls), [`engine_ops`] (engine
 //!   specifics: cache reset, counters), [`open_loop`] (requests released at their planned
 //!   arrival, latency counted from it), [`stats`] (quantiles, spreads), [`rng`] (the seeded
 //!   PRNG of every workload), [`plot`] (every PNG), [`testbed`] (the one place that knows
 //!   `examples/testbed`), [`recache_bin`] (the `recache` binary beside this one), [`error`].
 //! - [`tracegen`]: deterministic trace generators for `recache sim` (`examples/gen_trace`).
+//! - [`items`]: `recache items index`, the offline retrieval-index builder (the `recache`
+//!   binary hands `items` over as it does `bench`).
 
 pub mod curve;
 pub mod engine_ops;

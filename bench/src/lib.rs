@@ -17,6 +17,8 @@
 //!   PRNG of every workload), [`plot`] (every PNG), [`testbed`] (the one place that knows
 //!   `examples/testbed`), [`recache_bin`] (the `recache` binary beside this one), [`error`].
 //! - [`tracegen`]: deterministic trace generators for `recache sim` (`examples/gen_trace`).
+//! - [`items`]: `recache items index`, the offline retrieval-index builder (the `recache`
+//!   binary hands `items` over as it does `bench`).
 
 pub mod costfit;
 pub mod curve;
@@ -24,6 +26,7 @@ pub mod engine_ops;
 pub mod error;
 pub mod gr;
 pub mod http;
+pub mod items;
 pub mod loadgen;
 pub mod open_loop;
 pub mod overhead;

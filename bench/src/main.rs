@@ -5,6 +5,7 @@ use anyhow::Context;
 use clap::Parser;
 
 use recache_bench::BenchCmd;
+use recache_bench::items::ItemsCmd;
 
 /// recache's benchmarks; each prints JSON. Run as `recache bench COMMAND` (or
 /// `recache-bench COMMAND`).
@@ -13,6 +14,22 @@ use recache_bench::BenchCmd;
 struct Cli {
     #[command(subcommand)]
     command: BenchCmd,
+}
+
+/// `recache items ...`, handed over by the `recache` binary: parsed and helped as its own
+/// subcommand.
+#[derive(Parser, Debug)]
+#[command(name = "recache", bin_name = "recache")]
+struct ItemsCli {
+    #[command(subcommand)]
+    command: ItemsTop,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum ItemsTop {
+    /// Catalog tools: `recache items index` builds the retrieval index.
+    #[command(subcommand)]
+    Items(ItemsCmd),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -24,6 +41,10 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    if std::env::args_os().nth(1).is_some_and(|a| a == "items") {
+        let ItemsTop::Items(cmd) = ItemsCli::parse().command;
+        return Ok(cmd.run()?);
+    }
     let cli = Cli::parse();
     let runtime = tokio::runtime::Runtime::new().context("starting the tokio runtime")?;
     runtime.block_on(async {

@@ -2,6 +2,12 @@
 //! PTX cache keys, the eviction crate's id hasher, seeded benchmark workloads and kernel test
 //! data all hash with these, so a constant is written once and every copy agrees. Stable
 //! across Rust versions and machines (std's hasher is neither); not cryptographic.
+//!
+//! - [`blocks`]: content ids of KV blocks (a chain hash over full blocks of token ids).
+//! - [`placement`]: where a GR entity lives across replicas (rendezvous hashing, hot share).
+
+pub mod blocks;
+pub mod placement;
 
 /// FNV-1a's 64-bit offset basis.
 pub const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;

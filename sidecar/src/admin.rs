@@ -1,6 +1,6 @@
 //! The admin API, behind a bearer token: `GET` / `PUT /admin/eviction-policy` (the policy
 //! slot), `GET` / `PUT /admin/routing` (the engine client's routing rule) and `GET` / `PUT
-//! /admin/rank-pool-recompute` (the item pool's recompute setting, `rank::recompute`).
+//! /admin/rank-pool-recompute` (the item pool's recompute setting, `itempool::recompute`).
 //!
 //! Without `--admin-token` the admin API is off (403 saying how to turn it on): an
 //! unauthenticated policy switch on a shared proxy would be a foot-gun.
@@ -13,8 +13,8 @@ use crate::Body;
 use crate::client::EngineClient;
 use crate::client::route::Routing;
 use crate::error::{ApiError, error_json, json_response};
+use crate::itempool::recompute::RecomputeSpec;
 use crate::policy_slot::PolicySlot;
-use crate::rank::recompute::RecomputeSpec;
 use arc_swap::ArcSwap;
 
 pub const EVICTION_POLICY: &str = "/admin/eviction-policy";

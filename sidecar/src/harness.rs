@@ -9,9 +9,10 @@
 //!   reach through `AppState`'s fields.
 //! - The defaults a benchmark must agree with (`DEFAULT_*`).
 //! - The pure parts a benchmark computes with recache's own code, so it measures what recache
-//!   does: BAT's memory split ([`budget`]), the shadow's eviction policies
+//!   does: the shadow's eviction policies
 //!   ([`build_policy`]), routing decisions ([`route`]), ranking requests' rewriting
-//!   ([`rank_api`], [`rank_pipeline`], [`rank_trace`]), the retrieval index.
+//!   ([`rank_api`], [`rank_pipeline`], [`rank_trace`]), the retrieval index and its file
+//!   format (the offline builder, `recache items index`, is the benchmark crate's).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,6 +21,10 @@ pub use crate::client::mirror::MirrorState;
 pub use crate::client::replica::Replica;
 pub use crate::client::route::{self, GrHint, RouteHint, RouteKeys, Routing};
 pub use crate::config::ServeArgs;
+pub use crate::itempool::config::PoolArgs;
+pub use crate::itempool::recompute::RecomputeSpec;
+pub use crate::itempool::replicas::Pools;
+pub use crate::itempool::{Wanted, key as pool_key};
 pub use crate::kvloop::config::KvLoopArgs;
 pub use crate::kvloop::metrics::Phase;
 pub use crate::kvloop::shadow::build_policy;
@@ -30,19 +35,17 @@ pub use crate::rank::config::{
     Admission, DEFAULT_INSTRUCTION, DEFAULT_LABEL_BASE, DEFAULT_USER_CACHE_TOKENS, ItemReuse,
     RankArgs, SelectorKind,
 };
-pub use crate::rank::pool::replicas::Pools;
-pub use crate::rank::pool::{Wanted, budget, key as pool_key};
 pub use crate::rank::readout::Readout;
-pub use crate::rank::recompute::RecomputeSpec;
 pub use crate::rank::select::PrefixKind;
 pub use crate::rank::startup::check_labels;
 pub use crate::rank::vocab::Verdict;
 pub use crate::rank::{Ranker, TRACE_BLOCK_TOKENS};
 pub use crate::rank::{api as rank_api, pipeline as rank_pipeline, trace as rank_trace};
-pub use crate::retrieve::cli::build_default as build_retrieve_index;
 pub use crate::retrieve::config::RetrieveArgs;
 pub use crate::retrieve::engine::DEFAULT_INSTRUCTION as RETRIEVE_INSTRUCTION;
-pub use crate::retrieve::index::RetrieveIndex;
+pub use crate::retrieve::index::{
+    FORMAT as INDEX_FORMAT, IndexError, IndexFile, IndexedItem, MAX_CHILDREN, RetrieveIndex,
+};
 pub use crate::retrieve::search::join_all;
 
 /// recache's own ranking counters, read in process: where a ranking request's time went.
@@ -81,7 +84,7 @@ impl LocalServer {
 
     /// The replicas' item pools (`--rank-item-pool`), if on.
     pub fn pools(&self) -> Option<&Pools> {
-        self.state.ranker.rank.pool.as_ref()
+        self.state.ranker.rank.pool.as_deref()
     }
 
     /// The ranking counters so far.

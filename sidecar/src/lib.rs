@@ -24,15 +24,23 @@
 //!   `GET`/`PUT /admin/eviction-policy` behind a bearer token.
 //! - [`rank`]: GR ranking (`POST /v1/rank`, the `recache_rank` completions extension): prompt
 //!   rewriting into user- or item-as-prefix layouts, prefix selection, label-token scoring.
+//! - [`itempool`]: the item KV pool (`--rank-item-pool`): residency per replica, labels,
+//!   admission, fills, precompute, adoption, the store's cold tier; ranking asks it what is
+//!   resident where.
+//! - [`retrieve`]: generative retrieval (`POST /v1/retrieve`, the `recache_retrieve`
+//!   completions extension): a beam search constrained to the catalog's semantic IDs.
+//! - [`engine`]: recache's own engine calls (JSON, `/tokenize`, the served model), the token
+//!   cache, the request parts ranking and retrieval share, and the error they answer with.
 //! - [`kvloop`]: the engine loop: KV-event mirror, shadow cache under the active policy, and
 //!   the eviction order published to the engine shim (`--kv-events`, `--publish`).
 //! - [`error`]: every error recache itself answers with, rendered in OpenAI's error shape.
 //! - [`metrics`]: the Prometheus registry behind `/metrics`.
-//! - [`progress`]: progress bars / lines on stderr for long commands (`items index`, and the
-//!   benchmarks of the `recache-bench` crate).
+//! - [`progress`]: progress bars / lines on stderr for the long commands of the
+//!   `recache-bench` crate (its benchmarks and `recache items index`).
 //!
-//! The benchmarks (`recache bench ...`) are the `recache-bench` crate and binary; the `recache`
-//! binary hands `bench` to it. `recache sim` is the eviction crate's simulator
+//! The benchmarks (`recache bench ...`) and the offline retrieval-index builder (`recache items
+//! index`) are the `recache-bench` crate and binary; the `recache` binary hands `bench` and
+//! `items` to it. `recache sim` is the eviction crate's simulator
 //! (`recache_eviction::sim`), embedded as a subcommand (its `--plot` is drawn by
 //! `recache-bench`).
 //!
@@ -43,8 +51,10 @@ pub mod admin;
 pub mod body;
 pub mod client;
 pub mod config;
+pub mod engine;
 pub mod error;
 pub mod harness;
+pub mod itempool;
 pub mod kvloop;
 pub mod limits;
 pub mod local;

@@ -47,7 +47,7 @@ impl LocalServer {
             let _ = rx.await;
         }));
         let probe = (state.ranker.rank.store.as_ref())
-            .map(|p| p.spawn(crate::rank::pool::store_probe::PROBE_EVERY));
+            .map(|p| p.spawn(crate::itempool::store_probe::PROBE_EVERY));
         Ok(Self {
             addr,
             state,

@@ -1,6 +1,7 @@
 //! The `recache` command: parses the command line and hands over to the library, or, for
-//! `recache bench` (and `recache sim --plot`), to the `recache-bench` binary beside this one
-//! (as git runs `git-foo`): the serving binary links no benchmark or plotting code.
+//! `recache bench`, `recache items` (the offline retrieval-index builder) and `recache sim
+//! --plot`, to the `recache-bench` binary beside this one (as git runs `git-foo`): the serving
+//! binary links no benchmark, plotting or index-building code.
 
 use std::ffi::OsString;
 
@@ -38,8 +39,12 @@ enum Command {
         args: Vec<OsString>,
     },
     /// Catalog tools: `recache items index` builds the retrieval index.
-    #[command(subcommand)]
-    Items(recache::retrieve::cli::ItemsCmd),
+    // Run by recache-bench, which parses (and prints the help of) `items` as `recache items`.
+    #[command(disable_help_flag = true, disable_version_flag = true)]
+    Items {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<OsString>,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -82,7 +87,11 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Serve(cmd) => serve_blocking(cmd.args),
         Command::Bench { args } => Err(hand_off(args)),
-        Command::Items(cmd) => Ok(cmd.run()?),
+        Command::Items { args } => {
+            let mut all = vec![OsString::from("items")];
+            all.extend(args);
+            Err(hand_off(all))
+        }
         // The plot is drawn by recache-bench (plotting is no part of this binary); the
         // simulation itself runs here.
         Command::Sim(args) if args.plot.is_some() => {
@@ -107,8 +116,8 @@ fn hand_off(args: Vec<OsString>) -> anyhow::Error {
     let bin = exe.with_file_name(format!("{BENCH_BIN}{}", std::env::consts::EXE_SUFFIX));
     if !bin.is_file() {
         return anyhow::anyhow!(
-            "`recache bench` and `recache sim --plot` run the {BENCH_BIN} binary, and there is \
-             none beside {}: build it with `cargo build --release -p recache -p {BENCH_BIN}` \
+            "`recache bench`, `recache items` and `recache sim --plot` run the {BENCH_BIN} \
+             binary, and there is none beside {}: build it with `cargo build --release -p recache -p {BENCH_BIN}` \
              (or `cargo build -p {BENCH_BIN}` for target/debug)",
             exe.display()
         );
@@ -175,7 +184,7 @@ async fn serve(config: recache::config::Config) -> anyhow::Result<()> {
     let _startup = recache::rank::startup::spawn(state.ranker.clone());
     // The item pool's store (--rank-pool-store), probed for /ready.
     let _store_probe = (state.ranker.rank.store.as_ref())
-        .map(|p| p.spawn(recache::rank::pool::store_probe::PROBE_EVERY));
+        .map(|p| p.spawn(recache::itempool::store_probe::PROBE_EVERY));
     let drained = recache::server::run_with_admin(listener, admin, state, shutdown_signal()).await;
     if !drained {
         anyhow::bail!("exited with requests still in flight after the drain deadline");

@@ -14,6 +14,7 @@ use hyper::body::Incoming;
 use crate::Body;
 use crate::client::{ClientError, ClientSettings, EngineClient};
 use crate::config::Config;
+use crate::engine::EngineHandle;
 use crate::error::{ApiError, full, json_response};
 use crate::kvloop::{KvLoopHandle, LoopMetrics};
 use crate::limits::per_client::Client;
@@ -119,9 +120,8 @@ impl AppState {
         };
         let ranker = Arc::new(Ranker {
             rank: RankState::new(config.rank.clone(), &metrics, &replica_labels(&client))?,
-            client: client.clone(),
+            engine: Arc::new(EngineHandle::new(client.clone(), config.engine)),
             kvloop: kvloop.clone(),
-            engine: config.engine,
             max_body_bytes: config.max_body_bytes,
         });
         let retriever = match config.retrieve.clone() {

@@ -1,7 +1,10 @@
 //! The serving core's layering, checked: no import cycle between the crate's top-level
 //! modules (a module and its own submodules may refer to each other; across modules the
-//! dependencies must form a DAG, e.g. `service` → `proxy` → `rank` → `client`, never back).
-//! Reads `crate::` paths in `sidecar/src` outside `#[cfg(test)]` code.
+//! dependencies must form a DAG, e.g. `service` → `proxy` → `rank` → `itempool` → `engine` →
+//! `client`, never back), and the edges that keep the parts narrow: the item pool, the engine
+//! calls and retrieval know nothing of ranking, the proxy takes from ranking only its
+//! completions extension. Reads `crate::` paths in `sidecar/src` outside `#[cfg(test)]` code
+//! and test files.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -11,11 +14,20 @@ fn sources(dir: &Path, out: &mut Vec<(String, String)>) {
         let path = entry.path();
         if path.is_dir() {
             sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
+        } else if path.extension().is_some_and(|e| e == "rs") && !is_test_file(&path) {
             let text = std::fs::read_to_string(&path).expect("read file");
             out.push((path.display().to_string(), text));
         }
     }
+}
+
+/// A unit-test file (`tests.rs`, `x_tests.rs`): test code, like `#[cfg(test)]` blocks.
+fn is_test_file(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    name == "tests.rs" || name.ends_with("_tests.rs")
 }
 
 /// Top-level module of a file under src (None for lib.rs / main.rs).
@@ -26,20 +38,31 @@ fn top_of(src: &Path, file: &str) -> Option<String> {
     (name != "lib" && name != "main").then(|| name.to_string())
 }
 
-/// Top-level modules named by `crate::` paths in `text` (grouped `crate::{a, b}` included).
-fn referenced(text: &str) -> BTreeSet<String> {
-    let code: String = text
-        .split("#[cfg(test)]")
+/// `text` without its `#[cfg(test)]` tail and its comments.
+fn code_of(text: &str) -> String {
+    text.split("#[cfg(test)]")
         .next()
         .unwrap_or_default()
         .lines()
         .map(|l| l.split("//").next().unwrap_or_default())
         .collect::<Vec<_>>()
-        .join("\n");
+        .join("\n")
+}
+
+/// Top-level modules named by `crate::` paths in `text` (grouped `crate::{a, b}` included).
+fn referenced(text: &str) -> BTreeSet<String> {
+    names_after(&code_of(text), "crate::")
+}
+
+/// The names that follow `prefix` in `code` (grouped `prefix{a, b}` included), lower-case
+/// ones only for a plain path (`crate::Body` and the like are items, not modules) unless
+/// `prefix` names a module (then its items count too).
+fn names_after(code: &str, prefix: &str) -> BTreeSet<String> {
+    let items_too = prefix != "crate::";
     let mut out = BTreeSet::new();
-    let mut rest = code.as_str();
-    while let Some(i) = rest.find("crate::") {
-        rest = &rest[i + "crate::".len()..];
+    let mut rest = code;
+    while let Some(i) = rest.find(prefix) {
+        rest = &rest[i + prefix.len()..];
         if let Some(group) = rest.strip_prefix('{') {
             let end = group.find('}').unwrap_or(group.len());
             for item in group[..end].split(',') {
@@ -59,26 +82,42 @@ fn referenced(text: &str) -> BTreeSet<String> {
             .take_while(|c| c.is_alphanumeric() || *c == '_')
             .collect();
         // Lower-case names are modules; `crate::Body` and the like are items of lib.rs.
-        if name.chars().next().is_some_and(|c| c.is_ascii_lowercase()) {
+        if items_too || name.chars().next().is_some_and(|c| c.is_ascii_lowercase()) {
             out.insert(name);
         }
     }
     out
 }
 
-#[test]
-fn top_level_modules_form_a_dag() {
+/// Each top-level module's source files (path, text), test code aside.
+fn modules() -> BTreeMap<String, Vec<(String, String)>> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     sources(&src, &mut files);
-    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (file, text) in &files {
-        let Some(top) = top_of(&src, file) else {
-            continue;
-        };
-        let deps = edges.entry(top.clone()).or_default();
-        deps.extend(referenced(text).into_iter().filter(|d| *d != top));
+    let mut out: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for (file, text) in files {
+        if let Some(top) = top_of(&src, &file) {
+            out.entry(top).or_default().push((file, text));
+        }
     }
+    out
+}
+
+/// The top-level modules each one imports.
+fn edges() -> BTreeMap<String, BTreeSet<String>> {
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (top, files) in modules() {
+        let deps = edges.entry(top.clone()).or_default();
+        for (_, text) in &files {
+            deps.extend(referenced(text).into_iter().filter(|d| *d != top));
+        }
+    }
+    edges
+}
+
+#[test]
+fn top_level_modules_form_a_dag() {
+    let edges = edges();
     // Depth-first search for a back edge; report the cycle it closes.
     fn visit(
         node: &str,
@@ -121,6 +160,57 @@ fn top_level_modules_form_a_dag() {
                 "{module} imports the service (pass it what it uses instead)"
             );
         }
+    }
+}
+
+/// The edges that keep the parts narrow.
+#[test]
+fn the_pool_engine_calls_and_retrieval_know_nothing_of_ranking() {
+    let edges = edges();
+    let imports = |m: &str| edges.get(m).cloned().unwrap_or_default();
+    let forbid = |m: &str, never: &[&str]| {
+        for n in never {
+            assert!(
+                !imports(m).contains(*n),
+                "{m} imports {n}; its deps: {:?}",
+                imports(m)
+            );
+        }
+    };
+    // The item pool reaches the engine through `engine::EngineHandle`, never its users.
+    forbid(
+        "itempool",
+        &["rank", "retrieve", "proxy", "service", "server", "config"],
+    );
+    // recache's own engine calls and the shared request parts sit below both endpoints.
+    forbid(
+        "engine",
+        &["rank", "retrieve", "itempool", "proxy", "service", "kvloop"],
+    );
+    forbid("retrieve", &["rank", "itempool", "proxy", "service"]);
+    // The engine loop and the client hash blocks and placements with `recache_hash`.
+    forbid("kvloop", &["rank", "itempool", "client", "engine"]);
+    forbid(
+        "client",
+        &["rank", "itempool", "engine", "retrieve", "proxy"],
+    );
+    // The proxy takes from ranking its completions extension (and the state it runs on),
+    // nothing of its API types or errors.
+    let mut from_rank = BTreeSet::new();
+    for (_, text) in modules().get("proxy").into_iter().flatten() {
+        from_rank.extend(names_after(&code_of(text), "crate::rank::"));
+    }
+    let allowed: BTreeSet<String> = ["Ranker", "extension"].map(String::from).into();
+    assert!(
+        from_rank.is_subset(&allowed),
+        "proxy uses rank's {from_rank:?}; only {allowed:?} belong there"
+    );
+    // Nothing of the pool takes ranking's state.
+    for (file, text) in modules().get("itempool").into_iter().flatten() {
+        assert!(
+            !code_of(text).contains("Ranker"),
+            "{file} takes `Ranker`: the pool gets `engine::EngineHandle`"
+        );
     }
 }
 

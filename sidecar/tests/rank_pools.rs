@@ -96,8 +96,8 @@ async fn start(routing: &str) -> (TestProxy, [(FakeUpstream, Arc<Mutex<Seen>>); 
     let proxy = TestProxy::start(&[a.0.url(), b.0.url()], |s| {
         s.engine = Some(Engine::Vllm);
         s.routing = Some(routing.into());
-        s.rank.rank_item_pool = Some(64);
-        s.rank.rank_item_pool_refresh = Some(0.0);
+        s.rank.pool.rank_item_pool = Some(64);
+        s.rank.pool.rank_item_pool_refresh = Some(0.0);
     })
     .await;
     proxy.wait_ready().await;

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use recache::kvloop::blocks::prompt_ids;
+use recache_hash::blocks::prompt_ids;
 use rmpv::Value;
 use support::{FakeUpstream, TestProxy, body, wait_for};
 use tokio::sync::mpsc;

@@ -6,9 +6,9 @@
 //! capture's other batches (seq 8..=15) are not in the file, so the evicting batch meets
 //! hashes the mirror never saw: counted, not fatal.
 
-use recache::kvloop::blocks::prompt_ids;
 use recache::kvloop::mirror::Mirror;
 use recache_adapters::kv_events::{KvBatch, decode_frames};
+use recache_hash::blocks::prompt_ids;
 
 fn batches() -> Vec<KvBatch> {
     fn take<'a>(rest: &mut &'a [u8], n: usize) -> &'a [u8] {

@@ -22,6 +22,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use recache::config::ServeArgs;
+use recache::itempool::config::PoolArgs;
 use recache::rank::config::RankArgs;
 use recache_integration::{Proxy, Testbed, wait_for};
 use serde_json::{Value, json};
@@ -93,9 +94,12 @@ async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
     let args = ServeArgs {
         upstream: vec![tb.upstream.clone()],
         rank: RankArgs {
-            rank_item_pool: Some(256),
-            // The test waits for every fill of one request: no refresh rate bound.
-            rank_item_pool_refresh: Some(0.0),
+            pool: PoolArgs {
+                rank_item_pool: Some(256),
+                // The test waits for every fill of one request: no refresh rate bound.
+                rank_item_pool_refresh: Some(0.0),
+                ..Default::default()
+            },
             ..Default::default()
         },
         ..Default::default()
@@ -158,7 +162,10 @@ fn pool_args(upstream: &str, items: usize) -> ServeArgs {
         upstream: vec![upstream.to_string()],
         health_interval: Some(Duration::from_millis(500)),
         rank: RankArgs {
-            rank_item_pool: Some(items),
+            pool: PoolArgs {
+                rank_item_pool: Some(items),
+                ..Default::default()
+            },
             ..Default::default()
         },
         ..Default::default()

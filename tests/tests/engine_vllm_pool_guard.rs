@@ -15,6 +15,7 @@
 use std::time::Duration;
 
 use recache::config::ServeArgs;
+use recache::itempool::config::PoolArgs;
 use recache::rank::config::RankArgs;
 use recache::rank::guard::{MIN_SAMPLES, QualityGuard};
 use recache_integration::{Proxy, Testbed, wait_for};
@@ -57,8 +58,11 @@ async fn guard_scores_pooled_rankings_again_and_the_setting_swaps() {
         upstream: vec![tb.upstream.clone()],
         admin_token: Some("t".into()),
         rank: RankArgs {
-            rank_item_pool: Some(64),
-            rank_item_pool_refresh: Some(0.0),
+            pool: PoolArgs {
+                rank_item_pool: Some(64),
+                rank_item_pool_refresh: Some(0.0),
+                ..Default::default()
+            },
             rank_quality_sample: Some(1.0),
             ..Default::default()
         },

@@ -20,6 +20,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use recache::config::ServeArgs;
+use recache::itempool::config::PoolArgs;
 use recache::rank::config::RankArgs;
 use recache_integration::store::{self, RedisServer};
 use recache_integration::{Proxy, Testbed, wait_for};
@@ -115,9 +116,12 @@ async fn items_filled_on_one_replica_are_served_to_the_other_from_the_store() {
         routing: Some("gr:pool_hot_share=0".into()),
         health_interval: Some(Duration::from_millis(500)),
         rank: RankArgs {
-            rank_item_pool: Some(64),
-            rank_item_pool_refresh: Some(0.0),
-            rank_pool_store: Some(master.url()),
+            pool: PoolArgs {
+                rank_item_pool: Some(64),
+                rank_item_pool_refresh: Some(0.0),
+                rank_pool_store: Some(master.url()),
+                ..Default::default()
+            },
             ..Default::default()
         },
         ..Default::default()

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use recache::config::ServeArgs;
+use recache::itempool::config::PoolArgs;
 use recache::rank::config::RankArgs;
 use recache::rank::guard::{MIN_SAMPLES, Z};
 use recache::rank::readout::Readout;
@@ -106,8 +107,11 @@ async fn guarded(tb: &Testbed, first: &Value, readout: Option<Readout>) -> Proxy
         upstream: vec![tb.upstream.clone()],
         rank: RankArgs {
             rank_label_base: Some(LABEL_BASE),
-            rank_item_pool: Some(4096),
-            rank_item_pool_refresh: Some(0.0),
+            pool: PoolArgs {
+                rank_item_pool: Some(4096),
+                rank_item_pool_refresh: Some(0.0),
+                ..Default::default()
+            },
             rank_quality_sample: Some(1.0),
             rank_readout: readout,
             ..Default::default()

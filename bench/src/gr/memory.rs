@@ -1,6 +1,6 @@
 //! `bench gr --kv-bytes B`: equal memory. Every mode gets B KV bytes in all (B in whole KV
 //! blocks): modes without the item pool give all of it to the engine's KV cache; the pool modes
-//! split it with BAT's rule (`rank::pool::budget`): the requests in flight first, then items
+//! split it with BAT's rule ([`super::budget`]): the requests in flight first, then items
 //! and repeat users by access frequency per token, estimated from a *past period* — the same
 //! generator run with another seed for `--past-requests` requests, never the measured stream.
 //! The pooled engine gets the whole blocks that are left after the pool's items; the pool
@@ -13,10 +13,10 @@
 use std::collections::HashMap;
 
 use super::args::GrArgs;
+use super::budget::{self, Demand, SplitInput};
 use super::workload::{Data, Planned};
 use crate::error::BenchError;
 use crate::testbed::Layout;
-use recache::harness::budget::{self, Demand, SplitInput};
 
 /// What the modes run with.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@
 //!
 //! - [`args`]: the command line; [`workload`]: the request stream (today's default),
 //!   [`workload_bat`]: BAT §6.1's whole population; [`bodies`]: tokenized `/v1/rank` bodies;
-//! - [`memory`]: equal memory (`--kv-bytes`) and BAT's pool/engine split;
+//! - [`memory`]: equal memory (`--kv-bytes`) and BAT's pool/engine split ([`budget`]);
 //!   the engines per memory layout (`--testbed`) come from [`crate::testbed`];
 //! - [`modes`]: what each mode configures; [`proxy`]: a mode's in-process recache;
 //!   [`measure`]: one mode's run and row; [`run`]: sending a stream (open loop, latency from
@@ -21,6 +21,7 @@
 
 pub mod args;
 pub mod bodies;
+pub mod budget;
 pub mod measure;
 pub mod memory;
 pub mod modes;

@@ -1,7 +1,7 @@
 //! The compared modes: how each one configures recache and salts requests. New modes (e.g. an
 //! item-KV pool) add a variant here; the runner and report do not change.
 
-use recache::harness::{Admission, ItemReuse, RankArgs, SelectorKind};
+use recache::harness::{Admission, ItemReuse, PoolArgs, RankArgs, SelectorKind};
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -78,7 +78,10 @@ impl Mode {
         Setup {
             rank: RankArgs {
                 rank_admission: admission,
-                rank_item_pool: self.uses_pool().then_some(pool_items),
+                pool: PoolArgs {
+                    rank_item_pool: self.uses_pool().then_some(pool_items),
+                    ..Default::default()
+                },
                 rank_item_reuse: (self == Mode::BatPool).then_some(ItemReuse::Pool),
                 ..selector(kind)
             },

@@ -34,7 +34,7 @@ pub async fn prepare(
     };
     let model = Some(model);
     let (adopted, _) = p
-        .sync(state, model)
+        .sync(&state.engine, model)
         .await
         .map_err(|e| BenchError::Setup(format!("{name}: reading the engine's item pool: {e}")))?;
     let wanted: Vec<Wanted> = warm
@@ -57,7 +57,7 @@ pub async fn prepare(
     let limit = Duration::from_secs(3 * 3600);
     let hot_share = server.routing().pool_hot_share();
     let done = p
-        .precompute(state, model, wanted, hot_share, limit, &show)
+        .precompute(&state.engine, model, wanted, hot_share, limit, &show)
         .await
         .map_err(|e| BenchError::Setup(format!("{name}: {e}")))?;
     if let Some(p) = progress.get() {

@@ -78,7 +78,7 @@ pub fn index_path(
         "bench retrieve: building an index from {} (recache items index defaults)",
         args.items.display()
     );
-    let built = recache::harness::build_retrieve_index(&args.items)
+    let built = crate::items::build_default(&args.items)
         .map_err(|e| BenchError::Setup(format!("building the index: {e}")))?;
     let tmp =
         tempfile::NamedTempFile::new().map_err(BenchError::io("creating a temporary index"))?;

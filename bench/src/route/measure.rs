@@ -56,9 +56,10 @@ pub(super) async fn one(
             kv_events: args.kv_events.clone(),
             ..Default::default()
         },
-        rank: recache::harness::RankArgs {
-            rank_pool_store: args.pool_store.clone(),
-            ..load.rank.clone().unwrap_or_default()
+        rank: {
+            let mut rank = load.rank.clone().unwrap_or_default();
+            rank.pool.rank_pool_store = args.pool_store.clone();
+            rank
         },
         ..Default::default()
     };

@@ -1,7 +1,7 @@
 //! `bench route --pool-items N`: each strategy's item pools precomputed before its timed
 //! stream, as a deployment would precompute its catalog at start-up.
 //!
-//! Every replica has its own pool (`rank::pool::replicas`), so what goes where is the
+//! Every replica has its own pool (`itempool::replicas`), so what goes where is the
 //! strategy's placement: under `least-loaded`, `prefix` and `gr` (its default
 //! `pool_hot_share` 1) every replica pools the past period's hottest items; `gr` with a
 //! `pool_hot_share` below 1 pools the hot ones everywhere and each other item on its home
@@ -33,7 +33,7 @@ pub async fn precompute(
         ));
     };
     let model = Some(model);
-    pools.sync(state, model).await.map_err(|e| {
+    pools.sync(&state.engine, model).await.map_err(|e| {
         BenchError::Setup(format!(
             "reading the replicas' item pools: {e} (start each replica with `{}`)",
             crate::testbed::up_command("--item-pool")
@@ -55,7 +55,7 @@ pub async fn precompute(
     };
     let limit = Duration::from_secs(3600);
     let done = pools
-        .precompute(state, model, wanted, share, limit, &show)
+        .precompute(&state.engine, model, wanted, share, limit, &show)
         .await
         .map_err(|e| BenchError::Setup(format!("{name}: {e}")))?;
     if let Some(p) = progress.get() {

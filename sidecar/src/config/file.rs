@@ -8,6 +8,7 @@ use recache_adapters::Engine;
 use serde::Deserialize;
 
 use super::{ConfigError, ServeArgs};
+use crate::itempool::config::PoolArgs;
 use crate::kvloop::config::KvLoopArgs;
 use crate::limits::LimitArgs;
 use crate::rank::config::{Admission, ItemReuse, RankArgs, SelectorKind};
@@ -101,6 +102,7 @@ impl ServeArgs {
             .transpose()
         };
         let (rank, kv) = (&self.rank, &self.kvloop);
+        let pool = &rank.pool;
         Ok(ServeArgs {
             listen: self.listen.or(file.listen),
             upstream: if self.upstream.is_empty() {
@@ -132,12 +134,15 @@ impl ServeArgs {
                 rank_max_items: rank.rank_max_items.or(file.rank_max_items),
                 rank_item_reuse: rank.rank_item_reuse.or(file.rank_item_reuse),
                 rank_admission: rank.rank_admission.or(file.rank_admission),
-                rank_item_pool: rank.rank_item_pool.or(file.rank_item_pool),
-                rank_item_pool_fills: rank.rank_item_pool_fills.or(file.rank_item_pool_fills),
-                rank_item_pool_refresh: rank.rank_item_pool_refresh.or(file.rank_item_pool_refresh),
-                rank_item_catalog: rank.rank_item_catalog.clone().or(file.rank_item_catalog),
-                rank_pool_store: rank.rank_pool_store.clone().or(file.rank_pool_store),
-                rank_pool_costs: rank.rank_pool_costs.clone().or(file.rank_pool_costs),
+                pool: PoolArgs {
+                    rank_item_pool: pool.rank_item_pool.or(file.rank_item_pool),
+                    rank_item_pool_fills: pool.rank_item_pool_fills.or(file.rank_item_pool_fills),
+                    rank_item_pool_refresh: (pool.rank_item_pool_refresh)
+                        .or(file.rank_item_pool_refresh),
+                    rank_item_catalog: pool.rank_item_catalog.clone().or(file.rank_item_catalog),
+                    rank_pool_store: pool.rank_pool_store.clone().or(file.rank_pool_store),
+                    rank_pool_costs: pool.rank_pool_costs.clone().or(file.rank_pool_costs),
+                },
                 rank_trace_out: rank.rank_trace_out.clone().or(file.rank_trace_out),
                 rank_pool_recompute: (rank.rank_pool_recompute.clone())
                     .or(file.rank_pool_recompute),

@@ -1,10 +1,11 @@
-//! The engine loop (issue 5): a live mirror of vLLM's prefix cache from its KV events, a
+//! The engine loop: a live mirror of vLLM's prefix cache from its KV events, a
 //! shadow cache running the active eviction policy over the prompts the proxy forwards, and
 //! the eviction order published for the engine-side shim (`shim/python/recache_shim/
 //! eviction.py`), which makes vLLM evict what the policy would.
 //!
 //! - [`config`]: `--kv-events`, `--kv-replay`, `--publish`, `--kv-engine-blocks`.
-//! - [`blocks`]: content ids of token blocks (prompts and events meet on them).
+//! - Content ids of token blocks (prompts and events meet on them) are
+//!   [`recache_hash::blocks`]'.
 //! - [`mirror`]: the engine's cache, exactly, from events; [`resident`]: its snapshot for the
 //!   request path (lock-free reads).
 //! - [`shadow`]: the policy's cache over the request stream; its victims.
@@ -14,7 +15,6 @@
 //!
 //! Nothing here is on the request path: [`KvLoopHandle::observe`] only enqueues.
 
-pub mod blocks;
 pub mod config;
 pub mod metrics;
 pub mod mirror;

@@ -183,7 +183,7 @@ impl Worker {
         match msg {
             Msg::Arrival(tokens) => {
                 self.pending_arrivals.fetch_sub(1, Ordering::Relaxed);
-                let ids = super::blocks::prompt_ids(&tokens, self.cfg.block_size);
+                let ids = recache_hash::blocks::prompt_ids(&tokens, self.cfg.block_size);
                 self.metrics.arrivals.inc();
                 self.metrics.shadow_blocks.inc_by(ids.len() as u64);
                 let n = ids.len();
@@ -198,7 +198,7 @@ impl Worker {
                 st.shadow_changed = true;
             }
             Msg::Query(tokens, reply) => {
-                let ids = super::blocks::prompt_ids(&tokens, self.cfg.block_size);
+                let ids = recache_hash::blocks::prompt_ids(&tokens, self.cfg.block_size);
                 let _ = reply.send((st.mirror.cached_prefix(&ids), st.mirror.len()));
             }
             Msg::Sub(Incoming::Connected) => {

@@ -28,8 +28,9 @@ use serde_json::{Map, Value};
 
 use super::Proxy;
 use crate::client::route::{GrHint, RouteKeys};
+use crate::engine::EngineError;
 use crate::error::ApiError;
-use crate::rank::{RankError, extension};
+use crate::rank::extension;
 use crate::slo::Demand;
 
 /// A body ready to send.
@@ -51,7 +52,7 @@ pub struct Prepared {
 }
 
 /// Runs the steps that apply to `path` over `bytes`.
-pub async fn run(proxy: &Proxy, path: &str, bytes: Bytes) -> Result<Prepared, RankError> {
+pub async fn run(proxy: &Proxy, path: &str, bytes: Bytes) -> Result<Prepared, EngineError> {
     let mut out = Prepared {
         body: bytes,
         prompts: Vec::new(),
@@ -136,14 +137,14 @@ fn route_keys(obj: &Map<String, Value>, prompts: &[Vec<u32>]) -> RouteKeys {
     }
 }
 
-fn encode(obj: Map<String, Value>) -> Result<Bytes, RankError> {
+fn encode(obj: Map<String, Value>) -> Result<Bytes, EngineError> {
     serde_json::to_vec(&Value::Object(obj))
         .map(Bytes::from)
-        .map_err(|e| RankError::Internal(format!("encoding the request: {e}")))
+        .map_err(|e| EngineError::Internal(format!("encoding the request: {e}")))
 }
 
 /// The validator's verdict on a body that is not a JSON object.
-fn invalid(path: &str, body: &[u8]) -> RankError {
+fn invalid(path: &str, body: &[u8]) -> EngineError {
     match openai::validate_body(path, body) {
         Err(e) => ApiError::BadRequest {
             message: e.message,

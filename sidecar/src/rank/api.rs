@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::select::PrefixKind;
+use crate::engine::api::{Checked, Entity, TextOrTokens, bad, check};
 use crate::error::ApiError;
 
 /// `POST /v1/rank` body (also the `recache_rank` object of a completions body, where `model`,
@@ -31,36 +32,12 @@ pub struct RankRequest {
     pub readout: Option<String>,
 }
 
-/// A user or an item: an id and either text (tokenized by the engine) or token ids.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Entity {
-    pub id: Value,
-    pub text: Option<String>,
-    pub tokens: Option<Vec<u32>>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum TextOrTokens {
-    Text(String),
-    Tokens(Vec<u32>),
-}
-
 /// How the prefix of this request is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// The configured selector decides.
     Auto,
     Fixed(PrefixKind),
-}
-
-/// One user or item after the checks: the id as sent, its key (text form) and content.
-#[derive(Debug, Clone)]
-pub struct Checked {
-    pub id: Value,
-    pub key: String,
-    pub content: TextOrTokens,
 }
 
 /// A request that passed every check.
@@ -74,7 +51,7 @@ pub struct Validated {
     pub mode: Mode,
     pub cache_salt: Option<String>,
     pub deadline: Option<std::time::Duration>,
-    pub pool_recompute: Option<super::recompute::RecomputeSpec>,
+    pub pool_recompute: Option<crate::itempool::recompute::RecomputeSpec>,
     pub readout: Option<super::readout::Readout>,
 }
 
@@ -105,13 +82,6 @@ pub struct RankResponse {
     pub usage: Usage,
 }
 
-pub fn bad(message: impl Into<String>, param: &str) -> ApiError {
-    ApiError::BadRequest {
-        message: message.into(),
-        param: Some(param.to_string()),
-    }
-}
-
 /// Parses a `/v1/rank` body.
 pub fn parse(body: &[u8], max_items: usize) -> Result<Validated, ApiError> {
     let req: RankRequest = serde_json::from_slice(body).map_err(|e| ApiError::BadRequest {
@@ -121,38 +91,21 @@ pub fn parse(body: &[u8], max_items: usize) -> Result<Validated, ApiError> {
     validate(req, max_items)
 }
 
-pub(crate) fn check(e: Entity, param: &str) -> Result<Checked, ApiError> {
-    let key = match &e.id {
-        Value::String(s) if !s.is_empty() => s.clone(),
-        Value::Number(n) if n.is_u64() || n.is_i64() => n.to_string(),
-        _ => {
+/// A 400 naming the first id two candidates share.
+fn unique_ids(items: &[Checked]) -> Result<(), ApiError> {
+    let mut seen = std::collections::HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        if let Some(first) = seen.insert(item.key.as_str(), i) {
             return Err(bad(
-                format!("'{param}.id' must be a non-empty string or an integer"),
-                param,
+                format!(
+                    "'items' has duplicate id {:?} (positions {first} and {i}); ids must be unique",
+                    item.key
+                ),
+                "items",
             ));
         }
-    };
-    let content = match (e.text, e.tokens) {
-        (Some(t), None) if !t.is_empty() => TextOrTokens::Text(t),
-        (None, Some(t)) if !t.is_empty() => TextOrTokens::Tokens(t),
-        (Some(_), Some(_)) => {
-            return Err(bad(
-                format!("'{param}' ({key}) has both 'text' and 'tokens'; give one"),
-                param,
-            ));
-        }
-        _ => {
-            return Err(bad(
-                format!("'{param}' ({key}) needs a non-empty 'text' or 'tokens'"),
-                param,
-            ));
-        }
-    };
-    Ok(Checked {
-        id: e.id,
-        key,
-        content,
-    })
+    }
+    Ok(())
 }
 
 /// Checks a parsed request: candidates present, within the label budget, unique ids; a
@@ -194,18 +147,7 @@ pub fn validate(req: RankRequest, max_items: usize) -> Result<Validated, ApiErro
         .into_iter()
         .map(|e| check(e, "items"))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut seen = std::collections::HashMap::new();
-    for (i, item) in items.iter().enumerate() {
-        if let Some(first) = seen.insert(item.key.as_str(), i) {
-            return Err(bad(
-                format!(
-                    "'items' has duplicate id {:?} (positions {first} and {i}); ids must be unique",
-                    item.key
-                ),
-                "items",
-            ));
-        }
-    }
+    unique_ids(&items)?;
     let top_k = req.top_k.unwrap_or(items.len()).min(items.len());
     let deadline = match req.deadline_ms {
         Some(ms) => Some(
@@ -216,7 +158,7 @@ pub fn validate(req: RankRequest, max_items: usize) -> Result<Validated, ApiErro
     };
     let pool_recompute = match req.pool_recompute.as_deref() {
         Some(spec) => Some(
-            spec.parse::<super::recompute::RecomputeSpec>()
+            spec.parse::<crate::itempool::recompute::RecomputeSpec>()
                 .map_err(|e| bad(e.to_string(), "pool_recompute"))?,
         ),
         None => None,
@@ -240,50 +182,5 @@ pub fn validate(req: RankRequest, max_items: usize) -> Result<Validated, ApiErro
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn err(body: serde_json::Value) -> String {
-        match parse(body.to_string().as_bytes(), 3) {
-            Err(ApiError::BadRequest { message, .. }) => message,
-            other => panic!("expected 400, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn accepts_text_tokens_and_integer_ids() {
-        let v = parse(
-            br#"{"model":"m","user":{"id":5,"tokens":[1,2]},"items":[{"id":"a","text":"x"},{"id":7,"tokens":[3]}],"top_k":9}"#,
-            3,
-        )
-        .expect("valid");
-        assert_eq!(v.user.key, "5");
-        assert_eq!(v.items[1].key, "7");
-        assert_eq!(v.items[1].id, serde_json::json!(7));
-        assert_eq!(v.top_k, 2);
-        assert_eq!(v.mode, Mode::Auto);
-    }
-
-    #[test]
-    fn rejects_with_a_message_naming_the_problem() {
-        let user = serde_json::json!({"id": "u", "text": "hi"});
-        let item = |id: &str| serde_json::json!({"id": id, "text": "x"});
-        let m = err(serde_json::json!({"user": user, "items": []}));
-        assert!(m.contains("at least one candidate"), "{m}");
-        let m = err(serde_json::json!({"user": user, "items": [item("a"), item("a")]}));
-        assert!(m.contains("duplicate id \"a\""), "{m}");
-        let m = err(serde_json::json!({"user": {"id": "u", "text": ""}, "items": [item("a")]}));
-        assert!(m.contains("'user' (u) needs a non-empty"), "{m}");
-        let m = err(serde_json::json!({"user": user, "items": [item("a")], "mode": "x"}));
-        assert!(m.contains("'mode' must be one of"), "{m}");
-        let m = err(
-            serde_json::json!({"user": user, "items": [item("a")], "pool_recompute": "link:k=0"}),
-        );
-        assert!(m.contains("pool recompute 'link:k=0'"), "{m}");
-        let four = [item("a"), item("b"), item("c"), item("d")];
-        let m = err(serde_json::json!({"user": user, "items": four}));
-        assert!(m.contains("has 4 candidates; at most 3"), "{m}");
-        let m = err(serde_json::json!({"items": [item("a")]}));
-        assert!(m.contains("missing field `user`"), "{m}");
-    }
-}
+#[path = "api_tests.rs"]
+mod tests;

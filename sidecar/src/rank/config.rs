@@ -7,6 +7,7 @@
 use serde::Deserialize;
 
 use super::select::SelectorConfig;
+use crate::itempool::config::PoolArgs;
 
 /// vLLM 0.32 caps `logprob_token_ids` at 128 entries (`MAX_LOGPROB_TOKEN_IDS`), and every
 /// candidate needs one label token scored, so this is the most candidates one request can have.
@@ -19,12 +20,7 @@ pub const DEFAULT_WINDOW: usize = 1000;
 /// Prompt tokens of user prefixes the BAT selector assumes the engine keeps cached: the
 /// testbed's default KV cache (1024 blocks × 32 tokens). Set it to your engine's KV size.
 pub const DEFAULT_USER_CACHE_TOKENS: u64 = 32 * 1024;
-/// Item pool fills per second while serving: on the 2-core CPU testbed one fill (~19 tokens)
-/// costs ~13 ms of engine time, so 4/s bounds refresh work to ~5% of the engine.
-pub const DEFAULT_POOL_REFRESH_PER_S: f64 = 4.0;
-/// Background fills of the item pool in flight: the engine batches them.
-pub const DEFAULT_POOL_FILLS: usize = 32;
-/// The pool recompute setting when none is given (`rank::recompute`); chosen on dev users
+/// The pool recompute setting when none is given (`itempool::recompute`); chosen on dev users
 /// (docs/quality.md).
 pub const DEFAULT_POOL_RECOMPUTE: &str = "none";
 /// Share of pool-served rankings the quality guard scores again user-first: at 1%, its
@@ -121,43 +117,10 @@ pub struct RankArgs {
     /// [default: auto]
     #[arg(long, env = "RECACHE_RANK_ADMISSION", value_enum)]
     pub rank_admission: Option<Admission>,
-    /// Item KV pool in the engine (vLLM with recache_shim.item_pool; testbed `up --item-pool`):
-    /// keep up to N items resident (in each replica's pool), each reused in every item-first
-    /// prompt wherever it sits. Needs LABEL_BASE + MAX_ITEMS + N <= the model's vocabulary
-    /// [default: off]
-    #[arg(long, env = "RECACHE_RANK_ITEM_POOL")]
-    pub rank_item_pool: Option<usize>,
-    /// Concurrent background fills of the item pool (each is one short prompt; the engine
-    /// batches them) [default: 32]
-    #[arg(long, env = "RECACHE_RANK_ITEM_POOL_FILLS")]
-    pub rank_item_pool_fills: Option<usize>,
-    /// Item pool fills per second at most while serving, per replica (items that became hot;
-    /// each fill computes one item), 0 = unbounded; the catalog precompute is not bounded
-    /// [default: 4]
-    #[arg(long, env = "RECACHE_RANK_ITEM_POOL_REFRESH")]
-    pub rank_item_pool_refresh: Option<f64>,
-    /// The item pool's cold tier: the store the replicas' connectors write fills through to
-    /// (testbed `up --pool-store`), as host:port (Mooncake Store's master) or
-    /// redis://host:port (Redis or Valkey). recache then sends an
-    /// item another replica's pool holds marked cold, and the engine reads it from the store
-    /// instead of computing it; each replica's pool takes its own label range, so it needs
-    /// LABEL_BASE + MAX_ITEMS + replicas x N <= the model's vocabulary; /ready reports the
-    /// store unreachable [default: off]
-    #[arg(long, env = "RECACHE_RANK_POOL_STORE", value_name = "ADDR")]
-    pub rank_pool_store: Option<String>,
-    /// With --rank-pool-store: the costs BAT's Alg. 1 sizes the share of item accesses every
-    /// replica's pool replicates from (the rest pooled once and read from the store
-    /// elsewhere), as fetch=TOKENS_PER_S (the store's), prefill=TOKENS_PER_S (the engine's),
-    /// alpha=A (the fetch time a request may wait, over its prefill time); `--routing
-    /// gr:pool_hot_share=P` overrides the result [default: fetch=311000,prefill=876,alpha=0.1,
-    /// measured on the testbed: docs/store.md]
-    #[arg(long, env = "RECACHE_RANK_POOL_COSTS", value_name = "SPEC")]
-    pub rank_pool_costs: Option<String>,
-    /// Item catalog to precompute into the pool at start-up, hottest first (JSON lines
-    /// `{"id": .., "text" | "tokens": .., "count"?: n}`); needs --rank-item-pool
-    // Checked in `try_resolve_for`, not by clap's `requires`, so the pool may come from the file.
-    #[arg(long, env = "RECACHE_RANK_ITEM_CATALOG")]
-    pub rank_item_catalog: Option<std::path::PathBuf>,
+    /// The item KV pool's flags (`--rank-item-pool*`, `--rank-pool-store`, `--rank-pool-costs`,
+    /// `--rank-item-catalog`).
+    #[command(flatten)]
+    pub pool: PoolArgs,
     /// Write the GR block trace of every ranking prompt to FILE (JSON lines `recache sim
     /// --trace` reads: 32-token blocks, user / item / other segments, entity ids, ms since
     /// start), to compare eviction policies offline on this traffic
@@ -196,13 +159,13 @@ pub struct RankConfig {
     pub max_items: usize,
     pub item_reuse: ItemReuse,
     pub default_instruction: String,
-    pub item_pool: Option<super::pool::PoolConfig>,
+    pub item_pool: Option<crate::itempool::PoolConfig>,
     /// `--rank-item-catalog`: precomputed into the pool at start-up.
     pub item_catalog: Option<std::path::PathBuf>,
     /// `--rank-trace-out`: where prepared prompts are traced.
     pub trace_out: Option<std::path::PathBuf>,
     /// `--rank-pool-recompute`: the recompute setting at start-up.
-    pub pool_recompute: super::recompute::RecomputeSpec,
+    pub pool_recompute: crate::itempool::recompute::RecomputeSpec,
     /// `--rank-readout`: which token scores a candidate (a request's `readout` overrides it).
     pub readout: super::readout::Readout,
     /// `--rank-quality-sample`, `--rank-quality-min`.
@@ -250,8 +213,7 @@ impl RankArgs {
                     .rank_admission
                     .unwrap_or_default()
                     .applies(eviction_steered),
-                repay: self.rank_item_reuse == Some(ItemReuse::Pool)
-                    && self.rank_item_pool.is_some_and(|n| n > 0),
+                repay: self.rank_item_reuse == Some(ItemReuse::Pool) && self.pool.enabled(),
             },
             SelectorKind::Agnostic => SelectorConfig::Agnostic,
             SelectorKind::UserPrefix => SelectorConfig::UserPrefix,
@@ -263,24 +225,8 @@ impl RankArgs {
             max_items: self.rank_max_items.unwrap_or(DEFAULT_MAX_ITEMS),
             item_reuse: self.rank_item_reuse.unwrap_or_default(),
             default_instruction: DEFAULT_INSTRUCTION.to_string(),
-            // 0 items is the documented way to say "no pool".
-            item_pool: self.rank_item_pool.filter(|n| *n > 0).map(|items| {
-                super::pool::PoolConfig {
-                    items,
-                    fills: self.rank_item_pool_fills.unwrap_or(DEFAULT_POOL_FILLS),
-                    // Beyond this many fills in flight, wanted items wait for a later request.
-                    max_pending: 512,
-                    refresh_per_s: self
-                        .rank_item_pool_refresh
-                        .unwrap_or(DEFAULT_POOL_REFRESH_PER_S),
-                    store: self.rank_pool_store.clone(),
-                    // Checked in `validate`: a bad spec never gets here.
-                    costs: (self.rank_pool_costs.as_deref())
-                        .and_then(|c| super::pool::hrcs::Costs::parse(c).ok())
-                        .unwrap_or_default(),
-                }
-            }),
-            item_catalog: self.rank_item_catalog.clone(),
+            item_pool: self.pool.resolve(),
+            item_catalog: self.pool.rank_item_catalog.clone(),
             trace_out: self.rank_trace_out.clone(),
             pool_recompute: self.pool_recompute()?,
             readout: self.rank_readout.unwrap_or_default(),
@@ -291,13 +237,13 @@ impl RankArgs {
         })
     }
 
-    fn pool_recompute(&self) -> Result<super::recompute::RecomputeSpec, InvalidRank> {
+    fn pool_recompute(&self) -> Result<crate::itempool::recompute::RecomputeSpec, InvalidRank> {
         let spec = self
             .rank_pool_recompute
             .as_deref()
             .unwrap_or(DEFAULT_POOL_RECOMPUTE);
         spec.parse()
-            .map_err(|e: super::recompute::BadSpec| InvalidRank {
+            .map_err(|e: crate::itempool::recompute::BadSpec| InvalidRank {
                 setting: "--rank-pool-recompute",
                 why: e.to_string(),
             })
@@ -323,21 +269,11 @@ impl RankArgs {
                 "must be at least 1 (most candidates per request; vLLM allows up to 128)",
             );
         }
-        if self.rank_item_pool_fills == Some(0) {
-            return invalid(
-                "--rank-item-pool-fills",
-                "must be at least 1 (background pool fills in flight); to turn the pool off, \
-                 leave --rank-item-pool unset or 0",
-            );
-        }
-        if let Some(r) = self.rank_item_pool_refresh
-            && !(r.is_finite() && r >= 0.0)
-        {
-            return invalid(
-                "--rank-item-pool-refresh",
-                "must be a finite number of fills per second, >= 0 (0 = unbounded)",
-            );
-        }
+        // The pool's own values next (each refusal names its flag).
+        self.pool.check().map_err(|e| InvalidRank {
+            setting: e.setting,
+            why: e.why,
+        })?;
         if let Some(f) = self.rank_quality_sample
             && !(0.0..=1.0).contains(&f)
         {
@@ -354,149 +290,10 @@ impl RankArgs {
                 "must be a relative agreement from 0 to 1 (0 never turns the pool off)",
             );
         }
-        if let Some(addr) = &self.rank_pool_store {
-            if self.rank_item_pool.unwrap_or(0) == 0 {
-                return invalid(
-                    "--rank-pool-store",
-                    "needs --rank-item-pool N (N > 0): the store holds the item pool's entries",
-                );
-            }
-            if super::pool::store_probe::address(addr).is_none() {
-                return invalid(
-                    "--rank-pool-store",
-                    "must name the store as host:port (Mooncake's master, its RPC port) or \
-                     redis://host:port (Redis or Valkey)",
-                );
-            }
-        }
-        if let Some(spec) = &self.rank_pool_costs
-            && let Err(why) = super::pool::hrcs::Costs::parse(spec)
-        {
-            return invalid("--rank-pool-costs", &why);
-        }
-        if self.rank_item_catalog.is_some() && self.rank_item_pool.unwrap_or(0) == 0 {
-            return invalid(
-                "--rank-item-catalog",
-                "needs --rank-item-pool N (N > 0): the catalog is computed into the item pool",
-            );
-        }
         Ok(())
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults_are_unchanged() {
-        let c = RankArgs::default().resolve();
-        assert_eq!((c.label_base, c.max_items), (256, 128));
-        assert!(c.item_pool.is_none());
-        let c = RankArgs {
-            rank_item_pool: Some(10),
-            ..Default::default()
-        }
-        .resolve();
-        let pool = c.item_pool.expect("pool");
-        assert_eq!((pool.items, pool.fills), (10, 32));
-        assert_eq!(pool.refresh_per_s, DEFAULT_POOL_REFRESH_PER_S);
-    }
-
-    #[test]
-    fn each_unusable_value_names_its_flag() {
-        let cases = [
-            (
-                RankArgs {
-                    rank_window: Some(0),
-                    ..Default::default()
-                },
-                "--rank-window",
-            ),
-            (
-                RankArgs {
-                    rank_max_items: Some(0),
-                    ..Default::default()
-                },
-                "--rank-max-items",
-            ),
-            (
-                RankArgs {
-                    rank_item_pool_fills: Some(0),
-                    ..Default::default()
-                },
-                "--rank-item-pool-fills",
-            ),
-            (
-                RankArgs {
-                    rank_item_pool_refresh: Some(-1.0),
-                    ..Default::default()
-                },
-                "--rank-item-pool-refresh",
-            ),
-            (
-                RankArgs {
-                    rank_pool_store: Some("127.0.0.1:50051".into()),
-                    ..Default::default()
-                },
-                "--rank-pool-store",
-            ),
-            (
-                RankArgs {
-                    rank_item_pool: Some(4),
-                    rank_pool_store: Some("mooncake-master".into()),
-                    ..Default::default()
-                },
-                "--rank-pool-store",
-            ),
-            (
-                RankArgs {
-                    rank_pool_costs: Some("fetch=fast".into()),
-                    ..Default::default()
-                },
-                "--rank-pool-costs",
-            ),
-            (
-                RankArgs {
-                    rank_item_pool_refresh: Some(f64::NAN),
-                    ..Default::default()
-                },
-                "--rank-item-pool-refresh",
-            ),
-            (
-                RankArgs {
-                    rank_item_catalog: Some("c.jsonl".into()),
-                    ..Default::default()
-                },
-                "--rank-item-catalog",
-            ),
-            (
-                RankArgs {
-                    rank_pool_recompute: Some("blend".into()),
-                    ..Default::default()
-                },
-                "--rank-pool-recompute",
-            ),
-            (
-                RankArgs {
-                    rank_quality_sample: Some(1.5),
-                    ..Default::default()
-                },
-                "--rank-quality-sample",
-            ),
-            (
-                RankArgs {
-                    rank_quality_min: Some(f64::NAN),
-                    ..Default::default()
-                },
-                "--rank-quality-min",
-            ),
-        ];
-        for (args, setting) in cases {
-            assert_eq!(
-                args.try_resolve_for(false).expect_err(setting).setting,
-                setting
-            );
-        }
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

@@ -13,10 +13,11 @@ use std::sync::Arc;
 use http::{HeaderMap, HeaderValue};
 use serde_json::{Map, Value, json};
 
-use super::RankError;
-use super::api::{self, RankRequest, bad};
+use super::api::{self, RankRequest};
 use super::pipeline::prepare;
 use crate::client::route::GrHint;
+use crate::engine::EngineError;
+use crate::engine::api::bad;
 use crate::rank::Ranker;
 
 /// The body key that marks a GR completions request.
@@ -28,7 +29,7 @@ pub const KEY: &str = "recache_rank";
 pub async fn rewrite(
     state: &Arc<Ranker>,
     obj: &mut Map<String, Value>,
-) -> Result<(HeaderMap, GrHint), RankError> {
+) -> Result<(HeaderMap, GrHint), EngineError> {
     let Some(spec) = obj.remove(KEY) else {
         return Ok((HeaderMap::new(), GrHint::default()));
     };

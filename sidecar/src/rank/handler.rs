@@ -6,12 +6,12 @@ use std::time::Instant;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
-use super::RankError;
 use super::api::{self, RankResponse, Scored, Usage, Validated};
 use super::engine;
 use super::guard::shadow::{self, Shadow};
 use super::pipeline::{Prepared, prepare};
 use crate::Body;
+use crate::engine::EngineError;
 use crate::error::json_response;
 use crate::rank::Ranker;
 
@@ -26,7 +26,10 @@ pub async fn handle(state: &Arc<Ranker>, req: Request<Incoming>) -> Response<Bod
     };
     let result = match api::parse(&bytes, state.rank.config.max_items) {
         // A body's deadline_ms stands in for the header's (measured from arrival too).
-        Ok(req) => match req.deadline.filter(|_| state.client.settings.slo.enabled) {
+        Ok(req) => match req
+            .deadline
+            .filter(|_| state.engine.client.settings.slo.enabled)
+        {
             Some(budget) => {
                 let best_effort = crate::slo::best_effort(&parts.headers).unwrap_or(false);
                 let arrived = tokio::time::Instant::from_std(started);
@@ -38,7 +41,7 @@ pub async fn handle(state: &Arc<Ranker>, req: Request<Incoming>) -> Response<Bod
         Err(e) => Err(e.into()),
     };
     match result.and_then(|r| {
-        serde_json::to_value(&r).map_err(|e| RankError::Internal(format!("encoding: {e}")))
+        serde_json::to_value(&r).map_err(|e| EngineError::Internal(format!("encoding: {e}")))
     }) {
         Ok(value) => {
             let m = &state.rank.metrics;
@@ -51,7 +54,7 @@ pub async fn handle(state: &Arc<Ranker>, req: Request<Incoming>) -> Response<Bod
 }
 
 /// Ranks a validated request.
-pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, RankError> {
+pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, EngineError> {
     let Prepared {
         kind,
         prompt,
@@ -63,7 +66,7 @@ pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, 
         ..
     } = prepare(state, req).await?;
     let engine_started = Instant::now();
-    let dialect = state.engine;
+    let dialect = state.engine.dialect;
     let (path, mut body) = engine::scoring_request(
         dialect,
         req.model.as_deref(),
@@ -131,7 +134,7 @@ fn check_quality(
     req: &Validated,
     scored: &[(usize, f64)],
     served_pooled: bool,
-    spec: crate::rank::recompute::RecomputeSpec,
+    spec: crate::itempool::recompute::RecomputeSpec,
 ) {
     let Some(guard) = &state.rank.guard else {
         return;

@@ -11,15 +11,13 @@
 //! - [`popularity`]: the global hot-first item order of item-as-prefix prompts.
 //! - [`item_prefix`]: how much of an item-first prompt a causal prefix cache can reuse.
 //! - [`layout`]: the rewriter (token prompts and label tokens for both layouts).
-//! - [`tokens`]: text to token ids through the engine's `/tokenize`, cached.
 //! - [`pipeline`]: validated request → prompt (shared by both entry points).
-//! - [`engine`]: upstream calls, the scoring request, reading scores and cached tokens.
+//! - [`engine`]: the scoring request, sent with its sides for routing; reading scores and
+//!   cached tokens (recache's other engine calls are [`crate::engine`]'s).
 //! - [`handler`]: `/v1/rank`; [`extension`]: the completions extension.
 //! - [`metrics`]: decisions, latency, reused tokens.
-//! - [`pool`]: the item KV pool's residency, labels, admission and background fills.
 //! - [`startup`]: label check, pool adoption and catalog precompute once a replica is healthy.
 //! - [`vocab`]: whether the served model has every label token recache may send.
-//! - [`recompute`]: the pool recompute setting (what pooled prompts compute again in context).
 //! - [`pooled`]: the item-first prompt for one replica's pool.
 //! - [`guard`]: the online quality guard (pooled vs user-first agreement, pool on or off).
 //! - [`trace`]: the GR block trace of every prepared prompt (`--rank-trace-out`), for
@@ -35,37 +33,28 @@ pub mod item_prefix;
 pub mod layout;
 pub mod metrics;
 pub mod pipeline;
-pub mod pool;
 pub mod pooled;
 pub mod popularity;
 pub mod readout;
-pub mod recompute;
 pub mod select;
 pub mod startup;
-pub mod tokens;
 pub mod trace;
 pub mod vocab;
 
 use std::sync::Arc;
 
-use http::{Response, StatusCode};
-use serde_json::Value;
-
-use crate::Body;
-use crate::client::{ClientError, EngineClient};
-use crate::error::{ApiError, error_json, json_response};
+use crate::engine::EngineHandle;
 use crate::kvloop::KvLoopHandle;
 
-/// Everything ranking uses: its own state, the engine client, the engine loop's view of the
-/// cache, and the few server settings it reads. Handed to the handler, the completions
-/// extension and the background fills instead of the whole server state.
+/// Everything ranking uses: its own state, the engine (client, dialect, token cache), the
+/// engine loop's view of the cache, and the few server settings it reads. Handed to the
+/// handler and the completions extension instead of the whole server state.
 pub struct Ranker {
     pub rank: RankState,
-    pub client: Arc<EngineClient>,
+    pub engine: Arc<EngineHandle>,
     /// The engine loop, when `--kv-events` is set: the mirror's snapshot for prefix choice,
     /// and the shadow cache that sees what ranking wants kept.
     pub kvloop: Option<Arc<KvLoopHandle>>,
-    pub engine: recache_adapters::Engine,
     pub max_body_bytes: usize,
 }
 
@@ -75,21 +64,20 @@ pub struct RankState {
     pub selector: Box<dyn select::PrefixSelector>,
     pub popularity: popularity::Popularity,
     pub item_prefixes: item_prefix::ItemPrefixModel,
-    pub tokens: tokens::TokenCache,
     pub metrics: metrics::RankMetrics,
     /// The item KV pool (`--rank-item-pool N`), if on: one per engine replica.
-    pub pool: Option<pool::replicas::Pools>,
+    pub pool: Option<Arc<crate::itempool::replicas::Pools>>,
     /// The engine's verdict on the label range.
     pub vocab: vocab::VocabCheck,
     /// Where prepared prompts are traced (`--rank-trace-out`), if anywhere.
     pub trace: Option<Arc<trace::TraceSink>>,
     /// The pool recompute setting in force (`--rank-pool-recompute`, swapped by the admin
     /// API off the request path; a request's `pool_recompute` overrides it).
-    pub recompute: arc_swap::ArcSwap<recompute::RecomputeSpec>,
+    pub recompute: arc_swap::ArcSwap<crate::itempool::recompute::RecomputeSpec>,
     /// The quality guard, when the pool is on and `--rank-quality-sample` > 0.
     pub guard: Option<Arc<guard::QualityGuard>>,
     /// The item pool's store as recache sees it (`--rank-pool-store`): probed for `/ready`.
-    pub store: Option<Arc<pool::store_probe::StoreProbe>>,
+    pub store: Option<Arc<crate::itempool::store_probe::StoreProbe>>,
 }
 
 /// Blocks of the `--rank-trace-out` trace, in tokens: vLLM's (and the testbed's) KV block.
@@ -119,8 +107,13 @@ impl RankState {
         let pool = match &config.item_pool {
             Some(c) => {
                 let first_label = config.label_base + config.max_items as u32;
-                let m = pool::metrics::PoolMetrics::new(registry)?;
-                Some(pool::replicas::Pools::new(c, first_label, m, replicas))
+                let m = crate::itempool::metrics::PoolMetrics::new(registry)?;
+                Some(Arc::new(crate::itempool::replicas::Pools::new(
+                    c,
+                    first_label,
+                    m,
+                    replicas,
+                )))
             }
             None => None,
         };
@@ -144,7 +137,7 @@ impl RankState {
         };
         let store = (config.item_pool.as_ref())
             .and_then(|p| p.store.as_deref())
-            .map(|addr| pool::store_probe::StoreProbe::new(addr, registry).map(Arc::new))
+            .map(|addr| crate::itempool::store_probe::StoreProbe::new(addr, registry).map(Arc::new))
             .transpose()?;
         Ok(Self {
             trace,
@@ -157,48 +150,7 @@ impl RankState {
             config,
             popularity: Default::default(),
             item_prefixes: Default::default(),
-            tokens: Default::default(),
             metrics: metrics::RankMetrics::new(registry)?,
         })
-    }
-}
-
-/// Why a ranking request failed.
-#[derive(Debug, thiserror::Error)]
-pub enum RankError {
-    #[error(transparent)]
-    Api(#[from] ApiError),
-    /// The call to the engine failed (its status and code come from the client's error).
-    #[error(transparent)]
-    Upstream(#[from] ClientError),
-    /// The engine refused the rewritten request; its error body is passed on.
-    #[error("the engine answered {status}: {body}")]
-    Engine { status: StatusCode, body: Value },
-    #[error("{0}")]
-    BadEngineAnswer(String),
-    #[error("internal error: {0}")]
-    Internal(String),
-    /// recache's ranking settings do not fit the served model (a server-side problem).
-    #[error("{0}")]
-    Config(String),
-}
-
-impl RankError {
-    pub fn into_response(self) -> Response<Body> {
-        let gateway = |msg: &str| {
-            let body = error_json(msg, "upstream_error", "upstream_error", None);
-            json_response(StatusCode::BAD_GATEWAY, &body)
-        };
-        match self {
-            RankError::Api(e) => e.into_response(),
-            RankError::Upstream(e) => ApiError::from(e).into_response(),
-            RankError::BadEngineAnswer(m) => gateway(&m),
-            RankError::Engine { status, body } => json_response(status, &body),
-            RankError::Internal(m) => ApiError::Internal(m).into_response(),
-            RankError::Config(m) => {
-                let body = error_json(&m, "server_error", "invalid_configuration", None);
-                json_response(StatusCode::INTERNAL_SERVER_ERROR, &body)
-            }
-        }
     }
 }

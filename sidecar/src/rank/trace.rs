@@ -2,7 +2,7 @@
 //! Mooncake JSONL `recache sim --trace` reads, with GR `segments` (`recache_eviction::trace`),
 //! so eviction policies can be compared offline on the traffic recache actually rewrote.
 //!
-//! A prompt's blocks are the engine loop's chain ids (`kvloop::blocks`) of its full
+//! A prompt's blocks are the engine loop's chain ids (`recache_hash::blocks`) of its full
 //! `block`-token blocks. Each block is labelled by the part of the prompt that holds it whole:
 //! the user's profile leading a user-first prompt (`user`, entity = user id), the candidate
 //! items (`items`), or `other` (the instruction, the user after an item-first prompt's items,
@@ -21,7 +21,7 @@ use std::time::Instant;
 use recache_eviction::trace::{Request, Segment, SegmentKind, to_line};
 
 use super::select::PrefixKind;
-use crate::kvloop::blocks;
+use recache_hash::blocks;
 
 /// A ranking prompt's shape, as the trace needs it.
 pub struct PromptShape<'a> {

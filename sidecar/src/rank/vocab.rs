@@ -13,8 +13,8 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
-use super::RankError;
 use super::config::RankConfig;
+use crate::engine::EngineError;
 
 /// What the engine said about the highest label.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,8 +38,8 @@ impl VocabCheck {
     /// For `replicas` engine replicas (with a store, each replica's pool has its own labels).
     pub fn new(config: &RankConfig, replicas: usize) -> Self {
         let positional = config.label_base as u64 + config.max_items as u64;
-        let pooled =
-            (config.item_pool.as_ref()).map_or(0, |p| super::pool::cold::label_span(p, replicas));
+        let pooled = (config.item_pool.as_ref())
+            .map_or(0, |p| crate::itempool::cold::label_span(p, replicas));
         let highest = (positional + pooled).saturating_sub(1).min(u32::MAX as u64) as u32;
         let mut flags = format!(
             "--rank-label-base {} + --rank-max-items {}",
@@ -67,19 +67,19 @@ impl VocabCheck {
     }
 
     /// The error to answer ranking requests with, once the engine refused the label range.
-    pub fn refusal(&self) -> Option<RankError> {
+    pub fn refusal(&self) -> Option<EngineError> {
         match self.verdict() {
-            Verdict::TooSmall(msg) => Some(RankError::Config(msg)),
+            Verdict::TooSmall(msg) => Some(EngineError::Config(msg)),
             _ => None,
         }
     }
 
-    /// Records the engine's answer to the probe ([`RankError::Engine`] with a 4xx status:
+    /// Records the engine's answer to the probe ([`EngineError::Engine`] with a 4xx status:
     /// the id is refused; any other error leaves the verdict unknown). Returns the verdict.
-    pub fn record(&self, answer: &Result<Value, RankError>) -> Verdict {
+    pub fn record(&self, answer: &Result<Value, EngineError>) -> Verdict {
         let verdict = match answer {
             Ok(_) => Verdict::Fits,
-            Err(RankError::Engine { status, body }) if status.is_client_error() => {
+            Err(EngineError::Engine { status, body }) if status.is_client_error() => {
                 let said = body["error"]["message"]
                     .as_str()
                     .map(str::to_string)
@@ -99,58 +99,5 @@ impl VocabCheck {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::rank::config::RankArgs;
-    use http::StatusCode;
-    use serde_json::json;
-
-    #[test]
-    fn highest_label_counts_the_pool_and_a_refusal_names_the_flags() {
-        let config = RankArgs {
-            rank_item_pool: Some(1000),
-            ..Default::default()
-        }
-        .resolve();
-        let check = VocabCheck::new(&config, 1);
-        assert_eq!(check.highest, 256 + 128 + 1000 - 1);
-        assert_eq!(check.verdict(), Verdict::Unknown);
-        assert!(check.refusal().is_none());
-        let refused = Err(RankError::Engine {
-            status: StatusCode::BAD_REQUEST,
-            body: json!({"error": {"message": "Token id 1383 is out of vocabulary"}}),
-        });
-        let Verdict::TooSmall(msg) = check.record(&refused) else {
-            panic!("a 400 is a refusal");
-        };
-        assert!(msg.contains("--rank-item-pool 1000"), "{msg}");
-        assert!(msg.contains("out of vocabulary"), "{msg}");
-        assert!(check.refusal().is_some());
-        let down: Result<Value, RankError> = Err(RankError::Upstream(
-            crate::client::ClientError::NoHealthyUpstream,
-        ));
-        assert_eq!(check.record(&down), Verdict::Unknown);
-        assert_eq!(check.record(&Ok(json!({}))), Verdict::Fits);
-    }
-
-    #[test]
-    fn with_a_store_each_replica_has_its_own_pool_labels() {
-        let config = RankArgs {
-            rank_item_pool: Some(1000),
-            rank_pool_store: Some("127.0.0.1:50051".into()),
-            ..Default::default()
-        }
-        .resolve();
-        assert_eq!(VocabCheck::new(&config, 1).highest, 256 + 128 + 1000 - 1);
-        let check = VocabCheck::new(&config, 3);
-        assert_eq!(check.highest, 256 + 128 + 3 * 1000 - 1);
-        let refused = Err(RankError::Engine {
-            status: StatusCode::BAD_REQUEST,
-            body: json!({"error": {"message": "out of vocabulary"}}),
-        });
-        let Verdict::TooSmall(msg) = check.record(&refused) else {
-            panic!("a 400 is a refusal");
-        };
-        assert!(msg.contains("3 replicas x --rank-item-pool 1000"), "{msg}");
-    }
-}
+#[path = "vocab_tests.rs"]
+mod tests;

@@ -11,15 +11,13 @@
 
 use std::sync::Arc;
 
-use http::Method;
 use recache_adapters::Engine;
 use recache_adapters::scoring::ScoreRequest;
-use serde_json::{Value, json};
 
 use super::search::{Scorer, StepScores};
 use crate::client::EngineClient;
-use crate::rank::RankError;
-use crate::rank::api::TextOrTokens;
+use crate::engine::api::TextOrTokens;
+use crate::engine::{EngineError, post_json, tokenize};
 
 /// Instruction appended after the user when the request gives none.
 pub const DEFAULT_INSTRUCTION: &str = "\nThe next item the user will interact with is:";
@@ -33,9 +31,9 @@ pub struct EngineScorer<'a> {
 }
 
 impl Scorer for EngineScorer<'_> {
-    type Error = RankError;
+    type Error = EngineError;
 
-    async fn score(&self, beam: &[u32], next: &[u32]) -> Result<StepScores, RankError> {
+    async fn score(&self, beam: &[u32], next: &[u32]) -> Result<StepScores, EngineError> {
         let mut tokens = Vec::with_capacity(self.prompt.len() + beam.len());
         tokens.extend_from_slice(self.prompt);
         tokens.extend_from_slice(beam);
@@ -46,46 +44,17 @@ impl Scorer for EngineScorer<'_> {
             cache_salt: None,
         };
         let body = self.engine.score_body(&req);
-        let answer = post(self.client, self.engine.scoring_path(), &body).await?;
+        let answer = post_json(self.client, self.engine.scoring_path(), &body).await?;
         let s = self
             .engine
             .read_score(&answer, next)
-            .map_err(|e| RankError::BadEngineAnswer(e.to_string()))?;
+            .map_err(|e| EngineError::BadEngineAnswer(e.to_string()))?;
         Ok(StepScores {
             logprobs: s.logprobs,
             prompt_tokens: s.prompt_tokens,
             cached_tokens: s.cached_tokens,
         })
     }
-}
-
-/// POSTs through the engine client; a non-2xx answer is passed on as the engine's error.
-pub async fn post(client: &EngineClient, path: &str, body: &Value) -> Result<Value, RankError> {
-    let a = client.json(Method::POST, path, Some(body)).await?;
-    if a.status.is_success() {
-        Ok(a.value)
-    } else {
-        Err(RankError::Engine {
-            status: a.status,
-            body: a.value,
-        })
-    }
-}
-
-async fn tokenize(
-    client: &EngineClient,
-    model: Option<&str>,
-    text: &str,
-) -> Result<Vec<u32>, RankError> {
-    let mut body = json!({"prompt": text, "add_special_tokens": false});
-    if let Some(m) = model {
-        body["model"] = json!(m);
-    }
-    let answer = post(client, "/tokenize", &body).await?;
-    answer["tokens"]
-        .as_array()
-        .and_then(|a| a.iter().map(|t| t.as_u64().map(|t| t as u32)).collect())
-        .ok_or_else(|| RankError::BadEngineAnswer(format!("/tokenize answered {answer}")))
 }
 
 /// The search's prompt: `pad* user instruction`, with as many pad tokens in front as make its
@@ -97,7 +66,7 @@ pub async fn prompt(
     instruction: Option<&TextOrTokens>,
     align: usize,
     pad: u32,
-) -> Result<Vec<u32>, RankError> {
+) -> Result<Vec<u32>, EngineError> {
     let default = TextOrTokens::Text(DEFAULT_INSTRUCTION.to_string());
     let instruction = instruction.unwrap_or(&default);
     let mut tokens = match (user, instruction) {
@@ -131,20 +100,20 @@ pub async fn check_vocab(
     engine: Engine,
     model: Option<&str>,
     highest: u32,
-) -> Result<(), RankError> {
+) -> Result<(), EngineError> {
     let req = ScoreRequest {
         model,
         tokens: &[highest],
         labels: &[highest],
         cache_salt: None,
     };
-    match post(client, engine.scoring_path(), &engine.score_body(&req)).await {
-        Err(RankError::Engine { status, body }) if status.is_client_error() => {
+    match post_json(client, engine.scoring_path(), &engine.score_body(&req)).await {
+        Err(EngineError::Engine { status, body }) if status.is_client_error() => {
             let said = body["error"]["message"]
                 .as_str()
                 .map(str::to_string)
                 .unwrap_or_else(|| body.to_string());
-            Err(RankError::Config(format!(
+            Err(EngineError::Config(format!(
                 "the retrieval index's codes reach token id {highest} but the served model \
                  refuses it ({said}); rebuild the index with a lower --token-base, --levels or \
                  --codebook (recache items index), or serve a model with more than {highest} ids"

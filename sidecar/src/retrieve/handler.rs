@@ -13,9 +13,9 @@ use super::api::{self, Item, RetrieveRequest, RetrieveResponse, Usage, Validated
 use super::engine::{self, EngineScorer};
 use super::search::{SearchSpec, search};
 use crate::Body;
+use crate::engine::EngineError;
+use crate::engine::api::bad;
 use crate::error::{ApiError, json_response};
-use crate::rank::RankError;
-use crate::rank::api::bad;
 
 /// The completions body key that asks for a retrieval.
 pub const KEY: &str = "recache_retrieve";
@@ -34,7 +34,7 @@ pub async fn handle(state: &Arc<Retriever>, req: Request<Incoming>) -> Response<
         Err(e) => Err(e.into()),
     };
     match result.and_then(|r| {
-        serde_json::to_value(&r).map_err(|e| RankError::Internal(format!("encoding: {e}")))
+        serde_json::to_value(&r).map_err(|e| EngineError::Internal(format!("encoding: {e}")))
     }) {
         Ok(value) => json_response(StatusCode::OK, &value),
         Err(e) => e.into_response(),
@@ -45,7 +45,7 @@ pub async fn handle(state: &Arc<Retriever>, req: Request<Incoming>) -> Response<
 pub async fn retrieve(
     state: &Arc<Retriever>,
     req: &Validated,
-) -> Result<RetrieveResponse, RankError> {
+) -> Result<RetrieveResponse, EngineError> {
     let started = Instant::now();
     let model = req.model.as_deref();
     state.check_vocab(model).await?;
@@ -107,7 +107,7 @@ pub async fn retrieve(
 pub async fn completion(
     state: Option<&Arc<Retriever>>,
     mut obj: Map<String, Value>,
-) -> Result<Value, RankError> {
+) -> Result<Value, EngineError> {
     let Some(state) = state else {
         return Err(ApiError::NotFound(format!(
             "'{KEY}' needs a retrieval index: start recache serve with --retrieve-index"

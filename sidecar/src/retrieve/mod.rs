@@ -3,8 +3,8 @@
 //! tokens); recache runs a beam search over the codes through the engine, every step
 //! constrained to the catalog's prefix trie, so every answer is a real item.
 //!
-//! - [`semantic`]: semantic IDs for a catalog (`recache items index`); [`cli`]: that command.
-//! - [`index`]: the index file and its trie.
+//! - [`index`]: the index file (`recache items index`, the benchmark crate's offline builder,
+//!   writes it) and its trie.
 //! - [`config`]: `--retrieve-*` settings.
 //! - [`api`]: request/response shapes and validation (400s naming the field).
 //! - [`search`]: the constrained beam search with early stopping; [`topk`]: where its
@@ -14,14 +14,12 @@
 //! - [`metrics`]: searches, engine calls, tokens, pruning.
 
 pub mod api;
-pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod handler;
 pub mod index;
 pub mod metrics;
 pub mod search;
-pub mod semantic;
 #[cfg(test)]
 mod tests;
 pub mod topk;
@@ -62,7 +60,7 @@ impl Retriever {
 
     /// Checks the index's code tokens against the served model until the engine has said
     /// they fit; a refusal is answered (500, naming the fix) rather than a wrong search.
-    pub async fn check_vocab(&self, model: Option<&str>) -> Result<(), crate::rank::RankError> {
+    pub async fn check_vocab(&self, model: Option<&str>) -> Result<(), crate::engine::EngineError> {
         if self.vocab_fits.load(Ordering::Relaxed) {
             return Ok(());
         }

@@ -45,7 +45,8 @@ pub async fn run_with_admin(
 ) -> bool {
     let health = crate::client::health::spawn(state.client.clone());
     // A replica back in rotation may have restarted: its item pool is reconciled.
-    let _pool_resync = crate::rank::pool::resync::spawn(state.ranker.clone());
+    let _pool_resync =
+        crate::itempool::resync::spawn(state.ranker.rank.pool.clone(), state.ranker.engine.clone());
     // Dropped when serving ends: feeds and canaries stop with the server.
     let _mirrors = crate::client::mirror::start(
         &state.client,

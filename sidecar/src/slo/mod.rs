@@ -1,4 +1,4 @@
-//! Serving to a deadline (issue 17): what a request's deadline is, and the settings of
+//! Serving to a deadline: what a request's deadline is, and the settings of
 //! deadline serving. The mechanism lives in [`gate`] (one per replica: window, order,
 //! refusals) and [`cost`] (the online service-time model); the engine client applies both
 //! when it sends a generation call that carries a deadline, and composes load-aware dispatch

@@ -61,7 +61,10 @@ pub fn rank_flags(r: &RankArgs) -> Vec<String> {
             r.rank_user_cache_tokens.map(|t| t.to_string()),
         ),
         ("--rank-admission", r.rank_admission.and_then(name)),
-        ("--rank-item-pool", r.rank_item_pool.map(|n| n.to_string())),
+        (
+            "--rank-item-pool",
+            r.pool.rank_item_pool.map(|n| n.to_string()),
+        ),
         ("--rank-item-reuse", r.rank_item_reuse.and_then(name)),
     ];
     (pairs.into_iter())

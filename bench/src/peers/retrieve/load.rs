@@ -79,7 +79,7 @@ pub async fn build(
         "[peers] retrieve: building the index of {} (recache items index defaults) ...",
         items.display()
     );
-    let built = recache::harness::build_retrieve_index(items)
+    let built = crate::items::build_default(items)
         .map_err(|e| BenchError::Setup(format!("building the retrieval index: {e}")))?;
     let tmp =
         tempfile::NamedTempFile::new().map_err(BenchError::io("creating a temporary index"))?;

@@ -29,8 +29,8 @@ use super::MirrorState;
 use super::feed::FeedStatus;
 use crate::client::route::keys::TOKENS_PER_KEY;
 use crate::client::{EngineClient, own};
-use crate::kvloop::blocks::prompt_ids;
 use crate::shutdown::TaskGuard;
+use recache_hash::blocks::prompt_ids;
 
 /// Pause between the first canary after a feed connects and the second (events of the first
 /// must have arrived).

@@ -4,13 +4,12 @@
 //! ([`RouteHint`]) and names one replica. The rules, one file each: [`least_loaded`]
 //! (fewest outstanding requests, blind to caches), [`prefix`] (where the prompt's prefix
 //! was sent, traded against load) and [`gr`] (`prefix`, plus each GR side's placement:
-//! [`placement`]). [`Routing`] names them (configuration, the admin API) and
+//! [`recache_hash::placement`]). [`Routing`] names them (configuration, the admin API) and
 //! [`build`] is the one factory; the client swaps rules atomically ([`RouteSlot`]).
 
 pub mod gr;
 pub mod keys;
 pub mod least_loaded;
-pub mod placement;
 pub mod prefix;
 pub mod sent;
 
@@ -121,7 +120,7 @@ pub enum Routing {
         /// covering this share of accesses are pooled on every replica, the rest once. Unset
         /// (default): 1 without a store (every replica pools by hotness alone, since a request
         /// can use only its own replica's pool), BAT's Alg. 1 on `--rank-pool-costs` with
-        /// one (`rank::pool::hrcs`).
+        /// one (`itempool::hrcs`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pool_hot_share: Option<f64>,
     },
@@ -213,7 +212,7 @@ impl Routing {
 
     /// The share of item accesses whose items every replica's item pool holds, where the
     /// rule sets it: `gr`'s `pool_hot_share`, 1 (replicate by hotness) under the other rules;
-    /// None: the pools decide (`rank::pool::replicas::Pools::hot_share`).
+    /// None: the pools decide (`itempool::replicas::Pools::hot_share`).
     pub fn pool_hot_share(&self) -> Option<f64> {
         match *self {
             Self::Gr { pool_hot_share, .. } => pool_hot_share,

@@ -16,12 +16,13 @@ use std::time::Duration;
 
 use super::{QualityGuard, Slot};
 use crate::client::route::GrHint;
+use crate::engine::EngineError;
+use crate::itempool::recompute::RecomputeSpec;
 use crate::rank::api::Validated;
 use crate::rank::layout as prompt_layout;
 use crate::rank::pooled::{self, Parts};
-use crate::rank::recompute::RecomputeSpec;
 use crate::rank::select::PrefixKind;
-use crate::rank::{RankError, Ranker, engine, pipeline};
+use crate::rank::{Ranker, engine, pipeline};
 
 /// A shadow scoring that does not answer within this long is given up (counted `timeout`).
 pub const TIMEOUT: Duration = Duration::from_secs(60);
@@ -66,7 +67,7 @@ pub fn spawn(
                 Shadow::Served => (served, 0),
                 Shadow::Probe => score(&state, &req, Layout::Pooled, spec).await?,
             };
-            Ok::<_, RankError>((reference, reversed, pooled))
+            Ok::<_, EngineError>((reference, reversed, pooled))
         };
         match tokio::time::timeout(TIMEOUT, all).await {
             Ok(Ok(((reference, a), (reversed, b), (pooled, c)))) => {
@@ -99,7 +100,7 @@ async fn score(
     req: &Validated,
     layout: Layout,
     spec: RecomputeSpec,
-) -> Result<(Vec<f64>, u64), RankError> {
+) -> Result<(Vec<f64>, u64), EngineError> {
     let rank = &state.rank;
     let model = req.model.as_deref();
     let (user, items, instruction) = pipeline::resolve_parts(state, req).await?;
@@ -110,7 +111,7 @@ async fn score(
             let keys: Vec<&str> = req.items.iter().map(|i| i.key.as_str()).collect();
             let hot_first = rank.popularity.order(&keys);
             let hot_keys: Vec<String> = (hot_first.iter())
-                .map(|&i| crate::rank::pool::key(model, keys[i]))
+                .map(|&i| crate::itempool::key(model, keys[i]))
                 .collect();
             let parts = Parts {
                 user: &user,
@@ -148,8 +149,12 @@ async fn score(
     let readout = req.readout.unwrap_or(rank.config.readout);
     let pooled = layout == Layout::Pooled;
     crate::rank::readout::apply(&mut prompt, &item_refs, &ids, readout, pooled)?;
-    let (path, mut body) =
-        engine::scoring_request(state.engine, model, &prompt, req.cache_salt.as_deref());
+    let (path, mut body) = engine::scoring_request(
+        state.engine.dialect,
+        model,
+        &prompt,
+        req.cache_salt.as_deref(),
+    );
     if let Some(u) = &used {
         body["kv_transfer_params"] = u.params.clone();
     }
@@ -157,7 +162,7 @@ async fn score(
     if let (Some(pools), Some(u)) = (&rank.pool, &used) {
         pools.get(served.unwrap_or(0)).observe(u, &answer);
     }
-    let s = engine::read_scores(state.engine, &answer, &prompt)?;
+    let s = engine::read_scores(state.engine.dialect, &answer, &prompt)?;
     let mut by_item = vec![f64::NEG_INFINITY; req.items.len()];
     for ((_, i), lp) in prompt.labels.iter().zip(&s.logprobs) {
         if let Some(slot) = by_item.get_mut(*i) {

@@ -1,38 +1,50 @@
 //! `recache bench quality`: does ranking quality survive recache's layouts? Held-out users'
 //! next items ranked through `/v1/rank` once per layout (user-first, item-first, item-first with
-//! the item KV pool, and recache's own choices bat and bat-pool), each through a fresh
-//! in-process recache exactly as `bench gr` runs its modes; Recall@5/10, MRR@10 and NDCG@5/10
-//! per layout next to popularity and random baselines on the same candidates.
+//! the item KV pool, and recache's own choices bat and bat-pool) and readout (`--rank-readout`
+//! may list several: every layout read by the same head), each through a fresh in-process
+//! recache on an emptied engine prefix cache exactly as `bench gr` runs its modes, `--repeat`
+//! times; Recall@5/10, MRR@10 and NDCG@5/10 with bootstrap intervals over users, next to
+//! baselines on the same candidates.
 //!
 //! - [`args`]: the command line; [`split`]: which users were held out of the ranker's training;
-//! - [`plan`]: their requests; [`metrics`]: the measures; [`report`]: rows and the table.
+//! - [`plan`]: their requests; [`metrics`]: the measures; [`bootstrap`]: their intervals;
+//! - [`baselines`]: the rankings to beat; [`report`]: the rows; [`table`]: the text table.
 //!
 //! Meant for a model trained for the task (`examples/testbed/up --model ranker`); on the
 //! random-weight testbed model every layout is as good as random.
 
 pub mod args;
+pub mod baselines;
+pub mod bootstrap;
 pub mod metrics;
 pub mod plan;
 pub mod report;
 pub mod split;
+pub mod table;
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
 pub use args::QualityArgs;
-use metrics::{quality, rank_by};
+use bootstrap::Resampling;
 use report::Row;
 
 use super::gr::bodies::Titles;
 use super::gr::{measure, memory, workload};
 use crate::error::BenchError;
 use crate::http;
-use crate::rng::Rng;
 use crate::testbed::Instance;
 
+/// Mixed into `--seed` for the bootstrap's draws, apart from the candidates' draws.
+const BOOTSTRAP_SALT: u64 = 0x626f_6f74_7374_7270;
+
 pub async fn run(args: QualityArgs) -> Result<(), BenchError> {
-    let gr = args.gr()?;
+    let readouts = args.rank_readout.clone();
+    let Some(&first_readout) = readouts.first() else {
+        return Err(BenchError::Setup("--rank-readout: give at least one".into()));
+    };
+    let gr = args.gr(first_readout)?;
     let client = http::client();
     let data = workload::load(&args.data, &args.items)?;
     let cases = plan::cases(
@@ -89,50 +101,90 @@ pub async fn run(args: QualityArgs) -> Result<(), BenchError> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();
-    let ctx = measure::Ctx {
-        args: &gr,
-        client: &client,
-        engine,
-        model: &model,
-        memory: &memory,
-        warm: &warm,
-        population: &population,
-        nonce,
-    };
     let instance = Instance {
         name: "upstream".into(),
         upstream: upstream.clone(),
         kv_events: args.kv_events.clone(),
     };
     let arrivals = vec![0.0; bodies.len()];
+    let how = Resampling {
+        resamples: args.bootstrap,
+        seed: args.seed ^ BOOTSTRAP_SALT,
+    };
     let mut rows = Vec::new();
-    for &mode in &args.layouts {
-        let run = measure::Run {
-            mode,
-            instance: &instance,
-            bodies: &bodies,
-            arrivals: &arrivals,
-            offered_rps: 0.0,
-            round: 0,
-        };
-        let (result, answers) = measure::run_mode_answers(&ctx, run).await?;
-        let ranks: Vec<Option<usize>> = cases
-            .iter()
-            .zip(&answers)
-            .map(|(c, a)| a.as_ref().and_then(|a| answer_rank(a, c.target)))
-            .collect();
-        let row = Row::layout(mode.name(), quality(&ranks), &result);
-        emit(&args, &row)?;
-        rows.push(row);
+    for repeat in 0..args.repeat {
+        for &readout in &readouts {
+            eprintln!(
+                "bench quality: run {}/{}, readout {readout}",
+                repeat + 1,
+                args.repeat
+            );
+            let gr = args.gr(readout)?;
+            let ctx = measure::Ctx {
+                args: &gr,
+                client: &client,
+                engine,
+                model: &model,
+                memory: &memory,
+                warm: &warm,
+                population: &population,
+                nonce,
+            };
+            let mut group = Vec::new();
+            for &mode in &args.layouts {
+                let run = measure::Run {
+                    mode,
+                    instance: &instance,
+                    bodies: &bodies,
+                    arrivals: &arrivals,
+                    offered_rps: 0.0,
+                    round: repeat,
+                };
+                let (result, answers) = measure::run_mode_answers(&ctx, run).await?;
+                let ranks: Vec<Option<usize>> = cases
+                    .iter()
+                    .zip(&answers)
+                    .map(|(c, a)| a.as_ref().and_then(|a| answer_rank(a, c.target)))
+                    .collect();
+                group.push(Row::layout(mode.name(), ranks, &result, repeat, how));
+            }
+            compare_to_up(&mut group, None, how);
+            for row in &group {
+                emit(&args, row)?;
+            }
+            rows.extend(group);
+        }
     }
-    for row in baselines(&data, &cases, args.seed) {
-        emit(&args, &row)?;
-        rows.push(row);
+    let up = rows.iter().find(|r| r.layout == "up").cloned();
+    let mut base: Vec<Row> = baselines::ranks(&data, &cases, args.seed)
+        .into_iter()
+        .map(|(name, ranks)| Row::baseline(name, ranks, how))
+        .collect();
+    compare_to_up(&mut base, up.as_ref(), how);
+    for row in &base {
+        emit(&args, row)?;
     }
-    if !args.json {
-        print!("{}", report::table(&rows));
+    rows.extend(base);
+    let text = table::same_head(&rows);
+    if args.json {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
     }
     Ok(())
+}
+
+/// Sets every row's `vs_up` against `up`, or else against the group's own `up` row.
+fn compare_to_up(rows: &mut [Row], up: Option<&Row>, how: Resampling) {
+    let Some(up) = up
+        .cloned()
+        .or_else(|| rows.iter().find(|r| r.layout == "up").cloned())
+    else {
+        return;
+    };
+    for r in rows.iter_mut().filter(|r| r.layout != "up") {
+        r.compare_to(&up, how);
+    }
 }
 
 /// 1-based place of `target` in a `/v1/rank` answer's ranking (`None`: not in it).
@@ -142,28 +194,6 @@ fn answer_rank(answer: &Value, target: u64) -> Option<usize> {
         .iter()
         .position(|r| r["id"].as_u64() == Some(target))
         .map(|p| p + 1)
-}
-
-/// Popularity (interaction counts a deployment knows before the held-out events) and random
-/// order, on the same candidates.
-fn baselines(data: &workload::Data, cases: &[plan::Case], seed: u64) -> Vec<Row> {
-    let counts = plan::train_counts(data);
-    let popular: Vec<Option<usize>> = cases
-        .iter()
-        .map(|c| {
-            let score = |i: &u64| counts.get(i).copied().unwrap_or(0) as f64;
-            Some(rank_by(&c.planned.items, &c.target, score))
-        })
-        .collect();
-    let mut rng = Rng::new(seed ^ 0x7261_6e64);
-    let random: Vec<Option<usize>> = cases
-        .iter()
-        .map(|c| Some(rng.below(c.planned.items.len()) + 1))
-        .collect();
-    vec![
-        Row::baseline("popularity", quality(&popular), cases.len()),
-        Row::baseline("random", quality(&random), cases.len()),
-    ]
 }
 
 fn emit(args: &QualityArgs, row: &Row) -> Result<(), BenchError> {

@@ -226,7 +226,10 @@ mod tests {
         }
         let default = parse(&[]);
         assert_eq!(default.rank_readout, [Readout::Auto]);
-        assert_eq!(default.gr(Readout::Auto).unwrap().rank_readout, Readout::Auto);
+        assert_eq!(
+            default.gr(Readout::Auto).unwrap().rank_readout,
+            Readout::Auto
+        );
         let both = parse(&["--rank-readout", "label,item"]);
         assert_eq!(both.rank_readout, [Readout::Label, Readout::Item]);
         assert_eq!(both.gr(Readout::Item).unwrap().rank_readout, Readout::Item);

@@ -37,7 +37,10 @@ pub struct Resampling {
 
 /// The 95% interval of each measure of `ranks` (1-based, `None`: a miss) over users.
 pub fn interval(ranks: &[Option<usize>], how: Resampling) -> Interval {
-    let per_user: Vec<[f64; 5]> = ranks.iter().map(|&r| Quality::of_rank(r).to_array()).collect();
+    let per_user: Vec<[f64; 5]> = ranks
+        .iter()
+        .map(|&r| Quality::of_rank(r).to_array())
+        .collect();
     let (lo, hi) = percentiles(&per_user, how);
     Interval { lo, hi }
 }
@@ -112,8 +115,14 @@ mod tests {
         let q = quality(&r).to_array();
         let (lo, hi) = (a.lo.to_array(), a.hi.to_array());
         for k in 0..5 {
-            assert!(lo[k] <= q[k] && q[k] <= hi[k], "measure {k}: {lo:?} {q:?} {hi:?}");
-            assert!(hi[k] > lo[k], "measure {k}: a spread of users gives a width");
+            assert!(
+                lo[k] <= q[k] && q[k] <= hi[k],
+                "measure {k}: {lo:?} {q:?} {hi:?}"
+            );
+            assert!(
+                hi[k] > lo[k],
+                "measure {k}: a spread of users gives a width"
+            );
         }
         // Recall@10 is 0.5 over 200 users: one standard error is about 0.035, so the 95%
         // interval is about ±0.07.

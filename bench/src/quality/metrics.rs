@@ -127,7 +127,10 @@ mod tests {
         assert_eq!(q.to_array(), [1.0, 1.0, 0.25, g, g]);
         // Rank 7: out of the top 5 only.
         let q7 = Quality::of_rank(Some(7));
-        assert_eq!((q7.recall_at_5, q7.ndcg_at_5, q7.recall_at_10), (0.0, 0.0, 1.0));
+        assert_eq!(
+            (q7.recall_at_5, q7.ndcg_at_5, q7.recall_at_10),
+            (0.0, 0.0, 1.0)
+        );
         assert!(close(q7.mrr_at_10, 1.0 / 7.0));
         assert_eq!(Quality::of_rank(None), Quality::default());
         assert_eq!(Quality::of_rank(Some(0)), Quality::default());

@@ -42,7 +42,9 @@ const BOOTSTRAP_SALT: u64 = 0x626f_6f74_7374_7270;
 pub async fn run(args: QualityArgs) -> Result<(), BenchError> {
     let readouts = args.rank_readout.clone();
     let Some(&first_readout) = readouts.first() else {
-        return Err(BenchError::Setup("--rank-readout: give at least one".into()));
+        return Err(BenchError::Setup(
+            "--rank-readout: give at least one".into(),
+        ));
     };
     let gr = args.gr(first_readout)?;
     let client = http::client();

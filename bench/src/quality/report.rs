@@ -150,6 +150,11 @@ mod tests {
         assert_eq!(v["vs_up"]["delta"]["recall_at_10"], 0.25);
         assert_eq!(v["ranks"][3], 4);
         assert!(v["ci95"]["lo"]["recall_at_10"].as_f64() <= Some(0.75));
-        assert!(serde_json::to_value(&up).expect("json").get("vs_up").is_none());
+        assert!(
+            serde_json::to_value(&up)
+                .expect("json")
+                .get("vs_up")
+                .is_none()
+        );
     }
 }

@@ -117,7 +117,10 @@ mod tests {
         assert_eq!(lines.len(), 5, "{t}"); // header + up, ip, up·item, popularity
         assert!(lines[1].starts_with("| up | label | 0.500"), "{t}");
         assert!(lines[2].contains("| +0.500 ("), "{t}");
-        assert!(lines[2].ends_with("| 2: Recall@10 0.500–1.000, NDCG@10 0.500–0.815 |"), "{t}");
+        assert!(
+            lines[2].ends_with("| 2: Recall@10 0.500–1.000, NDCG@10 0.500–0.815 |"),
+            "{t}"
+        );
         assert!(lines[3].ends_with("| 2, identical |"), "{t}");
         assert!(lines[4].starts_with("| popularity |  | 0.500"), "{t}");
         assert!(t.starts_with("2 users;"), "{t}");

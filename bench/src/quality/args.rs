@@ -86,6 +86,11 @@ pub struct QualityArgs {
     /// reset to its precomputed set; the table says whether they ranked every user alike
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
+    /// Runs after the first send the users in another order (a shuffle seeded by the run), so
+    /// the spread over runs shows how much a layout depends on the requests before it: an
+    /// item-first prompt orders its items by what earlier requests asked for
+    #[arg(long)]
+    pub reorder: bool,
     /// Bootstrap resamples over users for every row's 95% interval (`ci95`, `vs_up`); drawn
     /// from a fixed seed, so a rerun gives the same intervals
     #[arg(long, default_value_t = 1000)]

@@ -38,6 +38,8 @@ use crate::testbed::Instance;
 
 /// Mixed into `--seed` for the bootstrap's draws, apart from the candidates' draws.
 const BOOTSTRAP_SALT: u64 = 0x626f_6f74_7374_7270;
+/// Mixed into `--seed` for `--reorder`'s shuffles.
+const REORDER_SALT: u64 = 0x7265_6f72_6465_7221;
 
 pub async fn run(args: QualityArgs) -> Result<(), BenchError> {
     let readouts = args.rank_readout.clone();
@@ -87,9 +89,14 @@ pub async fn run(args: QualityArgs) -> Result<(), BenchError> {
     let titles = Titles::tokenize(&client, &upstream, &model, &data, used)
         .await?
         .with_id_base(args.item_id_base);
+    // Every candidate ranked, not gr's top 10: rows carry each user's full rank.
     let bodies: Vec<Arc<Value>> = cases
         .iter()
-        .map(|c| titles.body(&c.planned, &data, args.item_tokens, &model))
+        .map(|c| {
+            let mut body = (*titles.body(&c.planned, &data, args.item_tokens, &model)).clone();
+            body["top_k"] = serde_json::json!(c.planned.items.len());
+            Arc::new(body)
+        })
         .collect();
     let warm: Vec<(u64, Arc<Vec<u32>>)> = warm_ids
         .iter()
@@ -132,22 +139,24 @@ pub async fn run(args: QualityArgs) -> Result<(), BenchError> {
                 population: &population,
                 nonce,
             };
+            let order = send_order(cases.len(), args.reorder, repeat, args.seed);
+            let sent: Vec<Arc<Value>> = order.iter().map(|&i| bodies[i].clone()).collect();
             let mut group = Vec::new();
             for &mode in &args.layouts {
                 let run = measure::Run {
                     mode,
                     instance: &instance,
-                    bodies: &bodies,
+                    bodies: &sent,
                     arrivals: &arrivals,
                     offered_rps: 0.0,
                     round: repeat,
                 };
                 let (result, answers) = measure::run_mode_answers(&ctx, run).await?;
-                let ranks: Vec<Option<usize>> = cases
-                    .iter()
-                    .zip(&answers)
-                    .map(|(c, a)| a.as_ref().and_then(|a| answer_rank(a, c.target)))
-                    .collect();
+                // Back in the users' own order, whatever order they were sent in.
+                let mut ranks = vec![None; cases.len()];
+                for (&i, a) in order.iter().zip(&answers) {
+                    ranks[i] = a.as_ref().and_then(|a| answer_rank(a, cases[i].target));
+                }
                 group.push(Row::layout(mode.name(), ranks, &result, repeat, how));
             }
             compare_to_up(&mut group, None, how);
@@ -174,6 +183,16 @@ pub async fn run(args: QualityArgs) -> Result<(), BenchError> {
         print!("{text}");
     }
     Ok(())
+}
+
+/// The order run `repeat` sends the users in (indices into the cases): theirs, or with
+/// `reorder` and after the first run, a shuffle seeded by the run.
+fn send_order(n: usize, reorder: bool, repeat: usize, seed: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    if reorder && repeat > 0 {
+        crate::rng::Rng::new(seed ^ REORDER_SALT ^ repeat as u64).shuffle(&mut order);
+    }
+    order
 }
 
 /// Sets every row's `vs_up` against `up`, or else against the group's own `up` row.
@@ -205,4 +224,35 @@ fn emit(args: &QualityArgs, row: &Row) -> Result<(), BenchError> {
         println!("{line}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_send_users_in_their_order_unless_reordered() {
+        let own: Vec<usize> = (0..50).collect();
+        assert_eq!(send_order(50, false, 3, 1), own);
+        assert_eq!(
+            send_order(50, true, 0, 1),
+            own,
+            "run 0 keeps the users' order"
+        );
+        let second = send_order(50, true, 1, 1);
+        assert_ne!(second, own);
+        assert_eq!(second, send_order(50, true, 1, 1), "seeded");
+        assert_ne!(second, send_order(50, true, 2, 1));
+        let mut sorted = second.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, own, "a permutation");
+    }
+
+    #[test]
+    fn an_answer_gives_the_targets_place() {
+        let answer = serde_json::json!({"ranking": [{"id": 7}, {"id": 3}, {"id": 9}]});
+        assert_eq!(answer_rank(&answer, 3), Some(2));
+        assert_eq!(answer_rank(&answer, 4), None);
+        assert_eq!(answer_rank(&serde_json::json!({"error": {}}), 3), None);
+    }
 }

@@ -91,7 +91,7 @@ pub struct QualityArgs {
     /// item-first prompt orders its items by what earlier requests asked for
     #[arg(long)]
     pub reorder: bool,
-    /// Bootstrap resamples over users for every row's 95% interval (`ci95`, `vs_up`); drawn
+    /// Bootstrap resamples over users for every row's 95% interval (`ci95`, `vs`); drawn
     /// from a fixed seed, so a rerun gives the same intervals
     #[arg(long, default_value_t = 1000)]
     pub bootstrap: usize,

@@ -159,19 +159,21 @@ pub async fn run(args: QualityArgs) -> Result<(), BenchError> {
                 }
                 group.push(Row::layout(mode.name(), ranks, &result, repeat, how));
             }
-            compare_to_up(&mut group, None, how);
+            let against = group.clone();
+            compare_all(&mut group, &against, how);
             for row in &group {
                 emit(&args, row)?;
             }
             rows.extend(group);
         }
     }
-    let up = rows.iter().find(|r| r.layout == "up").cloned();
+    // Baselines against run 0's layouts as read by the first readout.
+    let against: Vec<Row> = rows.iter().take(args.layouts.len()).cloned().collect();
     let mut base: Vec<Row> = baselines::ranks(&data, &cases, args.seed)
         .into_iter()
         .map(|(name, ranks)| Row::baseline(name, ranks, how))
         .collect();
-    compare_to_up(&mut base, up.as_ref(), how);
+    compare_all(&mut base, &against, how);
     for row in &base {
         emit(&args, row)?;
     }
@@ -195,16 +197,12 @@ fn send_order(n: usize, reorder: bool, repeat: usize, seed: u64) -> Vec<usize> {
     order
 }
 
-/// Sets every row's `vs_up` against `up`, or else against the group's own `up` row.
-fn compare_to_up(rows: &mut [Row], up: Option<&Row>, how: Resampling) {
-    let Some(up) = up
-        .cloned()
-        .or_else(|| rows.iter().find(|r| r.layout == "up").cloned())
-    else {
-        return;
-    };
-    for r in rows.iter_mut().filter(|r| r.layout != "up") {
-        r.compare_to(&up, how);
+/// Sets every row's `vs` against each row of `against` (another layout's).
+fn compare_all(rows: &mut [Row], against: &[Row], how: Resampling) {
+    for r in rows.iter_mut() {
+        for other in against {
+            r.compare_to(other, how);
+        }
     }
 }
 

@@ -1,8 +1,10 @@
 //! One row per layout, readout and run, or per baseline (the JSON contract: `layout`,
 //! `recall_at_10`, `ndcg_at_10`, `mrr_at_10`, ...), each with its 95% bootstrap interval over
-//! users (`ci95`), its paired difference from UP read by the same readout (`vs_up`) and the
-//! per-user ranks it was computed from (`ranks`), so any number can be recomputed from the
-//! JSON. The text table is [`super::table`].
+//! users (`ci95`), its paired difference from every other layout read by the same readout
+//! (`vs`) and the per-user ranks it was computed from (`ranks`), so any number can be
+//! recomputed from the JSON. The text table is [`super::table`].
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -38,24 +40,19 @@ pub struct Row {
     pub run: usize,
     /// 95% percentile-bootstrap interval of each measure over users.
     pub ci95: Interval,
-    /// Resamples behind `ci95` and `vs_up`.
+    /// Resamples behind `ci95` and `vs`.
     pub resamples: usize,
-    /// This row minus UP's (same run; layouts: UP read by the same readout; baselines: the
-    /// first readout's), with a paired 95% interval; absent without an `up` row.
+    /// This row minus each other layout's row (by layout name), with a paired 95% interval:
+    /// the rows of the same run read by `vs_readout` (a layout's own readout; for baselines
+    /// the first readout's, run 0).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub vs: BTreeMap<String, Delta>,
+    /// The readout of the rows in `vs`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub vs_up: Option<VsUp>,
+    pub vs_readout: Option<String>,
     /// 1-based rank of each held-out user's item, in `bench quality`'s user order (`null`: the
     /// request failed).
     pub ranks: Vec<Option<usize>>,
-}
-
-/// A row's difference from an UP row.
-#[derive(Debug, Clone, Serialize)]
-pub struct VsUp {
-    /// The readout the UP row was read by.
-    pub readout: String,
-    #[serde(flatten)]
-    pub delta: Delta,
 }
 
 impl Row {
@@ -94,17 +91,21 @@ impl Row {
             run: 0,
             ci95: bootstrap::interval(&ranks, how),
             resamples: how.resamples,
-            vs_up: None,
+            vs: BTreeMap::new(),
+            vs_readout: None,
             ranks,
         }
     }
 
-    /// Sets `vs_up` against `up` (the same users in the same order).
-    pub fn compare_to(&mut self, up: &Row, how: Resampling) {
-        self.vs_up = bootstrap::paired(&self.ranks, &up.ranks, how).map(|delta| VsUp {
-            readout: up.readout.clone(),
-            delta,
-        });
+    /// Adds `other` (the same users in the same order) to `vs`; not the row itself.
+    pub fn compare_to(&mut self, other: &Row, how: Resampling) {
+        if other.layout == self.layout {
+            return;
+        }
+        if let Some(delta) = bootstrap::paired(&self.ranks, &other.ranks, how) {
+            self.vs.insert(other.layout.clone(), delta);
+            self.vs_readout = Some(other.readout.clone());
+        }
     }
 }
 
@@ -141,20 +142,16 @@ mod tests {
             "run",
             "ci95",
             "resamples",
-            "vs_up",
+            "vs",
+            "vs_readout",
             "ranks",
         ] {
             assert!(v.get(key).is_some(), "{key} missing: {v}");
         }
-        assert_eq!(v["vs_up"]["readout"], "label");
-        assert_eq!(v["vs_up"]["delta"]["recall_at_10"], 0.25);
+        assert_eq!(v["vs_readout"], "label");
+        assert_eq!(v["vs"]["up"]["delta"]["recall_at_10"], 0.25);
         assert_eq!(v["ranks"][3], 4);
         assert!(v["ci95"]["lo"]["recall_at_10"].as_f64() <= Some(0.75));
-        assert!(
-            serde_json::to_value(&up)
-                .expect("json")
-                .get("vs_up")
-                .is_none()
-        );
+        assert!(serde_json::to_value(&up).expect("json").get("vs").is_none());
     }
 }

@@ -30,14 +30,9 @@ pub fn same_head(rows: &[Row]) -> String {
         let cell = |f: fn(&super::metrics::Quality) -> f64| {
             format!("{:.3} ({:.3}–{:.3})", f(&q), f(&lo), f(&hi))
         };
-        let delta = |f: fn(&super::metrics::Quality) -> f64| match &r.vs_up {
-            Some(v) if r.layout != "up" => format!(
-                "{:+.3} ({:+.3} … {:+.3})",
-                f(&v.delta.delta),
-                f(&v.delta.lo),
-                f(&v.delta.hi)
-            ),
-            _ => String::new(),
+        let delta = |f: fn(&super::metrics::Quality) -> f64| match r.vs.get("up") {
+            Some(v) => format!("{:+.3} ({:+.3} … {:+.3})", f(&v.delta), f(&v.lo), f(&v.hi)),
+            None => String::new(),
         };
         let baseline = super::baselines::NAMES.contains(&r.layout.as_str());
         out += &format!(

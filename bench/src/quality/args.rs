@@ -78,9 +78,23 @@ pub struct QualityArgs {
     pub rank_pool_recompute: recache::harness::RecomputeSpec,
     /// Which token scores a candidate (`recache serve --rank-readout`): auto (item in pooled
     /// layouts, label elsewhere), label, or item (its own first token; the testbed ranker's
-    /// item-id tokens); rows carry it
-    #[arg(long, value_enum, default_value = "auto")]
-    pub rank_readout: recache::harness::Readout,
+    /// item-id tokens); rows carry it. A list (`label,item`) runs every layout once per
+    /// readout: the same-head table (docs/quality.md)
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "auto")]
+    pub rank_readout: Vec<recache::harness::Readout>,
+    /// Runs of every layout and readout, each on an emptied engine prefix cache and a pool
+    /// reset to its precomputed set; the table says whether they ranked every user alike
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+    /// Runs after the first send the users in another order (a shuffle seeded by the run), so
+    /// the spread over runs shows how much a layout depends on the requests before it: an
+    /// item-first prompt orders its items by what earlier requests asked for
+    #[arg(long)]
+    pub reorder: bool,
+    /// Bootstrap resamples over users for every row's 95% interval (`ci95`, `vs`); drawn
+    /// from a fixed seed, so a rerun gives the same intervals
+    #[arg(long, default_value_t = 1000)]
+    pub bootstrap: usize,
     /// Pool layouts: items computed into the pool before the requests, most popular first
     /// [default: every item of --data]; the rest are filled while serving, as recache does
     #[arg(long)]
@@ -95,11 +109,15 @@ struct GrDefaults {
 }
 
 impl QualityArgs {
-    /// The `bench gr` settings every layout's run uses: gr's defaults, the workload shape and
-    /// engine given here, closed loop (quality does not depend on arrival times).
-    pub fn gr(&self) -> Result<GrArgs, BenchError> {
+    /// The `bench gr` settings every layout's run with `readout` uses: gr's defaults, the
+    /// workload shape and engine given here, closed loop (quality does not depend on arrival
+    /// times).
+    pub fn gr(&self, readout: recache::harness::Readout) -> Result<GrArgs, BenchError> {
         if self.item_tokens == 0 {
             return Err(BenchError::Setup("--item-tokens must be at least 1".into()));
+        }
+        if self.repeat == 0 {
+            return Err(BenchError::Setup("--repeat must be at least 1".into()));
         }
         let path = |p: &PathBuf| p.to_string_lossy().into_owned();
         let argv = [
@@ -131,7 +149,7 @@ impl QualityArgs {
         gr.pool_warm = self.pool_warm;
         gr.rank_label_base = self.rank_label_base;
         gr.rank_pool_recompute = self.rank_pool_recompute;
-        gr.rank_readout = self.rank_readout;
+        gr.rank_readout = readout;
         // Quality compares rankings, not throughput: a pool on top of the engine's cache
         // changes no answer.
         gr.allow_unequal_memory = true;
@@ -142,6 +160,7 @@ impl QualityArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use recache::harness::Readout;
 
     #[derive(Parser)]
     struct Cli {
@@ -172,7 +191,7 @@ mod tests {
             Some(20480)
         );
         let err = parse(&["--item-tokens", "0"])
-            .gr()
+            .gr(Readout::Auto)
             .err()
             .map(|e| e.to_string());
         assert!(err.is_some_and(|e| e.contains("--item-tokens")));
@@ -180,7 +199,8 @@ mod tests {
 
     /// Each layout's in-process recache settings for the command line with `extra`.
     fn rank_per_layout(extra: &[&str]) -> Vec<(Mode, recache::harness::RankArgs)> {
-        let gr = parse(extra).gr().unwrap();
+        let args = parse(extra);
+        let gr = args.gr(args.rank_readout[0]).unwrap();
         [Mode::Up, Mode::Ip, Mode::IpPool, Mode::Bat, Mode::BatPool]
             .into_iter()
             .map(|mode| {
@@ -203,15 +223,24 @@ mod tests {
         }
     }
 
-    /// The readout reaches every layout's recache.
+    /// The readout reaches every layout's recache; a list gives each run its own.
     #[test]
     fn rank_readout_reaches_every_layout() {
         for (mode, rank) in rank_per_layout(&["--rank-readout", "item"]) {
-            let want = Some(recache::harness::Readout::Item);
-            assert_eq!(rank.rank_readout, want, "{}", mode.name());
+            assert_eq!(rank.rank_readout, Some(Readout::Item), "{}", mode.name());
         }
-        let default = parse(&[]).gr().unwrap();
-        assert_eq!(default.rank_readout, recache::harness::Readout::Auto);
+        let default = parse(&[]);
+        assert_eq!(default.rank_readout, [Readout::Auto]);
+        assert_eq!(
+            default.gr(Readout::Auto).unwrap().rank_readout,
+            Readout::Auto
+        );
+        let both = parse(&["--rank-readout", "label,item"]);
+        assert_eq!(both.rank_readout, [Readout::Label, Readout::Item]);
+        assert_eq!(both.gr(Readout::Item).unwrap().rank_readout, Readout::Item);
+        assert_eq!((both.repeat, both.bootstrap), (1, 1000));
+        let err = parse(&["--repeat", "0"]).gr(Readout::Label).err();
+        assert!(err.is_some_and(|e| e.to_string().contains("--repeat")));
     }
 
     /// The recompute setting reaches the pooled layouts' recache and only theirs.

@@ -23,24 +23,59 @@ fn ndcg(rank: usize, k: usize) -> f64 {
     }
 }
 
+impl Quality {
+    /// One request's contribution: 1-based `rank` (`None` or 0: the item was not ranked).
+    pub fn of_rank(rank: Option<usize>) -> Self {
+        match rank.filter(|&r| r >= 1) {
+            None => Self::default(),
+            Some(r) => Self {
+                recall_at_5: f64::from(u8::from(r <= 5)),
+                recall_at_10: f64::from(u8::from(r <= 10)),
+                mrr_at_10: if r <= 10 { 1.0 / r as f64 } else { 0.0 },
+                ndcg_at_5: ndcg(r, 5),
+                ndcg_at_10: ndcg(r, 10),
+            },
+        }
+    }
+
+    /// The five measures in a fixed order (the order of [`Quality::from_array`]).
+    pub fn to_array(self) -> [f64; 5] {
+        [
+            self.recall_at_5,
+            self.recall_at_10,
+            self.mrr_at_10,
+            self.ndcg_at_5,
+            self.ndcg_at_10,
+        ]
+    }
+
+    pub fn from_array(a: [f64; 5]) -> Self {
+        Self {
+            recall_at_5: a[0],
+            recall_at_10: a[1],
+            mrr_at_10: a[2],
+            ndcg_at_5: a[3],
+            ndcg_at_10: a[4],
+        }
+    }
+
+    /// Each measure of `self` minus `other`'s.
+    pub fn minus(self, other: Self) -> Self {
+        let (a, b) = (self.to_array(), other.to_array());
+        Self::from_array(std::array::from_fn(|i| a[i] - b[i]))
+    }
+}
+
 /// Quality of 1-based ranks (`None`: the item was not ranked).
 pub fn quality(ranks: &[Option<usize>]) -> Quality {
     let n = ranks.len().max(1) as f64;
-    let mut q = Quality::default();
-    for r in ranks.iter().flatten().copied().filter(|&r| r >= 1) {
-        q.recall_at_5 += f64::from(u8::from(r <= 5));
-        q.recall_at_10 += f64::from(u8::from(r <= 10));
-        q.mrr_at_10 += if r <= 10 { 1.0 / r as f64 } else { 0.0 };
-        q.ndcg_at_5 += ndcg(r, 5);
-        q.ndcg_at_10 += ndcg(r, 10);
+    let mut sum = [0.0; 5];
+    for &r in ranks {
+        for (s, v) in sum.iter_mut().zip(Quality::of_rank(r).to_array()) {
+            *s += v;
+        }
     }
-    Quality {
-        recall_at_5: q.recall_at_5 / n,
-        recall_at_10: q.recall_at_10 / n,
-        mrr_at_10: q.mrr_at_10 / n,
-        ndcg_at_5: q.ndcg_at_5 / n,
-        ndcg_at_10: q.ndcg_at_10 / n,
-    }
+    Quality::from_array(sum.map(|s| s / n))
 }
 
 /// 1-based rank of `target` when candidates are ordered by `score`, best first; ties keep the
@@ -82,6 +117,29 @@ mod tests {
         let q = quality(&[Some(10), Some(11)]);
         assert!(close(q.recall_at_10, 0.5) && close(q.recall_at_5, 0.0));
         assert!(close(q.ndcg_at_10, 0.5 / 11f64.log2()));
+    }
+
+    #[test]
+    fn one_request_at_a_time() {
+        // Rank 4: in the top 5 and 10, MRR 1/4, NDCG 1/log2(5) at both cuts.
+        let q = Quality::of_rank(Some(4));
+        let g = 1.0 / 5f64.log2();
+        assert_eq!(q.to_array(), [1.0, 1.0, 0.25, g, g]);
+        // Rank 7: out of the top 5 only.
+        let q7 = Quality::of_rank(Some(7));
+        assert_eq!(
+            (q7.recall_at_5, q7.ndcg_at_5, q7.recall_at_10),
+            (0.0, 0.0, 1.0)
+        );
+        assert!(close(q7.mrr_at_10, 1.0 / 7.0));
+        assert_eq!(Quality::of_rank(None), Quality::default());
+        assert_eq!(Quality::of_rank(Some(0)), Quality::default());
+        assert_eq!(Quality::from_array(q.to_array()), q);
+        let d = q.minus(q7);
+        assert_eq!((d.recall_at_5, d.recall_at_10), (1.0, 0.0));
+        // The mean of the requests' contributions is `quality`.
+        let mean = quality(&[Some(4), Some(7)]);
+        assert!(close(mean.mrr_at_10, (0.25 + 1.0 / 7.0) / 2.0));
     }
 
     #[test]

@@ -1,14 +1,21 @@
-//! One row per layout or baseline (the JSON contract: `layout`, `recall_at_10`, `ndcg_at_10`,
-//! `mrr_at_10`, ...) and the text table, with each layout's difference from UP.
+//! One row per layout, readout and run, or per baseline (the JSON contract: `layout`,
+//! `recall_at_10`, `ndcg_at_10`, `mrr_at_10`, ...), each with its 95% bootstrap interval over
+//! users (`ci95`), its paired difference from every other layout read by the same readout
+//! (`vs`) and the per-user ranks it was computed from (`ranks`), so any number can be
+//! recomputed from the JSON. The text table is [`super::table`].
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::metrics::Quality;
+use super::bootstrap::{self, Delta, Interval, Resampling};
+use super::metrics::{Quality, quality};
 use crate::gr::report::ModeResult;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
-    /// A `bench gr` mode name, or `popularity` / `random`.
+    /// A `bench gr` mode name, or a baseline's (`popularity`, `popularity-recent`,
+    /// `transition`, `random`).
     pub layout: String,
     /// Requests ranked (answered or not).
     pub requests: usize,
@@ -29,99 +36,122 @@ pub struct Row {
     pub pool_recompute: String,
     /// Which token scored a candidate (`--rank-readout`); `label` for the baselines.
     pub readout: String,
+    /// Which of `--repeat` runs (0-based); baselines are computed once, in run 0.
+    pub run: usize,
+    /// 95% percentile-bootstrap interval of each measure over users.
+    pub ci95: Interval,
+    /// Resamples behind `ci95` and `vs`.
+    pub resamples: usize,
+    /// This row minus each other layout's row (by layout name), with a paired 95% interval:
+    /// the rows of the same run read by `vs_readout` (a layout's own readout; for baselines
+    /// the first readout's, run 0).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub vs: BTreeMap<String, Delta>,
+    /// The readout of the rows in `vs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_readout: Option<String>,
+    /// 1-based rank of each held-out user's item, in `bench quality`'s user order (`null`: the
+    /// request failed).
+    pub ranks: Vec<Option<usize>>,
 }
 
 impl Row {
-    pub fn layout(name: &str, quality: Quality, run: &ModeResult) -> Self {
+    pub fn layout(
+        name: &str,
+        ranks: Vec<Option<usize>>,
+        run: &ModeResult,
+        repeat: usize,
+        how: Resampling,
+    ) -> Self {
         Self {
-            layout: name.to_string(),
-            requests: run.requests + run.errors,
-            errors: run.errors,
-            quality,
             user_prefix: run.user_prefix,
             hit_rate: run.hit_rate,
             pool_hit_tokens: run.pool_hit_tokens,
             computed_tokens: run.computed_tokens,
             pool_recompute: run.pool_recompute.clone(),
             readout: run.readout.clone(),
+            errors: run.errors,
+            run: repeat,
+            ..Self::baseline(name, ranks, how)
         }
     }
 
-    pub fn baseline(name: &str, quality: Quality, requests: usize) -> Self {
+    pub fn baseline(name: &str, ranks: Vec<Option<usize>>, how: Resampling) -> Self {
         Self {
             layout: name.to_string(),
-            requests,
+            requests: ranks.len(),
             errors: 0,
-            quality,
+            quality: quality(&ranks),
             user_prefix: 0,
             hit_rate: 0.0,
             pool_hit_tokens: 0,
             computed_tokens: 0,
             pool_recompute: "none".to_string(),
             readout: "label".to_string(),
+            run: 0,
+            ci95: bootstrap::interval(&ranks, how),
+            resamples: how.resamples,
+            vs: BTreeMap::new(),
+            vs_readout: None,
+            ranks,
         }
     }
-}
 
-/// A Markdown table; Δ columns are absolute differences from the `up` row when there is one.
-pub fn table(rows: &[Row]) -> String {
-    let up = rows.iter().find(|r| r.layout == "up").map(|r| r.quality);
-    let mut out = String::from(
-        "| layout | requests | Recall@5 | Recall@10 | MRR@10 | NDCG@5 | NDCG@10 | ΔRecall@10 vs UP \
-         | ΔNDCG@10 vs UP | user-first | hit rate | errors |\n| --- | ---: | ---: | ---: | ---: \
-         | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
-    );
-    for r in rows {
-        let q = r.quality;
-        let delta = |f: fn(&Quality) -> f64| {
-            up.map_or("".to_string(), |u| format!("{:+.4}", f(&q) - f(&u)))
-        };
-        out += &format!(
-            "| {} | {} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {} | {} | {} | {:.3} | {} |\n",
-            r.layout,
-            r.requests,
-            q.recall_at_5,
-            q.recall_at_10,
-            q.mrr_at_10,
-            q.ndcg_at_5,
-            q.ndcg_at_10,
-            delta(|q| q.recall_at_10),
-            delta(|q| q.ndcg_at_10),
-            r.user_prefix,
-            r.hit_rate,
-            r.errors
-        );
+    /// Adds `other` (the same users in the same order) to `vs`; not the row itself.
+    pub fn compare_to(&mut self, other: &Row, how: Resampling) {
+        if other.layout == self.layout {
+            return;
+        }
+        if let Some(delta) = bootstrap::paired(&self.ranks, &other.ranks, how) {
+            self.vs.insert(other.layout.clone(), delta);
+            self.vs_readout = Some(other.readout.clone());
+        }
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const HOW: Resampling = Resampling {
+        resamples: 200,
+        seed: 1,
+    };
+
     #[test]
-    fn rows_carry_the_contract_fields_and_deltas() {
-        let q = |r: f64| Quality {
-            recall_at_10: r,
-            ndcg_at_10: r / 2.0,
-            ..Default::default()
-        };
-        let rows = vec![
-            Row::baseline("up", q(0.5), 10),
-            Row::baseline("ip", q(0.45), 10),
-        ];
-        let v = serde_json::to_value(&rows[1]).expect("json");
+    fn rows_carry_the_contract_fields_and_the_new_ones() {
+        let up = Row::baseline("up", vec![Some(1), Some(20), Some(3), None], HOW);
+        let mut ip = Row::baseline("ip", vec![Some(1), Some(2), Some(30), Some(4)], HOW);
+        ip.compare_to(&up, HOW);
+        let v = serde_json::to_value(&ip).expect("json");
         for key in [
             "layout",
+            "requests",
+            "errors",
             "recall_at_10",
             "ndcg_at_10",
             "mrr_at_10",
             "recall_at_5",
+            "ndcg_at_5",
+            "user_prefix",
+            "hit_rate",
+            "pool_hit_tokens",
+            "computed_tokens",
+            "pool_recompute",
+            "readout",
+            "run",
+            "ci95",
+            "resamples",
+            "vs",
+            "vs_readout",
+            "ranks",
         ] {
             assert!(v.get(key).is_some(), "{key} missing: {v}");
         }
-        let t = table(&rows);
-        assert!(t.contains("| ip | 10 |"), "{t}");
-        assert!(t.contains("-0.0500 | -0.0250"), "{t}");
+        assert_eq!(v["vs_readout"], "label");
+        assert_eq!(v["vs"]["up"]["delta"]["recall_at_10"], 0.25);
+        assert_eq!(v["ranks"][3], 4);
+        assert!(v["ci95"]["lo"]["recall_at_10"].as_f64() <= Some(0.75));
+        assert!(serde_json::to_value(&up).expect("json").get("vs").is_none());
     }
 }

@@ -29,8 +29,10 @@ pub struct LocalServer {
     pub state: Arc<AppState>,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<bool>,
-    /// The item pool store's probe (`--rank-pool-store`), as `recache serve` runs it.
+    /// The item pool store's probe (`--rank-pool-store`) and Alg. 1's cost meter, as
+    /// `recache serve` runs them.
     probe: Option<JoinHandle<()>>,
+    meter: Option<JoinHandle<()>>,
 }
 
 impl LocalServer {
@@ -48,12 +50,17 @@ impl LocalServer {
         }));
         let probe = (state.ranker.rank.store.as_ref())
             .map(|p| p.spawn(crate::itempool::store_probe::PROBE_EVERY));
+        let meter = (state.ranker.rank.pool.clone()).and_then(|p| {
+            let engine = state.ranker.engine.clone();
+            crate::itempool::costs::spawn(p, engine, crate::itempool::costs::MEASURE_EVERY)
+        });
         Ok(Self {
             addr,
             state,
             stop: Some(tx),
             task,
             probe,
+            meter,
         })
     }
 
@@ -83,8 +90,8 @@ impl LocalServer {
 
 impl Drop for LocalServer {
     fn drop(&mut self) {
-        if let Some(p) = self.probe.take() {
-            p.abort();
+        for task in [self.probe.take(), self.meter.take()].into_iter().flatten() {
+            task.abort();
         }
     }
 }

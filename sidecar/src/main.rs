@@ -185,6 +185,11 @@ async fn serve(config: recache::config::Config) -> anyhow::Result<()> {
     // The item pool's store (--rank-pool-store), probed for /ready.
     let _store_probe = (state.ranker.rank.store.as_ref())
         .map(|p| p.spawn(recache::itempool::store_probe::PROBE_EVERY));
+    // Alg. 1's costs measured while serving (with a store).
+    let _cost_meter = (state.ranker.rank.pool.clone()).and_then(|p| {
+        let engine = state.ranker.engine.clone();
+        recache::itempool::costs::spawn(p, engine, recache::itempool::costs::MEASURE_EVERY)
+    });
     let drained = recache::server::run_with_admin(listener, admin, state, shutdown_signal()).await;
     if !drained {
         anyhow::bail!("exited with requests still in flight after the drain deadline");

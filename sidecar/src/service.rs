@@ -361,6 +361,10 @@ fn ready(state: &AppState) -> Response<Body> {
         // Ready either way: a store that is down costs recomputing cold items, not answers.
         if let Some(s) = &rank.store {
             body["store"] = s.detail();
+            // Alg. 1's rates in use, measured or not (itempool::costs).
+            if let Some(p) = &rank.pool {
+                body["store"]["costs"] = p.costs.detail();
+            }
         }
         json_response(StatusCode::OK, &body)
     } else {

@@ -10,6 +10,10 @@
 //! reserves the engine's working set (tokens of the requests in flight, which no policy can
 //! give away), then fills the rest greedily by value per token from both lists (items before
 //! users at equal value: a pooled item serves every user) and returns the pool's share.
+//! Objects the past period never read (value 0) are not taken: memory no object earns stays
+//! with the engine, whose own cache (LRU on vLLM) then keeps what the past period did not
+//! foresee — the uncached suffixes of recent prompts that churn between a regular's visits,
+//! users it did not have — rather than pooling items nobody asked for.
 //! Frequencies come from a past period of traffic (BAT §5.2 step 2: "access frequency
 //! distribution from a past period"), never from the stream being measured.
 
@@ -40,12 +44,14 @@ pub struct SplitInput<'a> {
 pub struct Split {
     /// Indices into `items` of the items to pool, most valuable first.
     pub pool: Vec<usize>,
+    /// Indices into `users` of the users whose prefixes went into the engine's share.
+    pub users: Vec<usize>,
     pub pool_bytes: u64,
     /// Everything else: the engine's KV cache.
     pub engine_bytes: u64,
     /// Tokens of user prefixes that went into the engine's share by value.
     pub user_tokens: u64,
-    /// Value per token of the last object taken (0 when everything fit).
+    /// Value per token of the first object that did not fit (0 when every object of value did).
     pub threshold: f64,
 }
 
@@ -89,12 +95,17 @@ pub fn split(input: &SplitInput<'_>) -> Result<Split, SplitError> {
     all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
     let mut out = Split {
         pool: Vec::new(),
+        users: Vec::new(),
         pool_bytes: 0,
         engine_bytes: 0,
         user_tokens: 0,
         threshold: 0.0,
     };
     for (value, is_user, i) in all {
+        if value <= 0.0 {
+            // Nothing the past period read: what no object earns stays with the engine.
+            break;
+        }
         let tokens = if is_user {
             input.users[i].tokens
         } else {
@@ -109,6 +120,7 @@ pub fn split(input: &SplitInput<'_>) -> Result<Split, SplitError> {
         free -= tokens;
         if is_user {
             out.user_tokens += tokens;
+            out.users.push(i);
         } else {
             out.pool.push(i);
             out.pool_bytes += tokens * input.token_bytes;
@@ -144,6 +156,7 @@ mod tests {
         assert_eq!(s.pool_bytes, 60);
         assert_eq!(s.engine_bytes, 140);
         assert_eq!(s.user_tokens, 30);
+        assert_eq!(s.users, vec![0]);
         assert_eq!(s.threshold, 0.0);
     }
 
@@ -162,6 +175,21 @@ mod tests {
         assert_eq!(s.pool, vec![1]);
         assert_eq!(s.user_tokens, 20);
         assert_eq!(s.engine_bytes, 20);
+    }
+
+    #[test]
+    fn objects_nobody_read_stay_out() {
+        let items = [d(0.3, 10), d(0.0, 10)];
+        let users = [d(0.0, 10)];
+        let input = SplitInput {
+            kv_bytes: 100,
+            token_bytes: 1,
+            working_tokens: 0,
+            items: &items,
+            users: &users,
+        };
+        let s = split(&input).expect("split");
+        assert_eq!((s.pool, s.users, s.engine_bytes), (vec![0], vec![], 90));
     }
 
     #[test]

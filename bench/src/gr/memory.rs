@@ -1,8 +1,9 @@
 //! `bench gr --kv-bytes B`: equal memory. Every mode gets B KV bytes in all (B in whole KV
 //! blocks): modes without the item pool give all of it to the engine's KV cache; the pool modes
-//! split it with BAT's rule ([`super::budget`]): the requests in flight first, then items
-//! and repeat users by access frequency per token, estimated from a *past period* — the same
-//! generator run with another seed for `--past-requests` requests, never the measured stream.
+//! split it with BAT's rule ([`super::past_split`]): the requests in flight first, then items
+//! and repeat users by how often they are read per token, estimated from a *past period* — the
+//! same generator run with another seed for `--past-requests` requests, never the measured
+//! stream.
 //! The pooled engine gets the whole blocks that are left after the pool's items; the pool
 //! gets the rest, so engine cache + pool is B for every mode.
 //!
@@ -10,10 +11,8 @@
 //! modes': `bench gr` refuses that unless `--allow-unequal-memory` says so
 //! ([`check_equal`]). A row's `kv_bytes` is always its engine cache + pool.
 
-use std::collections::HashMap;
-
 use super::args::GrArgs;
-use super::budget::{self, Demand, SplitInput};
+use super::past_split::{self, PastBudget};
 use super::workload::{Data, Planned};
 use crate::error::BenchError;
 use crate::testbed::Layout;
@@ -34,39 +33,6 @@ pub struct Memory {
     /// The split's user-prefix tokens and value threshold (with --kv-bytes).
     pub user_tokens: u64,
     pub threshold: f64,
-}
-
-/// Item and user frequencies of a past period.
-fn demands(data: &Data, past: &[Planned], item_tokens: u64) -> (Vec<Demand>, Vec<Demand>) {
-    let n = past.len().max(1) as f64;
-    let mut item_seen: HashMap<u64, u64> = HashMap::new();
-    let mut user_seen: HashMap<u64, (u64, u64)> = HashMap::new();
-    for p in past {
-        for i in &p.items {
-            *item_seen.entry(*i).or_default() += 1;
-        }
-        let e = user_seen
-            .entry(p.user)
-            .or_insert((0, p.profile_tokens as u64));
-        e.0 += 1;
-    }
-    let items = data
-        .items
-        .iter()
-        .map(|i| Demand {
-            freq: item_seen.get(i).copied().unwrap_or(0) as f64 / n,
-            tokens: item_tokens,
-        })
-        .collect();
-    // A user prefix pays off on repeat visits only (the first one computes it).
-    let users = user_seen
-        .values()
-        .map(|&(visits, tokens)| Demand {
-            freq: visits.saturating_sub(1) as f64 / n,
-            tokens,
-        })
-        .collect();
-    (items, users)
 }
 
 impl Memory {
@@ -143,15 +109,15 @@ pub fn plan(args: &GrArgs, data: &Data, past: &[Planned]) -> Result<Memory, Benc
     };
     // Engines are sized in whole blocks: every mode gets the same whole-block total.
     let kv_bytes = asked / block_bytes * block_bytes;
-    let (items, users) = demands(data, past, item_tokens);
     // The engine must hold every request in flight at its longest (and vLLM's null block).
     let working = args.concurrency as u64 * args.max_prompt_tokens as u64 + args.block_size;
-    let split = budget::split(&SplitInput {
+    let split = past_split::split(&PastBudget {
         kv_bytes,
         token_bytes: args.token_bytes(),
         working_tokens: working,
-        items: &items,
-        users: &users,
+        item_tokens,
+        data,
+        past,
     })
     .map_err(|e| BenchError::Setup(format!("--kv-bytes {asked}: {e}")))?;
     let mut chosen = split.pool;
@@ -320,29 +286,5 @@ mod tests {
             0,
             "engine size unknown: 0"
         );
-    }
-
-    #[test]
-    fn past_frequencies_count_items_per_request_and_users_by_repeats() {
-        let data = Data {
-            users: vec![],
-            items: vec![10, 20, 30],
-            item_counts: vec![3, 2, 1],
-            titles: vec!["t".into()],
-        };
-        let p = |user, items: &[u64]| Planned {
-            at_s: 0.0,
-            user,
-            history: vec![],
-            profile_tokens: 100,
-            items: items.to_vec(),
-        };
-        let past = [p(1, &[10, 20]), p(1, &[10]), p(2, &[30, 10])];
-        let (items, users) = demands(&data, &past, 19);
-        let f: Vec<f64> = items.iter().map(|d| d.freq).collect();
-        assert_eq!(f, [1.0, 1.0 / 3.0, 1.0 / 3.0]);
-        let mut u: Vec<f64> = users.iter().map(|d| d.freq).collect();
-        u.sort_by(f64::total_cmp);
-        assert_eq!(u, [0.0, 1.0 / 3.0]);
     }
 }

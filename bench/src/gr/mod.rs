@@ -25,6 +25,7 @@ pub mod budget;
 pub mod measure;
 pub mod memory;
 pub mod modes;
+pub mod past_split;
 pub mod pool;
 pub mod proxy;
 pub mod replay_out;

@@ -137,13 +137,14 @@ pub struct PeersArgs {
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub gr_users: u16,
     /// gr: each replica's KV in 32-token blocks, engine cache and item pool together (equal
-    /// memory: recache's replicas give --pool-items items' worth of them to the pool)
+    /// memory: recache's replicas give their pool's items' worth of them to the pool)
     #[arg(long, default_value_t = 1024)]
     pub gr_kv_blocks: u64,
-    /// gr: item pool slots per replica of recache's set, precomputed at start-up from the
-    /// stream's past period (hottest first)
-    #[arg(long, default_value_t = 1000)]
-    pub pool_items: usize,
+    /// gr: item pool slots per replica of recache's set, the stream's past period's hottest
+    /// items precomputed at start-up [default: per stream, what BAT's split of one replica's
+    /// --gr-kv-blocks pools from the stream's past period, after the engine's working set]
+    #[arg(long)]
+    pub pool_items: Option<usize>,
 }
 
 impl PeersArgs {

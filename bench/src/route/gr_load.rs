@@ -9,7 +9,9 @@
 //! With `--pool-items N` the load also carries a *past period* (the same planner, another
 //! seed, [`PAST_REQUESTS`] requests, never the measured stream): its candidates by how often
 //! they were asked for, hottest first, tokenized, for each strategy's item pools to be
-//! precomputed from before its timed stream (BAT §5.2 step 3, as `bench gr` does).
+//! precomputed from before its timed stream (BAT §5.2 step 3, as `bench gr` does). [`Past`]
+//! says which: the `N` hottest, or the items BAT's split of a KV budget pools
+//! (`gr::past_split`, as `bench gr --kv-bytes` sizes its pool; `bench peers --workloads gr`).
 
 use std::sync::Arc;
 
@@ -17,14 +19,16 @@ use serde_json::{Value, json};
 
 use crate::error::BenchError;
 use crate::gr::bodies::Titles;
+use crate::gr::budget::{Split, SplitError};
 use crate::gr::modes::Mode;
+use crate::gr::past_split::{self, PastBudget};
 use crate::gr::{workload, workload_bat};
 use crate::http;
 use crate::http::HttpClient;
 use recache::harness::RankArgs;
 
 /// Bench gr's defaults: candidates per request, tokens per item, shortest profile.
-const CANDIDATES: usize = 100;
+pub const CANDIDATES: usize = 100;
 const ITEM_TOKENS: usize = 18;
 const MIN_PROFILE_TOKENS: usize = 1024;
 /// BAT's frequency window (bench gr's `--window`).
@@ -33,6 +37,27 @@ const WINDOW: usize = 1000;
 pub const PAST_REQUESTS: usize = 5000;
 /// Seed offset of the past period (bench gr's).
 const PAST_SEED: u64 = 0x9a57_9e51;
+
+/// Which of the past period's items the load carries.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Past {
+    /// None (no past period is planned).
+    None,
+    /// The `n` items it asked for most.
+    Hottest(usize),
+    /// The items BAT's split of one replica's KV budget pools, most valuable first.
+    Split(Budget),
+}
+
+/// One replica's KV budget, for [`Past::Split`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    /// KV bytes in all (engine cache + pool), whole blocks.
+    pub kv_bytes: u64,
+    pub token_bytes: u64,
+    /// Tokens the engine needs for the requests in flight.
+    pub working_tokens: u64,
+}
 
 /// An item of the past period: its id as requests send it, title tokens and how many
 /// requests named it.
@@ -54,6 +79,8 @@ pub struct GrLoad {
     pub returning_share: f64,
     /// The past period's items, hottest first (empty unless asked for).
     pub past: Vec<PastItem>,
+    /// With [`Past::Split`]: the split (`past` lists its pooled items in its order).
+    pub split: Option<Split>,
 }
 
 /// Plans `requests` ranking requests from `data`/`items` and tokenizes their titles on
@@ -69,7 +96,7 @@ pub async fn build(
     users: Option<usize>,
     max_prompt_tokens: usize,
     seed: u64,
-    past_items: usize,
+    past_items: Past,
 ) -> Result<GrLoad, BenchError> {
     let data = workload::load(data, items)?;
     let instruction = http::tokenize(
@@ -95,15 +122,34 @@ pub async fn build(
     };
     let plan = planner(&data, &shape, seed)?;
     let population = workload::population(&plan);
-    let hottest = if past_items == 0 {
-        Vec::new()
-    } else {
-        let past_shape = workload::Shape {
-            requests: PAST_REQUESTS,
-            ..shape.clone()
-        };
-        let past = planner(&data, &past_shape, seed.wrapping_add(PAST_SEED))?;
-        by_count(&past, past_items)
+    let past_plan = match past_items {
+        Past::None | Past::Hottest(0) => Vec::new(),
+        Past::Hottest(_) | Past::Split(_) => {
+            let past_shape = workload::Shape {
+                requests: PAST_REQUESTS,
+                ..shape.clone()
+            };
+            planner(&data, &past_shape, seed.wrapping_add(PAST_SEED))?
+        }
+    };
+    let (hottest, split) = match past_items {
+        Past::None => (Vec::new(), None),
+        Past::Hottest(n) => (by_count(&past_plan, n), None),
+        Past::Split(budget) => {
+            let split = split_past(&data, &past_plan, budget)
+                .map_err(|e| BenchError::Setup(format!("the pool's share of memory: {e}")))?;
+            let counts: std::collections::HashMap<u64, u64> =
+                by_count(&past_plan, usize::MAX).into_iter().collect();
+            let pooled = (split.pool.iter())
+                .map(|&i| {
+                    (
+                        data.items[i],
+                        counts.get(&data.items[i]).copied().unwrap_or(0),
+                    )
+                })
+                .collect();
+            (pooled, Some(split))
+        }
     };
     let used = (plan.iter())
         .flat_map(|p| p.items.iter().chain(&p.history).copied())
@@ -134,7 +180,24 @@ pub async fn build(
         distinct_users: population.distinct_users,
         returning_share: population.returning_share,
         past,
+        split,
         instruction,
+    })
+}
+
+/// BAT's split of `budget` from `past` (items of [`ITEM_TOKENS`] and their label).
+fn split_past(
+    data: &workload::Data,
+    past: &[workload::Planned],
+    budget: Budget,
+) -> Result<Split, SplitError> {
+    past_split::split(&PastBudget {
+        kv_bytes: budget.kv_bytes,
+        token_bytes: budget.token_bytes,
+        working_tokens: budget.working_tokens,
+        item_tokens: ITEM_TOKENS as u64 + 1,
+        data,
+        past,
     })
 }
 

@@ -61,7 +61,7 @@ pub async fn load(
             args.max_model_len,
             args.seed,
             // Enough for every replica's pool even when `gr` shards the cold ones.
-            args.pool_items.unwrap_or(0) * args.upstream.len(),
+            gr_load::Past::Hottest(args.pool_items.unwrap_or(0) * args.upstream.len()),
         )
         .await?;
         eprintln!(

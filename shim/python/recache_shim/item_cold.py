@@ -125,6 +125,8 @@ class ColdTier:
         self.counts = dict.fromkeys(self.KINDS, 0)
         self.fetch_s = 0.0
         self.bytes_read = 0
+        # Tokens the hits delivered: with fetch_s, the store's rate in tokens/s (Alg. 1's B).
+        self.tokens_read = 0
         self.bytes_written = 0  # the store's memory this client filled (values it took)
 
     def count(self, kind: str, n: int = 1) -> None:
@@ -132,10 +134,10 @@ class ColdTier:
             self.counts[kind] += n
 
     def snapshot(self) -> dict:
-        """Every count and ``fetch_s``, ``bytes`` so far (cumulative)."""
+        """Every count and ``fetch_s``, ``bytes``, ``tokens`` so far (cumulative)."""
         with self.lock:
             return {**self.counts, "fetch_s": self.fetch_s, "bytes": self.bytes_read,
-                    "bytes_written": self.bytes_written}
+                    "tokens": self.tokens_read, "bytes_written": self.bytes_written}
 
     def _call(self, fn, *args, timeout_s: float | None = None):
         """``fn(*args)`` within the bound; (ok, result or the failure's kind)."""
@@ -164,6 +166,7 @@ class ColdTier:
         with self.lock:
             self.counts["hits"] += 1
             self.bytes_read += len(blob)
+            self.tokens_read += len(e.tokens)
         return e
 
     def _timed(self, t0: float) -> None:

@@ -208,7 +208,7 @@ class ColdLoads:
 
     def take_counts(self) -> dict:
         """Increments since the previous call (non-zero ones): the tier's counts,
-        ``fetch_s`` and ``bytes``."""
+        ``fetch_s``, ``bytes`` and ``tokens``."""
         if self.store is None:
             return {}
         # Set-ups count from the start (before the first load names the layout: `tier`).
@@ -253,7 +253,8 @@ class ColdLoads:
 STATS = {"hits": "store_hits", "mismatches": "store_mismatches", "timeouts": "store_timeouts",
          "errors": "store_errors", "puts": "store_puts", "put_failures": "store_put_failures",
          "fetch_s": "total_store_fetch_s", "bytes": "store_bytes_read",
-         "bytes_written": "store_bytes_written", "connects": "store_connects"}
+         "tokens": "store_tokens_read", "bytes_written": "store_bytes_written",
+         "connects": "store_connects"}
 MISS_KINDS = ("misses", "mismatches", "timeouts", "errors")
 
 

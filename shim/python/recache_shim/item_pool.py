@@ -40,7 +40,9 @@ seconds since engine start spent writing pooled K/V into request slots (store fe
 included) and capturing + committing fills; they arrive with the worker metadata, so a report
 includes them up to the previous engine step (the step a request finishes in is accounted
 after vLLM asks for its report). The cold tier's counts (``item_cold_loads.cold_stats``; zero
-without a store) come the same way, but ``store_loaded_tokens``: tokens claimed as cold parts.
+without a store) come the same way, but ``store_loaded_tokens``: tokens claimed as cold parts;
+``store_tokens_read`` (tokens the store's hits delivered) over ``total_store_fetch_s`` is the
+store's fetch rate, which recache measures Alg. 1's ``B`` from.
 
 Worker side (model process): the tensors (``item_pool_store``). Per step, in this order: loads
 (``start_load_kv``), captures of finished fills (``save_kv_layer``, per layer), evictions and

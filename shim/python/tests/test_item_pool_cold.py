@@ -219,6 +219,7 @@ def test_store_entry_written_bit_exact_next_to_a_local_one():
         assert fake.gets == gets + 1, "the local entry was fetched from the store"
         assert conn.store.get("m/c") is None  # fetched entries are not kept
         assert wm.cold["hits"] == 1 and wm.cold["bytes"] > 0 and wm.cold["fetch_s"] > 0
+        assert wm.cold["tokens"] == BS, "the tokens the hit delivered"
         r = _finish(conn, rank)
         assert r["loaded_tokens"] == 2 * BS and r["store_loaded_tokens"] == BS, r
         assert r["store_hits"] == 1 and r["store_misses"] == 0 and r["store_puts"] == 1, r
@@ -226,6 +227,8 @@ def test_store_entry_written_bit_exact_next_to_a_local_one():
         assert r["store_bytes_written"] == sum(len(v) for v in fake.d.values()) - len(
             fake.d[cold_key(MODEL, "m/c", c.tokens, LAYOUT)]), "the one fill written through"
         assert r["present"] == ["m/a"] and r["total_store_fetch_s"] > 0
+        # The store's rate as recache reads it: tokens delivered over seconds fetching.
+        assert r["store_tokens_read"] == BS, r
         # A cold item after a user prefix: K re-rotated by pos, exactly like a pooled one.
         user = [5, 6, 7, 8]
         rank = _req("r3", list(c.tokens) + user, {"segments": [["m/c", 0, BS, 40]],
@@ -346,7 +349,8 @@ def test_counts_aggregate_and_zero_without_a_store():
     r = SchedulerState(1000).report([], 0)
     for k in ("store_hits", "store_misses", "store_mismatches", "store_timeouts",
               "store_errors", "store_puts", "store_put_failures", "total_store_fetch_s",
-              "store_bytes_read", "store_bytes_written", "store_loaded_tokens"):
+              "store_bytes_read", "store_tokens_read", "store_bytes_written",
+              "store_loaded_tokens"):
         assert r[k] == 0, k
 
 

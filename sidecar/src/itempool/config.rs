@@ -44,9 +44,10 @@ pub struct PoolArgs {
     /// With --rank-pool-store: the costs BAT's Alg. 1 sizes the share of item accesses every
     /// replica's pool replicates from (the rest pooled once and read from the store
     /// elsewhere), as fetch=TOKENS_PER_S (the store's), prefill=TOKENS_PER_S (the engine's),
-    /// alpha=A (the fetch time a request may wait, over its prefill time); `--routing
-    /// gr:pool_hot_share=P` overrides the result [default: fetch=311000,prefill=876,alpha=0.1,
-    /// measured on the testbed: docs/store.md]
+    /// alpha=A (the fetch time a request may wait, over its prefill time); a rate not given is
+    /// measured while serving (the engines' prefill counters, the connectors' store timings;
+    /// every 30 s), the default standing until then; `--routing gr:pool_hot_share=P`
+    /// overrides the result [default: measured, else fetch=311000,prefill=876; alpha=0.1]
     #[arg(long, env = "RECACHE_RANK_POOL_COSTS", value_name = "SPEC")]
     pub rank_pool_costs: Option<String>,
     /// Item catalog to precompute into the pool at start-up, hottest first (JSON lines
@@ -72,8 +73,10 @@ pub struct PoolConfig {
     /// served to another ([`super::cold`]). None: each replica serves only what its own pool holds.
     pub store: Option<String>,
     /// `--rank-pool-costs`: what BAT's Alg. 1 weighs to size the replicated share with a
-    /// store ([`super::hrcs`]; `gr:pool_hot_share` overrides it).
+    /// store ([`super::hrcs`]; `gr:pool_hot_share` overrides it), and which of its rates the
+    /// flag fixed (the others are measured while serving, [`super::costs`]).
     pub costs: super::hrcs::Costs,
+    pub costs_given: super::hrcs::Given,
 }
 
 /// A pool value that cannot be used, named by its flag.
@@ -107,6 +110,7 @@ impl PoolArgs {
                 costs: (self.rank_pool_costs.as_deref())
                     .and_then(|c| super::hrcs::Costs::parse(c).ok())
                     .unwrap_or_default(),
+                costs_given: super::hrcs::Given::of(self.rank_pool_costs.as_deref()),
             })
     }
 

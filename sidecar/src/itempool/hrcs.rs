@@ -8,11 +8,13 @@
 //! `1 − R_max` of the accesses are then pooled on every replica, the rest once, at a home, and
 //! read from the store elsewhere ([`super::replicas`]).
 //!
-//! The costs ([`Costs`], `--rank-pool-costs`) default to what docs/store.md measured here: a
-//! Redis fetch of 100 of the testbed's items (19 tokens each) takes 6.1 ms, 311k tokens/s,
-//! against the bf16 testbed's prefill of 876 tokens/s at saturation. On those costs `R_max`
-//! is far above 1 and nothing is replicated; a slow network (`B` near the prefill rate) makes
-//! Alg. 1 replicate the hottest items. The request shape (`c`, `τ_u`, `τ_i`) is what recache
+//! The costs ([`Costs`]) are measured while serving ([`super::costs`]: the engine's prefill
+//! rate from its counters, the store's fetch rate from the connectors' timings) unless
+//! `--rank-pool-costs` fixes them; until the first measurement they are what docs/store.md
+//! once measured: a Redis fetch of 100 of the testbed's items (19 tokens each) in 6.1 ms,
+//! 311k tokens/s, against a bf16 testbed prefill of 876 tokens/s at saturation. On costs
+//! like those `R_max` is far above 1 and nothing is replicated; a slow network (`B` near the
+//! prefill rate) makes Alg. 1 replicate the hottest items. The request shape (`c`, `τ_u`, `τ_i`) is what recache
 //! has ranked so far ([`Shape`]); before the first request, a request of 100 candidates with
 //! as many user tokens as item tokens.
 
@@ -35,6 +37,31 @@ impl Default for Costs {
             fetch_tokens_per_s: 311_000.0,
             prefill_tokens_per_s: 876.0,
             alpha: 0.1,
+        }
+    }
+}
+
+/// Which rates a `--rank-pool-costs` spec fixes (the others are measured).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Given {
+    pub fetch: bool,
+    pub prefill: bool,
+}
+
+impl Given {
+    /// The keys `spec` sets (a spec [`Costs::parse`] refuses sets none).
+    pub fn of(spec: Option<&str>) -> Self {
+        let Some(spec) = spec.filter(|s| Costs::parse(s).is_ok()) else {
+            return Self::default();
+        };
+        let has = |key: &str| {
+            (spec.split(','))
+                .filter_map(|kv| kv.split_once('='))
+                .any(|(k, _)| k.trim() == key)
+        };
+        Self {
+            fetch: has("fetch"),
+            prefill: has("prefill"),
         }
     }
 }

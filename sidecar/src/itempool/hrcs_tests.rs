@@ -49,3 +49,23 @@ fn the_shape_is_the_mean_of_what_was_ranked() {
     s.record(50, 100, 1000);
     assert_eq!(s.mean(19.0), (75.0, 200.0, 20.0));
 }
+
+#[test]
+fn given_names_the_rates_a_spec_fixes() {
+    assert_eq!(Given::of(None), Given::default());
+    assert_eq!(
+        Given::of(Some("alpha=0.5, prefill=7000")),
+        Given {
+            fetch: false,
+            prefill: true
+        }
+    );
+    assert_eq!(
+        Given::of(Some("fetch=1e5,prefill=7000")),
+        Given {
+            fetch: true,
+            prefill: true
+        }
+    );
+    assert_eq!(Given::of(Some("fetch=x")), Given::default(), "refused");
+}

@@ -9,7 +9,7 @@
 
 use std::sync::Mutex;
 
-use prometheus::{Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
+use prometheus::{Gauge, GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 use serde_json::Value;
 
 use crate::metrics::Metrics;
@@ -38,6 +38,9 @@ pub struct PoolMetrics {
     pub store_writes: IntGaugeVec,
     pub store_fetch_seconds: Gauge,
     pub store_bytes_read: IntGauge,
+    /// The rates BAT's Alg. 1 uses (`super::costs`), by source (measured, flag, default).
+    pub cost_prefill: GaugeVec,
+    pub cost_fetch: GaugeVec,
     /// The share of item accesses every replica's pool replicates (`gr:pool_hot_share`, or
     /// BAT's Alg. 1 with a store), as last used.
     pub hot_share: Gauge,
@@ -59,6 +62,8 @@ struct PerPool {
     writes: [i64; 2],
     fetch_s: f64,
     bytes_read: i64,
+    /// Tokens the store reads delivered (`store_tokens_read`; 0 from connectors before it).
+    tokens_read: i64,
 }
 
 /// The report fields of the store's counters, in [`PerPool`]'s order, and their labels.
@@ -163,6 +168,20 @@ impl PoolMetrics {
                 "rank_pool_store_bytes_read",
                 "Bytes the connectors read from the store (cumulative, as last reported)",
             )?,
+            cost_prefill: GaugeVec::new(
+                Opts::new(
+                    "rank_pool_cost_prefill_tokens_per_s",
+                    "Engine prefill rate BAT's Alg. 1 uses for the replicated share, by source (measured from the engines' counters, flag: --rank-pool-costs, default)",
+                ),
+                &["source"],
+            )?,
+            cost_fetch: GaugeVec::new(
+                Opts::new(
+                    "rank_pool_cost_fetch_tokens_per_s",
+                    "Store fetch rate BAT's Alg. 1 uses for the replicated share, by source (measured from the connectors' store timings, flag: --rank-pool-costs, default)",
+                ),
+                &["source"],
+            )?,
             hot_share: Gauge::new(
                 "rank_pool_hot_share",
                 "Share of item accesses whose items every replica's pool holds (the rest pooled once and, with a store, read from it elsewhere), as last used",
@@ -187,6 +206,8 @@ impl PoolMetrics {
         registry.register(Box::new(m.store_writes.clone()))?;
         registry.register(Box::new(m.store_fetch_seconds.clone()))?;
         registry.register(Box::new(m.store_bytes_read.clone()))?;
+        registry.register(Box::new(m.cost_prefill.clone()))?;
+        registry.register(Box::new(m.cost_fetch.clone()))?;
         registry.register(Box::new(m.hot_share.clone()))?;
         Ok(m)
     }
@@ -209,6 +230,7 @@ impl PoolMetrics {
             writes: std::array::from_fn(|i| a.writes[i] + p.writes[i]),
             fetch_s: a.fetch_s + p.fetch_s,
             bytes_read: a.bytes_read + p.bytes_read,
+            tokens_read: a.tokens_read + p.tokens_read,
         });
         self.items
             .with_label_values(&["resident"])
@@ -265,9 +287,26 @@ impl PoolMetrics {
                 p.writes[i] = p.writes[i].max(count(field).unwrap_or(0));
             }
             p.bytes_read = p.bytes_read.max(count("store_bytes_read").unwrap_or(0));
+            p.tokens_read = p.tokens_read.max(count("store_tokens_read").unwrap_or(0));
             if let Some(v) = report["total_store_fetch_s"].as_f64() {
                 p.fetch_s = p.fetch_s.max(v);
             }
         });
+    }
+
+    /// The store reads of every pool so far: tokens delivered and seconds spent fetching
+    /// (cumulative, as the connectors last reported).
+    pub fn store_reads(&self) -> (f64, f64) {
+        let per = self.per_pool.lock().unwrap_or_else(|e| e.into_inner());
+        let tokens = per.iter().map(|p| p.tokens_read).sum::<i64>() as f64;
+        (tokens, per.iter().map(|p| p.fetch_s).sum())
+    }
+
+    /// Shows the rates in use: one series per rate, labelled by where it came from.
+    pub fn set_costs(&self, prefill: (f64, &str), fetch: (f64, &str)) {
+        for (g, (v, source)) in [(&self.cost_prefill, prefill), (&self.cost_fetch, fetch)] {
+            g.reset();
+            g.with_label_values(&[source]).set(v);
+        }
     }
 }

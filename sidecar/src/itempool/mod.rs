@@ -30,7 +30,8 @@
 //!
 //! - [`config`]: the pool's flags; [`replicas`]: one pool per replica and placement;
 //!   [`cold`]: items read from the store (`--rank-pool-store`); [`hrcs`]: BAT Alg. 1's
-//!   replicated share; [`store_probe`]: the store's reachability for `/ready`.
+//!   replicated share, on [`costs`] measured while serving; [`store_probe`]: the store's
+//!   reachability for `/ready`.
 //! - [`fill`], [`precompute`], [`sync`], [`resync`], [`startup`], [`catalog`]: filling,
 //!   adopting and reconciling the engines' pools.
 //! - [`recompute`]: what pooled prompts compute again in context (`--rank-pool-recompute`).
@@ -39,6 +40,7 @@
 pub mod catalog;
 pub mod cold;
 pub mod config;
+pub mod costs;
 pub mod fill;
 pub mod hrcs;
 pub mod metrics;

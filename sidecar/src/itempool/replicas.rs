@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::precompute::{PrecomputeError, Precomputed};
-use super::{ItemPool, PoolConfig, Wanted, cold, hrcs, metrics::PoolMetrics};
+use super::{ItemPool, PoolConfig, Wanted, cold, costs, hrcs, metrics::PoolMetrics};
 use crate::engine::{EngineError, EngineHandle};
 use recache_hash::placement;
 
@@ -35,6 +35,8 @@ pub struct Pools {
     pub metrics: Arc<PoolMetrics>,
     /// The ranked requests' shape, for Alg. 1 ([`Self::hot_share`]).
     pub shape: hrcs::Shape,
+    /// Alg. 1's costs in use: the flag's, else measured while serving ([`costs`]).
+    pub costs: costs::LiveCosts,
 }
 
 impl Pools {
@@ -62,19 +64,20 @@ impl Pools {
             replica_ids: labels.iter().map(|l| placement::replica_id(l)).collect(),
             metrics,
             shape: hrcs::Shape::default(),
+            costs: costs::LiveCosts::new(config.costs, config.costs_given),
         }
     }
 
     /// The share of item accesses every pool replicates: `set` (`gr:pool_hot_share`) when
-    /// given; else, with a store and several replicas, BAT's Alg. 1 on the configured costs
-    /// and the requests ranked so far (`item_tokens`: an item's mean tokens before any);
-    /// else 1 (a request can use only its own replica's pool).
+    /// given; else, with a store and several replicas, BAT's Alg. 1 on the costs in use (the
+    /// flag's or measured, [`costs`]) and the requests ranked so far (`item_tokens`: an
+    /// item's mean tokens before any); else 1 (a request can use only its own replica's pool).
     pub fn hot_share(&self, set: Option<f64>, item_tokens: f64) -> f64 {
         let share = match set {
             Some(p) => p,
             None if self.has_store() && self.per.len() > 1 => {
-                let config = &self.get(0).config;
-                hrcs::hot_share(&config.costs, self.shape.mean(item_tokens), self.per.len())
+                let costs = self.costs.get();
+                hrcs::hot_share(&costs, self.shape.mean(item_tokens), self.per.len())
             }
             None => 1.0,
         };
@@ -296,6 +299,7 @@ pub(crate) fn test_pools(n: usize, items: usize, store: Option<&str>) -> Pools {
         refresh_per_s: 0.0,
         store: store.map(str::to_string),
         costs: hrcs::Costs::default(),
+        costs_given: Default::default(),
     };
     let labels: Vec<String> = (0..n).map(|i| format!("127.0.0.1:{}", 9000 + i)).collect();
     Pools::new(&config, 1000, m, &labels)

@@ -17,6 +17,7 @@ pub(super) fn pool(items: usize) -> ItemPool {
         refresh_per_s: 0.0,
         store: None,
         costs: Default::default(),
+        costs_given: Default::default(),
     };
     ItemPool::new(config, 1000, Arc::new(m))
 }

@@ -15,6 +15,7 @@ fn pool_holding(keys: &[&str]) -> ItemPool {
         refresh_per_s: 0.0,
         store: None,
         costs: Default::default(),
+        costs_given: Default::default(),
     };
     let pool = ItemPool::new(config, 1000, m);
     let wanted = (keys.iter())

@@ -14,21 +14,23 @@
 //! answers, shows how near). The peers' body is recache's own scoring request
 //! (`Engine::score_body`: the labels' log-probabilities), non-streamed.
 //!
-//! Each stream also carries recache's item catalog: its past period's hottest items
-//! (`--pool-items`), as the JSON lines `recache serve --rank-item-catalog` reads, in a
-//! temporary file removed with the stream.
+//! Each stream also carries recache's share of memory and item catalog ([`super::memory`]):
+//! the items BAT's split of one replica's budget pools from the stream's past period (or its
+//! `--pool-items` hottest), as the JSON lines `recache serve --rank-item-catalog` reads, in a
+//! temporary file removed with the stream, and the replica layouts that follow from them.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::memory::{self, Sets};
 use super::prompt;
 use crate::error::BenchError;
 use crate::http::{self, HttpClient};
 use crate::peers::args::PeersArgs;
 use crate::rng::Rng;
-use crate::route::gr_load::{self, PastItem};
+use crate::route::gr_load::{self, Past, PastItem};
 
 /// One stream, ready to send.
 pub struct Stream {
@@ -47,9 +49,17 @@ pub struct Stream {
     pub user_first_tokens: f64,
     pub distinct_users: usize,
     pub returning_share: f64,
-    /// recache's `--rank-item-catalog` file and how many items it lists.
+    /// recache's `--rank-item-catalog` file and how many items it lists: the pool's items,
+    /// `--rank-item-pool` per replica.
     pub catalog: PathBuf,
     pub catalog_items: usize,
+    /// recache's item pool slots per replica (`--rank-item-pool`): the catalog's items, or
+    /// `--pool-items`.
+    pub pool_items: usize,
+    /// Each replica's layout in recache's set and the peers' for this stream.
+    pub sets: Sets,
+    /// How recache's share was decided (the rows' `memory_split`).
+    pub split: Value,
 }
 
 impl Drop for Stream {
@@ -58,12 +68,53 @@ impl Drop for Stream {
     }
 }
 
-/// Builds the BAT stream and the returning-user stream on the engine at `upstream`.
+/// Which past-period items recache pools: `--pool-items`' hottest, else BAT's split of one
+/// replica's budget (`--gr-kv-blocks`) after the working set.
+fn past_choice(args: &PeersArgs, token_bytes: u64) -> Past {
+    match args.pool_items {
+        Some(n) => Past::Hottest(n),
+        None => Past::Split(gr_load::Budget {
+            kv_bytes: Sets::budget_bytes(args.gr_kv_blocks, token_bytes),
+            token_bytes,
+            working_tokens: memory::working_tokens(args.max_model_len),
+        }),
+    }
+}
+
+/// The rows' `memory_split`: which rule sized recache's pool and what it weighed.
+fn split_json(args: &PeersArgs, load: &gr_load::GrLoad) -> Value {
+    match &load.split {
+        Some(s) => json!({"rule": "bat", "pool_items": s.pool.len(),
+            "working_tokens": memory::working_tokens(args.max_model_len),
+            "user_tokens": s.user_tokens, "kept_users": s.users.len(),
+            "threshold": s.threshold}),
+        None => json!({"rule": "--pool-items", "pool_items": load.past.len()}),
+    }
+}
+
+/// Refuses a run whose `--data` / `--items` are missing before any engine starts.
+pub fn check(args: &PeersArgs) -> Result<(), BenchError> {
+    let (Some(data), Some(items)) = (&args.data, &args.items) else {
+        return Err(BenchError::Setup(
+            "--workloads gr needs --data FILE (user histories) and --items FILE (titles)".into(),
+        ));
+    };
+    for p in [data, items] {
+        if !p.is_file() {
+            return Err(BenchError::Setup(format!("{}: no such file", p.display())));
+        }
+    }
+    Ok(())
+}
+
+/// Builds the BAT stream and the returning-user stream on the engine at `upstream`, whose
+/// model keeps `token_bytes` of KV a token.
 pub async fn build(
     args: &PeersArgs,
     client: &HttpClient,
     upstream: &str,
     model: &str,
+    token_bytes: u64,
 ) -> Result<Vec<Stream>, BenchError> {
     let (Some(data), Some(items)) = (&args.data, &args.items) else {
         return Err(BenchError::Setup(
@@ -89,9 +140,16 @@ pub async fn build(
             users,
             args.max_model_len,
             1,
-            args.pool_items,
+            past_choice(args, token_bytes),
         )
         .await?;
+        let pool_items = args.pool_items.unwrap_or(load.past.len());
+        let sets = Sets::split(
+            args.gr_kv_blocks,
+            pool_items,
+            args.max_model_len,
+            token_bytes,
+        )?;
         let progress = recache::harness::Progress::new(
             load.bodies.len() as u64,
             format!("gr {stream}: peers' text prompts"),
@@ -110,6 +168,9 @@ pub async fn build(
             returning_share: load.returning_share,
             catalog: write_catalog(stream, &load.past)?,
             catalog_items: load.past.len(),
+            pool_items,
+            sets,
+            split: split_json(args, &load),
         };
         for (i, body) in load.bodies.iter().enumerate() {
             let mut body = (**body).clone();
@@ -134,12 +195,19 @@ pub async fn build(
         s.user_first_tokens /= s.rank_bodies.len().max(1) as f64;
         eprintln!(
             "[peers] gr {stream}: {} requests, {} distinct users (returning share {:.2}), \
-             {:.0} user-first tokens on average, catalog of {} items",
+             {:.0} user-first tokens on average; recache's replicas {} blocks + {} pool bytes \
+             ({} pool slots, {}), the peers' {} blocks + {} (equal memory: {} bytes each)",
             s.rank_bodies.len(),
             s.distinct_users,
             s.returning_share,
             s.user_first_tokens,
-            s.catalog_items
+            s.sets.recache.kv_blocks,
+            s.sets.recache.pool_bytes,
+            s.pool_items,
+            s.split,
+            s.sets.peers.kv_blocks,
+            s.sets.peers.pool_bytes,
+            s.sets.replica_bytes(s.sets.peers)
         );
         out.push(s);
     }

@@ -1,10 +1,15 @@
 //! The `gr` workload's equal memory: every system's replicas get the same KV bytes in all
-//! (engine KV cache + item pool). recache's replicas give `--pool-items` items' worth of
-//! whole blocks to the item pool (each item its 18 tokens and its label, at the served
-//! model's own KV bytes a token: 2 KiB for the tiny and the qwen2-1.5b-shape testbed models);
-//! the peers' replicas keep all `--gr-kv-blocks` in the engine's
-//! cache and get a pool of one block's bytes, so both sets load the connector and run the
-//! same engine code. (vLLM 0.32's CPU worker reserves one core more for any KV connector,
+//! (engine KV cache + item pool). recache's replicas give the pool's items' worth of whole
+//! blocks to the item pool (each item its 18 tokens and its label, at the served model's own
+//! KV bytes a token: 2 KiB for the tiny and the qwen2-1.5b-shape testbed models); the peers'
+//! replicas keep all `--gr-kv-blocks` in the engine's cache and get a pool of one block's
+//! bytes, so both sets load the connector and run the same engine code.
+//!
+//! How many items: by default what recache's own rule pools of one replica's budget, per
+//! stream, from the stream's past period (BAT's split, `gr::past_split`, as `bench gr
+//! --kv-bytes` does; `route::gr_load::Past::Split`); `--pool-items N` fixes N instead. The
+//! split first sets aside the engine's working set, [`working_tokens`]: what vLLM needs to
+//! run its batch whatever it caches. (vLLM 0.32's CPU worker reserves one core more for any KV connector,
 //! which once gave a pool replica twice a plain one's threads on 2 cores; the testbed now
 //! pins the reservation, examples/testbed/launch.py, and the same code path keeps it moot.)
 
@@ -13,6 +18,26 @@ use crate::testbed::{BLOCK_TOKENS, Layout};
 
 /// Tokens an item takes in the pool: gr_load's 18 title tokens and the label.
 pub const ITEM_TOKENS: u64 = 19;
+
+/// Tokens vLLM schedules per engine step at most (`max_num_batched_tokens`): vLLM 0.32's
+/// default for its CPU build's OpenAI server (`EngineArgs`, `current_platform.is_cpu()`), which
+/// the testbed leaves as it is.
+pub const ENGINE_STEP_TOKENS: u64 = 2048;
+
+/// Tokens of KV a replica's engine needs for the requests in flight, whatever it caches:
+/// one prompt of `max_model_len` (vLLM will not start with less), the next step's
+/// [`ENGINE_STEP_TOKENS`], the pooled run the connector loads for that next request (every
+/// candidate, at most: vLLM allocates a request's externally loaded tokens on admission,
+/// outside the step's budget) and the null block. Not requests in flight × longest prompt:
+/// with chunked prefill (on by default) vLLM allocates blocks only for the tokens it
+/// schedules, running requests first, and a ranking request (`max_tokens: 1`) ends in the
+/// step that finishes its prompt, so at any time one request at most is part-way through its
+/// prompt and the others of a step add at most a step's tokens; the open-loop queue waits
+/// outside the KV cache. Cached blocks the running requests read are the cache's own.
+pub fn working_tokens(max_model_len: usize) -> u64 {
+    let pooled_run = crate::route::gr_load::CANDIDATES as u64 * ITEM_TOKENS;
+    max_model_len as u64 + ENGINE_STEP_TOKENS + pooled_run + BLOCK_TOKENS
+}
 
 /// Each replica's layout in recache's set and in the peers' set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +49,12 @@ pub struct Sets {
 }
 
 impl Sets {
+    /// KV bytes of one replica's budget the split divides: `kv_blocks` blocks (the one-block
+    /// pool both sets get on top is the connector's, not the budget's).
+    pub fn budget_bytes(kv_blocks: u64, token_bytes: u64) -> u64 {
+        kv_blocks * BLOCK_TOKENS * token_bytes.max(1)
+    }
+
     /// `kv_blocks` per replica in all, each token `token_bytes` of KV; recache's pool holds
     /// `pool_items` items. The engine must still hold one `max_model_len` prompt (vLLM keeps
     /// one block as its null block).
@@ -89,6 +120,19 @@ mod tests {
         assert_eq!(
             half.replica_bytes(half.recache),
             half.replica_bytes(half.peers)
+        );
+    }
+
+    /// The split's working set leaves the engine at least what the refusal below asks.
+    #[test]
+    fn the_working_set_is_a_prompt_a_step_its_pooled_run_and_the_null_block() {
+        assert_eq!(working_tokens(8192), 8192 + 2048 + 1900 + 32);
+        let budget = Sets::budget_bytes(1024, 2048);
+        let items = (budget / 2048 - working_tokens(8192)) / ITEM_TOKENS;
+        let s = Sets::split(1024, items as usize, 8192, 2048).expect("what the split can pool");
+        assert!(
+            s.recache.kv_blocks * 32 + 32 >= working_tokens(8192),
+            "{s:?}"
         );
     }
 

@@ -3,10 +3,11 @@
 //! [`pool`]) against each peer (user-first text prompts scored as recache scores them,
 //! routed by the peer's `cache_aware`, [`prompt`]), on two streams built once ([`load`]):
 //! BAT §6.1's (rows `"workload": "gr"`) and the returning users' (`"gr-returning"`), each
-//! row also naming its `"stream"`. Two replica sets are started and kept for the whole
-//! workload: recache's (engine cache less the pool's blocks, pool of `--pool-items`) and the
-//! peers' (all blocks in the engine cache, a one-block pool); every system's run starts from
-//! emptied caches ([`one`]). Summaries and goals per stream (rps ≥ 2× the best peer, Recall@10
+//! row also naming its `"stream"`. Two replica sets: the peers' (all blocks in the engine
+//! cache, a one-block pool), started first and kept for the whole workload (the streams are
+//! tokenized on it), and recache's (engine cache less the pool's blocks, the pool the items
+//! BAT's split of the stream's past period gives it, or `--pool-items`), started per stream
+//! when its split differs; every system's run starts from emptied caches ([`one`]). Summaries and goals per stream (rps ≥ 2× the best peer, Recall@10
 //! no lower), with why recache fell short where it did ([`why`]); each summary also carries
 //! its rps over the best peer's paired round by round (`rps_ratio_vs_best_peer`).
 
@@ -54,40 +55,54 @@ pub async fn run(
                 .into(),
         ));
     }
+    load::check(args)?;
     let model = args.model()?;
-    let sets = Sets::split(
+    let client = http::client();
+    // The peers' layout never depends on the stream, so their set comes first and serves
+    // tokenization; recache's share of memory is decided per stream from its past period.
+    let plain = Sets::split(
         args.gr_kv_blocks,
-        args.pool_items,
+        0,
         args.max_model_len,
         model.kv_token_bytes,
     )?;
-    let client = http::client();
-    eprintln!(
-        "[peers] gr on {}: recache's replicas {} blocks + {} pool bytes each, the peers' {} \
-         blocks + {} (equal memory: {} bytes each)",
-        model.served,
-        sets.recache.kv_blocks,
-        sets.recache.pool_bytes,
-        sets.peers.kv_blocks,
-        sets.peers.pool_bytes,
-        sets.replica_bytes(sets.peers)
-    );
-    let ours = Replicas::start_layout(args, &client, "peers-gr-recache", sets.recache).await?;
+    let theirs = Replicas::start_layout(args, &client, "peers-gr-peers", plain.peers).await?;
+    let streams = load::build(
+        args,
+        &client,
+        &theirs.urls[0],
+        &theirs.model,
+        model.kv_token_bytes,
+    )
+    .await?;
     let theirs = match systems.iter().any(|s| *s != System::Recache) {
-        true => Some(Replicas::start_layout(args, &client, "peers-gr-peers", sets.peers).await?),
+        true => Some(theirs),
         false => None,
     };
-    let streams = load::build(args, &client, &ours.urls[0], &ours.model).await?;
+    let mut ours: Option<(crate::testbed::Layout, Replicas)> = None;
     let mut out = Vec::new();
     for stream in &streams {
+        // recache's replicas in this stream's layout (started again when it changes).
+        let layout = stream.sets.recache;
+        if ours.as_ref().is_none_or(|(l, _)| *l != layout) {
+            drop(ours.take());
+            let name = format!("peers-gr-recache-{}", stream.stream);
+            ours = Some((
+                layout,
+                Replicas::start_layout(args, &client, &name, layout).await?,
+            ));
+        }
+        let Some((_, ours)) = &ours else {
+            return Err(BenchError::Setup("recache's replicas did not start".into()));
+        };
         let mut rows = Vec::new();
         for round in 1..=args.repeat {
             for s in order(round - 1) {
                 let set = match (s, &theirs) {
                     (System::Peer(_), Some(t)) => t,
-                    _ => &ours,
+                    _ => ours,
                 };
-                let row = one::one(args, venv, set, &sets, stream, s, round).await?;
+                let row = one::one(args, venv, set, stream, s, round).await?;
                 emit(&row);
                 rows.push(row);
             }

@@ -14,7 +14,6 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::load::Stream;
-use super::memory::Sets;
 use super::{pool, prompt};
 use crate::error::BenchError;
 use crate::http::{self, HttpClient};
@@ -63,7 +62,6 @@ pub async fn one(
     args: &PeersArgs,
     venv: &std::path::Path,
     replicas: &Replicas,
-    sets: &Sets,
     stream: &Stream,
     s: System,
     round: u32,
@@ -71,14 +69,14 @@ pub async fn one(
     let client = http::client();
     replicas.reset(&client).await?;
     let layout = match s {
-        System::Recache => sets.recache,
-        System::Peer(_) => sets.peers,
+        System::Recache => stream.sets.recache,
+        System::Peer(_) => stream.sets.peers,
     };
-    let setup = pool::recache_setup(args, sets, replicas, stream);
+    let setup = pool::recache_setup(args, replicas, stream);
     let running = system::start(s, venv, &replicas.urls, &setup).await?;
     let mut pool_fields = Value::Null;
     if s == System::Recache {
-        let want = stream.catalog_items.min(args.pool_items) * replicas.urls.len();
+        let want = stream.catalog_items.min(stream.pool_items) * replicas.urls.len();
         pool_fields = pool::wait_precompute(&client, &running.url(), want, stream.stream).await?;
     }
     // recache's own calls (canaries, the label check) are read with the engines' counters and
@@ -171,6 +169,7 @@ pub async fn one(
         "pool_hit_tokens": pool_hits + 0.0,
         "kv_bytes": replicas.kv_bytes, "replicas": n, "kv_blocks_per_replica": layout.kv_blocks,
         "pool_bytes_per_replica": layout.pool_bytes,
+        "memory_split": (s == System::Recache).then(|| stream.split.clone()),
         "requests": stream.rank_bodies.len(),
         "mean_prompt_tokens": mean(&tokens), "user_first_tokens": stream.user_first_tokens,
         "user_first_share": mean(&ups.iter().map(|&u| f64::from(u8::from(u))).collect::<Vec<_>>()),

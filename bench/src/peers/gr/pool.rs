@@ -1,5 +1,5 @@
 //! recache's side of the `gr` workload: the `recache serve` flags (its GR defaults: `gr`
-//! routing sized to the engines' caches, bat, the item pool of `--pool-items` slots per
+//! routing sized to the engines' caches, bat, the item pool of the stream's slots per
 //! replica reused wherever items sit, as a deployment with the pool runs it, and the
 //! stream's past period as `--rank-item-catalog`), the wait until the start-up precompute
 //! has put the catalog in every replica's pool (read from recache's own `/metrics`), and
@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::load::Stream;
-use super::memory::Sets;
 use crate::error::BenchError;
 use crate::http::{self, HttpClient};
 use crate::peers::args::PeersArgs;
@@ -25,21 +24,20 @@ const FILL_ERRORS: &str = "recache_rank_pool_fills_total{result=\"error\"}";
 /// A precompute that has not grown for this long is taken as done (with what it holds).
 const STALL: Duration = Duration::from_secs(90);
 
-/// recache's command line for `stream` on `replicas` (recache's set, `sets.recache`): bench
-/// gr's and bench route's `bat-pool` settings (`gr_load::rank_args`) and the catalog.
-pub fn recache_setup(
-    args: &PeersArgs,
-    sets: &Sets,
-    replicas: &Replicas,
-    stream: &Stream,
-) -> RecacheSetup {
-    let blocks = sets.recache.kv_blocks;
-    let rank = gr_load::rank_args(blocks as usize, args.max_model_len, args.pool_items);
+/// recache's command line for `stream` on `replicas` (recache's set, the stream's
+/// `sets.recache`): bench gr's and bench route's `bat-pool` settings (`gr_load::rank_args`)
+/// and the catalog.
+pub fn recache_setup(args: &PeersArgs, replicas: &Replicas, stream: &Stream) -> RecacheSetup {
+    let blocks = stream.sets.recache.kv_blocks;
+    let rank = gr_load::rank_args(blocks as usize, args.max_model_len, stream.pool_items);
     let mut extra = rank_flags(&rank);
-    extra.extend([
-        "--rank-item-catalog".into(),
-        stream.catalog.display().to_string(),
-    ]);
+    // A split that pools nothing (the stream's users take the budget) runs bat alone.
+    if stream.pool_items > 0 {
+        extra.extend([
+            "--rank-item-catalog".into(),
+            stream.catalog.display().to_string(),
+        ]);
+    }
     RecacheSetup {
         routing: Some(format!("gr:blocks={blocks}")),
         kv_events: replicas.kv_events.clone(),

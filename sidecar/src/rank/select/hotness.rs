@@ -16,7 +16,7 @@
 //!
 //! `repay: true` (with an item KV pool) adds a test before admission: going user-first gives up
 //! the pooled item tokens now, so an uncached user goes user-first only when its expected
-//! later visits repay them ([`super::returns`]: return shares learnt from the window).
+//! later visits repay them ([`super::returns`]: return rates learnt from the window).
 //!
 //! `admission: false` skips the f_u test (every long-enough user goes user-first). That is the
 //! right setting when going item-first does not keep a cold user's tokens out of the cache: a
@@ -58,12 +58,13 @@ impl State {
                     *n -= 1;
                     if *n == 0 {
                         self.freq.remove(&old);
+                        self.returns.leave(&old);
                     }
                 }
             }
         }
         let f = self.freq.get(user).copied().unwrap_or(0);
-        self.returns.visit(f);
+        self.returns.visit(user, f);
         f
     }
 
@@ -130,9 +131,12 @@ impl Hotness {
 
     fn repaid(&self, state: &State, input: &SelectInput<'_>, f_u: u64) -> bool {
         !self.repay
-            || state
-                .returns
-                .repays(f_u, input.user_tokens, input.reusable_item_tokens)
+            || state.returns.repays(
+                f_u,
+                self.window,
+                input.user_tokens,
+                input.reusable_item_tokens,
+            )
     }
 
     /// The rule against the engine's own cache.

@@ -139,6 +139,7 @@ fn laru_with_lightgbm_is_deterministic() {
             guard: true,
             features: None,
             guard_window: None,
+            guard_span: None,
             lambda_over: None,
         };
         let mut cache = Cache::new(120, policy::build(&laru, env).expect("laru"));

@@ -372,6 +372,7 @@ pub fn report(
             guard: true,
             features,
             guard_window: None,
+            guard_span: None,
             lambda_over: None,
         };
         let (laru, laru_rps) = hit_ratio(requests, &laru_cfg, blocks, &src, set)?;

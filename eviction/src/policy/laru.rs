@@ -48,6 +48,8 @@ pub struct Laru {
 
 /// Accesses per guard window.
 pub const GUARD_WINDOW: u64 = 2048;
+/// Windows the guard judges together.
+pub const GUARD_SPAN: usize = 1;
 
 impl Laru {
     /// `k` is the capacity; `lambda_min_misses` defaults to max(k/32, 1)
@@ -64,15 +66,15 @@ impl Laru {
             phases: 0,
             prediction_induced_misses: 0,
             lru_fallbacks: 0,
-            guard: Some(Guard::new(k, GUARD_WINDOW)),
+            guard: Some(Guard::new(k, GUARD_WINDOW).with_span(GUARD_SPAN)),
             over_cache: false,
         }
     }
 
-    /// Judges the guard every `window` accesses.
-    pub fn guard_window(mut self, window: u64) -> Self {
+    /// Judges the guard every `window` accesses, on the sum of the last `span` windows.
+    pub fn guard_window(mut self, window: u64, span: usize) -> Self {
         if self.guard.is_some() {
-            self.guard = Some(Guard::new(self.k, window));
+            self.guard = Some(Guard::new(self.k, window).with_span(span));
         }
         self
     }

@@ -129,6 +129,9 @@ pub enum PolicyConfig {
         /// Accesses per guard window (default [`laru::GUARD_WINDOW`]).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         guard_window: Option<u64>,
+        /// Windows the guard judges together (default [`laru::GUARD_SPAN`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        guard_span: Option<usize>,
         /// What λ scales to the candidate count l: the evictable leaves (default) or the
         /// cache size k (LCR's l = max(⌊λk⌋, 1)).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -286,6 +289,7 @@ pub fn build(cfg: &PolicyConfig, env: PolicyEnv) -> Result<Box<dyn EvictionPolic
             lambda_min_misses,
             guard,
             guard_window,
+            guard_span,
             lambda_over,
             ..
         } => {
@@ -293,7 +297,10 @@ pub fn build(cfg: &PolicyConfig, env: PolicyEnv) -> Result<Box<dyn EvictionPolic
             Box::new(
                 Laru::new(predictor()?, capacity, *lambda_min_misses)
                     .guarded(*guard)
-                    .guard_window(guard_window.unwrap_or(laru::GUARD_WINDOW))
+                    .guard_window(
+                        guard_window.unwrap_or(laru::GUARD_WINDOW),
+                        guard_span.unwrap_or(laru::GUARD_SPAN),
+                    )
                     .lambda_over(lambda_over.unwrap_or(LambdaOver::Leaves)),
             )
         }
@@ -321,6 +328,7 @@ mod tests {
                 guard: true,
                 features: None,
                 guard_window: None,
+                guard_span: None,
                 lambda_over: None,
             }
         );

@@ -5,6 +5,9 @@
 //! cargo run --release -p recache-bench --example gen_trace -- adversarial --out adv.jsonl
 //! cargo run --release -p recache-bench --example gen_trace -- gr \
 //!     --interactions ../shared/data/amazon/Beauty.txt --out beauty-gr.jsonl
+//! cargo run --release -p recache-bench --example gen_trace -- online-qa --out qa.jsonl
+//! cargo run --release -p recache-bench --example gen_trace -- ml100k --out ml100k.jsonl
+//!     # --inter FILE; default: the file examples/data/install-ml100k installed
 //! ```
 //!
 //! Prints a one-line JSON summary (requests, refs, distinct blocks) to stdout.
@@ -12,7 +15,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use recache_bench::tracegen::{self, adversarial, conv, gr};
+use recache_bench::tracegen::{self, adversarial, conv, gr, ml100k, online_qa};
 
 #[derive(Parser)]
 #[command(
@@ -43,6 +46,16 @@ enum Kind {
         #[command(flatten)]
         shape: gr::GrShape,
     },
+    /// LCR §5.2's Online-QA shape: multi-turn conversations, log-normal gaps.
+    OnlineQa(online_qa::OnlineQaShape),
+    /// MovieLens-100k in time order: one user-first GR request per session.
+    Ml100k {
+        /// RecBole `.inter` file [default: the one examples/data/install-ml100k installed].
+        #[arg(long)]
+        inter: Option<PathBuf>,
+        #[command(flatten)]
+        shape: ml100k::Ml100kShape,
+    },
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -62,6 +75,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             };
             gr::generate(shape, &pop, cli.seed)?
+        }
+        Kind::OnlineQa(s) => online_qa::generate(s, cli.seed),
+        Kind::Ml100k { inter, shape } => {
+            let path = inter.clone().or_else(ml100k::find_inter).ok_or(
+                "no ml-100k.inter: run examples/data/install-ml100k (it prints the path) or \
+                 pass --inter FILE",
+            )?;
+            ml100k::generate(shape, &ml100k::read_inter(&path)?)?
         }
     };
     tracegen::write(&cli.out, &requests)?;

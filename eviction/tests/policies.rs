@@ -12,14 +12,14 @@ use rstest_reuse::{apply, template};
 #[template]
 #[rstest]
 fn every_policy(
-    #[values("lru", "lfu", "sieve", "fpb", "hf", "laru", "opt")] name: &str,
+    #[values("lru", "lfu", "sieve", "fpb", "hf", "laru", "opt", "dead-first")] name: &str,
     #[values(0.0, 0.5, 1.0)] noise: f64,
 ) {
 }
 
 #[test]
 fn template_covers_every_policy() {
-    assert_eq!(PolicyConfig::NAMES.len(), 7);
+    assert_eq!(PolicyConfig::NAMES.len(), 8);
 }
 
 #[apply(every_policy)]
@@ -69,7 +69,7 @@ fn next_leaves_when_ranked_start_with_the_next_victim(name: &str, noise: f64) {
         let victim = cache.evict(1, t as u64).expect("evict");
         assert_eq!(next.first(), victim.first(), "{name} at request {t}");
     }
-    if matches!(name, "lru" | "lfu" | "fpb" | "laru") {
+    if matches!(name, "lru" | "lfu" | "fpb" | "laru" | "dead-first") {
         assert!(ranked > 0, "{name} ranks its leaves");
     }
 }
@@ -138,6 +138,9 @@ fn laru_with_lightgbm_is_deterministic() {
             lambda_min_misses: None,
             guard: true,
             features: None,
+            guard_window: None,
+            guard_span: None,
+            lambda_over: None,
         };
         let mut cache = Cache::new(120, policy::build(&laru, env).expect("laru"));
         let hits: Vec<usize> = trace

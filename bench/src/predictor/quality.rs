@@ -37,7 +37,7 @@ use recache_eviction::hash::{FastSet, unit};
 use recache_eviction::policy::{Lru, Opt, PolicyConfig};
 use recache_eviction::predict::FeatureSet;
 use recache_eviction::predict::features::{FeatureConfig, Features, Row};
-use recache_eviction::sim::predictor::{Sources, lightgbm};
+use recache_eviction::sim::predictor::{LgbmFlags, Sources, lightgbm};
 use recache_eviction::trace::Request;
 
 /// Rows per window (the online predictor's training window).
@@ -308,7 +308,7 @@ fn hit_ratio(
     src: &Sources<'_>,
     set: FeatureSet,
 ) -> Result<(f64, f64), BenchError> {
-    let pred = lightgbm(set, src, false, false).map_err(|e| BenchError::Sim(Box::new(e)))?;
+    let pred = lightgbm(set, src, &LgbmFlags::default()).map_err(|e| BenchError::Sim(Box::new(e)))?;
     let run = recache_eviction::sim::simulate(
         requests,
         cfg,
@@ -371,6 +371,9 @@ pub fn report(
             lambda_min_misses: None,
             guard: true,
             features,
+            guard_window: None,
+            guard_span: None,
+            lambda_over: None,
         };
         let (laru, laru_rps) = hit_ratio(requests, &laru_cfg, blocks, &src, set)?;
         step(format!("{set}: LARU {laru:.4}"));

@@ -6,12 +6,18 @@
 //! - [`adversarial`]: conversations whose reuse flips between two visible classes every
 //!   epoch, so a model trained on the recent past predicts backwards (LARU's robustness test
 //!   with a learned predictor).
+//! - [`online_qa`]: LCR §5.2's Online-QA shape (geometric turns, log-normal gaps in
+//!   intervening requests, the prompt growing each turn), or Aibrix-like closed-loop load.
+//! - [`ml100k`]: MovieLens-100k's timestamped ratings replayed as user-first GR requests
+//!   (one per session, the profile the history so far): GR traffic with real return times.
 //! - [`gr`]: GR ranking traffic in the segment format (user-first chains, pooled items as
 //!   root chains), from an interaction file such as Amazon Beauty or a synthetic population.
 
 pub mod adversarial;
 pub mod conv;
 pub mod gr;
+pub mod ml100k;
+pub mod online_qa;
 pub mod rng;
 
 use std::io::Write;

@@ -62,6 +62,9 @@ pub struct Guard {
     pub wins: u64,
     /// The last judged window's misses (real, shadow), for [`Self::ahead`].
     prev: (u64, u64),
+    /// Windows judged together: the trusted windows since the last trip, at most `span`.
+    span: usize,
+    history: VecDeque<(u64, u64)>,
 }
 
 impl Guard {
@@ -81,7 +84,18 @@ impl Guard {
             trips: 0,
             wins: 0,
             prev: (0, 0),
+            span: 1,
+            history: VecDeque::new(),
         }
+    }
+
+    /// Judges the sum of the last `span` trusted windows instead of one: a window is short
+    /// next to the reuse distances a good order pays off over, and one lost by noise trips
+    /// (and, with the backoff only growing, for ever longer stretches). Consistently wrong
+    /// predictions lose every window, so the sum shows a loss from the first one on.
+    pub fn with_span(mut self, span: usize) -> Self {
+        self.span = span.max(1);
+        self
     }
 
     /// Whether predictions may choose victims now.
@@ -141,15 +155,27 @@ impl Guard {
     }
 
     fn judge(&mut self) {
-        let (real, shadow) = (self.real_misses as f64, self.shadow_misses as f64);
-        let lost = real > shadow * (1.0 + MARGIN) + SLACK as f64;
-        let won = real < shadow * (1.0 - MARGIN) - SLACK as f64;
+        if self.distrusted_for == 0 {
+            self.history.push_back((self.real_misses, self.shadow_misses));
+            if self.history.len() > self.span {
+                self.history.pop_front();
+            }
+        }
+        let (r, s) = self
+            .history
+            .iter()
+            .fold((0, 0), |(r, s), &(a, b)| (r + a, s + b));
+        let (real, shadow) = (r as f64, s as f64);
+        let slack = (SLACK * self.history.len().max(1) as u64) as f64;
+        let lost = real > shadow * (1.0 + MARGIN) + slack;
+        let won = real < shadow * (1.0 - MARGIN) - slack;
         if self.distrusted_for > 0 {
             self.distrusted_for -= 1;
         } else if lost {
             self.distrusted_for = self.backoff;
             self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
             self.trips += 1;
+            self.history.clear();
         } else if won {
             // Counted for stats only. Letting wins shrink the backoff was tried: adversarial
             // predictions win an occasional window (the shadow is a flat LRU, not the prefix

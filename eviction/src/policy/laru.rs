@@ -20,7 +20,7 @@
 
 use super::guard::Guard;
 use super::scored::Scored;
-use super::{AccessEvent, EvictCtx, EvictionPolicy, PolicyStats};
+use super::{AccessEvent, EvictCtx, EvictionPolicy, LambdaOver, PolicyStats};
 use crate::BlockId;
 use crate::hash::FastSet;
 use crate::index::{LeafEvent, RadixIndex};
@@ -42,10 +42,14 @@ pub struct Laru {
     lru_fallbacks: u64,
     /// The shadow-LRU guard ([`super::guard`]); None: LCR Algorithm 1 alone.
     guard: Option<Guard>,
+    /// l = λ·k (LCR) instead of λ·(evictable leaves).
+    over_cache: bool,
 }
 
 /// Accesses per guard window.
 pub const GUARD_WINDOW: u64 = 2048;
+/// Windows the guard judges together.
+pub const GUARD_SPAN: usize = 1;
 
 impl Laru {
     /// `k` is the capacity; `lambda_min_misses` defaults to max(k/32, 1)
@@ -62,8 +66,23 @@ impl Laru {
             phases: 0,
             prediction_induced_misses: 0,
             lru_fallbacks: 0,
-            guard: Some(Guard::new(k, GUARD_WINDOW)),
+            guard: Some(Guard::new(k, GUARD_WINDOW).with_span(GUARD_SPAN)),
+            over_cache: false,
         }
+    }
+
+    /// Judges the guard every `window` accesses, on the sum of the last `span` windows.
+    pub fn guard_window(mut self, window: u64, span: usize) -> Self {
+        if self.guard.is_some() {
+            self.guard = Some(Guard::new(self.k, window).with_span(span));
+        }
+        self
+    }
+
+    /// What λ is a fraction of when it sets the candidate count.
+    pub fn lambda_over(mut self, over: LambdaOver) -> Self {
+        self.over_cache = over == LambdaOver::Cache;
+        self
     }
 
     /// With or without the shadow-LRU guard.
@@ -89,7 +108,7 @@ impl Laru {
     /// The choice at `lambda` ([`Pick`]), refreshing predictions only.
     fn pick(&mut self, idx: &RadixIndex, now: u64, lambda: f64) -> Pick {
         let n = idx.evictable_len();
-        let l = candidates(lambda, n);
+        let l = candidates(lambda, if self.over_cache { self.k } else { n });
         if l == 1 || self.guard.as_ref().is_some_and(|g| !g.trusted()) {
             return Pick::Lru;
         }

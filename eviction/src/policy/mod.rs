@@ -6,6 +6,7 @@
 //! the policy, deletes the block, after checking that the victim really is an
 //! evictable leaf. Candidates therefore always come from the [`RadixIndex`].
 
+mod dead_first;
 mod events;
 mod fpb;
 mod guard;
@@ -21,6 +22,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use dead_first::DeadFirst;
 pub use events::{AccessEvent, EntityCtx, EvictCtx, RequestCtx};
 pub use fpb::Fpb;
 pub use hf::Hf;
@@ -124,9 +126,30 @@ pub enum PolicyConfig {
         guard: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         features: Option<FeatureSet>,
+        /// Accesses per guard window (default [`laru::GUARD_WINDOW`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        guard_window: Option<u64>,
+        /// Windows the guard judges together (default [`laru::GUARD_SPAN`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        guard_span: Option<usize>,
+        /// What λ scales to the candidate count l: the evictable leaves (default) or the
+        /// cache size k (LCR's l = max(⌊λk⌋, 1)).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lambda_over: Option<LambdaOver>,
     },
     /// Belady: furthest true next use. Needs the future (simulator only).
     Opt {},
+    /// Request-unique blocks (GR candidate runs and instructions) first, then LRU.
+    #[serde(rename = "dead-first")]
+    DeadFirst {},
+}
+
+/// What LARU's λ is a fraction of (see [`PolicyConfig::Laru`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LambdaOver {
+    Leaves,
+    Cache,
 }
 
 /// Error from [`PolicyConfig::from_name`] and [`build`].
@@ -153,7 +176,16 @@ pub enum PolicyError {
 
 impl PolicyConfig {
     /// Valid `policy` tags, for error messages and the admin endpoint.
-    pub const NAMES: &'static [&'static str] = &["lru", "lfu", "sieve", "fpb", "hf", "laru", "opt"];
+    pub const NAMES: &'static [&'static str] = &[
+        "lru",
+        "lfu",
+        "sieve",
+        "fpb",
+        "hf",
+        "laru",
+        "opt",
+        "dead-first",
+    ];
 
     /// `lru, lfu, ...`: the list an "unknown policy" answer shows.
     pub fn valid_names() -> String {
@@ -211,6 +243,7 @@ impl PolicyConfig {
             Self::Hf { .. } => "hf",
             Self::Laru { .. } => "laru",
             Self::Opt {} => "opt",
+            Self::DeadFirst {} => "dead-first",
         }
     }
 
@@ -255,12 +288,24 @@ pub fn build(cfg: &PolicyConfig, env: PolicyEnv) -> Result<Box<dyn EvictionPolic
         PolicyConfig::Laru {
             lambda_min_misses,
             guard,
+            guard_window,
+            guard_span,
+            lambda_over,
             ..
         } => {
             let capacity = env.capacity;
-            Box::new(Laru::new(predictor()?, capacity, *lambda_min_misses).guarded(*guard))
+            Box::new(
+                Laru::new(predictor()?, capacity, *lambda_min_misses)
+                    .guarded(*guard)
+                    .guard_window(
+                        guard_window.unwrap_or(laru::GUARD_WINDOW),
+                        guard_span.unwrap_or(laru::GUARD_SPAN),
+                    )
+                    .lambda_over(lambda_over.unwrap_or(LambdaOver::Leaves)),
+            )
         }
         PolicyConfig::Opt {} => Box::new(Opt::new(env.future.ok_or(PolicyError::NeedsFuture)?)),
+        PolicyConfig::DeadFirst {} => Box::new(DeadFirst::default()),
     })
 }
 
@@ -282,6 +327,9 @@ mod tests {
                 lambda_min_misses: Some(8),
                 guard: true,
                 features: None,
+                guard_window: None,
+                guard_span: None,
+                lambda_over: None,
             }
         );
         let gr = PolicyConfig::from_spec("laru:features=base+gr").expect("features");
@@ -306,7 +354,7 @@ mod tests {
         let err = PolicyConfig::from_name("arc").expect_err("unknown");
         assert_eq!(
             err.to_string(),
-            "unknown policy \"arc\", valid: lru, lfu, sieve, fpb, hf, laru, opt"
+            "unknown policy \"arc\", valid: lru, lfu, sieve, fpb, hf, laru, opt, dead-first"
         );
     }
 }

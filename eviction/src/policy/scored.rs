@@ -15,7 +15,9 @@
 //! r = age / predicted gap is how late it is: a block of a conversation that
 //! usually comes back within 50 requests and has been idle for 500 is likely
 //! dead. Overdue leaves are looked for among the oldest `OVERDUE_SCAN`
-//! leaves at the head of the LRU order.
+//! leaves at the head of the LRU order. A predictor that reads the idle age instead (the
+//! `age` feature set) says when each prediction is due again
+//! ([`Predictor::repredict_at`]); such leaves go stale then and are predicted anew.
 
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
@@ -51,6 +53,10 @@ pub struct Scored {
     expires: bool,
     batch: Vec<(BlockId, u64)>,
     out: Vec<f64>,
+    /// Predictions due again (the predictor reads idle age): (time, block), and each
+    /// block's entry.
+    due: BTreeSet<(u64, BlockId)>,
+    due_of: FastMap<BlockId, u64>,
 }
 
 impl Scored {
@@ -64,6 +70,8 @@ impl Scored {
             version: 0,
             batch: Vec::new(),
             out: Vec::new(),
+            due: BTreeSet::new(),
+            due_of: FastMap::default(),
         }
     }
 
@@ -74,6 +82,9 @@ impl Scored {
     fn unlist(&mut self, block: BlockId) {
         if let Some(k) = self.keys.remove(&block) {
             self.by_pred.remove(&k);
+        }
+        if let Some(at) = self.due_of.remove(&block) {
+            self.due.remove(&(at, block));
         }
         self.stale.remove(&block);
     }
@@ -115,6 +126,13 @@ impl Scored {
                 self.stale.insert(b);
             }
         }
+        while let Some(&(at, b)) = self.due.first() {
+            if at > now {
+                break;
+            }
+            self.unlist(b);
+            self.stale.insert(b);
+        }
         if self.stale.is_empty() {
             return true;
         }
@@ -131,7 +149,7 @@ impl Scored {
             self.stale.extend(self.batch.iter().map(|x| x.0));
             return false;
         }
-        for (&(b, _), &p) in self.batch.iter().zip(&self.out) {
+        for (&(b, last), &p) in self.batch.iter().zip(&self.out) {
             if p.is_nan() {
                 // Not predicted yet (async mode): ask again next time.
                 self.stale.insert(b);
@@ -140,6 +158,10 @@ impl Scored {
             let key = (Ord64(p), idx.depth(b).unwrap_or(0), b);
             self.by_pred.insert(key);
             self.keys.insert(b, key);
+            if let Some(at) = self.predictor.repredict_at(last, now) {
+                self.due.insert((at, b));
+                self.due_of.insert(b, at);
+            }
         }
         true
     }

@@ -16,6 +16,11 @@
 //! - `future` ([`FUTURE`] columns): true-future columns for an upper bound only (the
 //!   simulator and `bench predictor` have the trace's future; a server never does): gaps until
 //!   this chain's tip and this entity are next accessed.
+//! - `age` ([`AGE`] column): the block's idle age when the prediction is made. Without it a
+//!   row describes a block at its access and the model predicts the gap from there; with it,
+//!   training rows are repeated at idle ages 0, 4, 16, ... (labelled with the time left),
+//!   and a block is predicted at decision time from its current age, again each time its
+//!   age reaches the next of those steps ([`super::features::next_age_step`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -25,10 +30,13 @@ use serde::{Deserialize, Serialize};
 pub const BASE: usize = 31;
 pub const GR: usize = 12;
 pub const FUTURE: usize = 2;
+pub const AGE: usize = 1;
 /// Width of a full row.
-pub const ALL: usize = BASE + GR + FUTURE;
+pub const ALL: usize = BASE + GR + FUTURE + AGE;
+/// The `age` column's index in a full row.
+pub const AGE_COL: usize = BASE + GR + FUTURE;
 
-const NAMES: [(&str, u8); 3] = [("base", 1), ("gr", 2), ("future", 4)];
+const NAMES: [(&str, u8); 4] = [("base", 1), ("gr", 2), ("future", 4), ("age", 8)];
 
 /// A set of named feature groups (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -45,6 +53,7 @@ impl FeatureSet {
     pub const BASE: Self = Self(1);
     pub const GR: Self = Self(2);
     pub const FUTURE: Self = Self(4);
+    pub const AGE: Self = Self(8);
 
     pub fn contains(self, other: Self) -> bool {
         self.0 & other.0 == other.0
@@ -60,7 +69,8 @@ impl FeatureSet {
         for (set, range) in [
             (Self::BASE, 0..BASE),
             (Self::GR, BASE..BASE + GR),
-            (Self::FUTURE, BASE + GR..ALL),
+            (Self::FUTURE, BASE + GR..AGE_COL),
+            (Self::AGE, AGE_COL..ALL),
         ] {
             if self.contains(set) {
                 v.extend(range);

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use super::entity::Entities;
 pub use super::feature_set::{ALL, FeatureSet};
-use super::feature_set::{BASE, GR};
+use super::feature_set::{AGE_COL, BASE, FUTURE, GR};
 use super::foresight::Foresight;
 use crate::BlockId;
 use crate::hash::FastMap;
@@ -66,6 +66,7 @@ pub fn names() -> Vec<String> {
         "ent_count",
         "future_tip_gap",
         "future_entity_gap",
+        "age",
     ] {
         v.push(n.to_string());
     }
@@ -86,6 +87,24 @@ pub struct FeatureConfig {
     /// The columns models are trained on and read (default `base`).
     #[serde(default)]
     pub set: FeatureSet,
+    /// Which accesses make training rows (default: every block's).
+    #[serde(default)]
+    pub rows: TrainRows,
+}
+
+/// Which accesses become training rows. Every access still builds the block's prediction row.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum TrainRows {
+    /// One row per block access.
+    #[default]
+    Block,
+    /// One row per radix node: of a run of consecutive blocks of one chain that one access
+    /// touches with the same history (same access count, same previous access, same segment
+    /// kind), only the deepest makes a row. A conversation turn's new blocks are one node, a
+    /// GR request's candidate run another, so the window spans ~20x more requests.
+    Node,
 }
 
 impl Default for FeatureConfig {
@@ -96,6 +115,7 @@ impl Default for FeatureConfig {
             window_rows: 20_000,
             censored_mult: 1.0,
             set: FeatureSet::BASE,
+            rows: TrainRows::Block,
         }
     }
 }
@@ -172,6 +192,8 @@ struct Slot {
     pending_since: Option<u64>,
     /// The block is cached: `row` is its prediction row.
     resident: bool,
+    /// `row` becomes a training row once labelled ([`TrainRows`]).
+    train: bool,
 }
 
 impl Slot {
@@ -181,12 +203,36 @@ impl Slot {
             row: [0.0; ALL],
             pending_since: None,
             resident: false,
+            train: true,
         }
     }
 
     fn unused(&self) -> bool {
         self.hist.is_none() && self.pending_since.is_none() && !self.resident
     }
+}
+
+/// What [`TrainRows::Node`] compares consecutive accesses by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PrevAccess {
+    block: BlockId,
+    time: u64,
+    tip: Option<BlockId>,
+    pos: u32,
+    /// (access count, previous access) before this access; a new block is (0, 0).
+    history: (u32, u64),
+    kind: Option<crate::trace::SegmentKind>,
+}
+
+/// The idle ages (time units) at which the `age` set repeats a training row and
+/// re-predicts a block: 0, then powers of 4.
+pub fn age_steps() -> impl Iterator<Item = u64> {
+    std::iter::once(0).chain((1..32).map(|i| 1u64 << (2 * i)))
+}
+
+/// The first age step above `age`: when a prediction made at `age` is due again.
+pub fn next_age_step(age: u64) -> u64 {
+    age_steps().find(|&a| a > age).unwrap_or(u64::MAX)
 }
 
 /// Per-block history, the latest row of each block, and the labelled window.
@@ -202,6 +248,8 @@ pub struct Features {
     foresight: Option<Arc<Foresight>>,
     /// Access order, to censor rows older than the horizon.
     order: VecDeque<(u64, BlockId)>,
+    /// The previous access, to find radix-node boundaries ([`TrainRows::Node`]).
+    prev: Option<PrevAccess>,
     /// Labelled rows, oldest first.
     pub window: VecDeque<(Row, f32)>,
     /// Labelled rows produced so far.
@@ -235,12 +283,30 @@ impl Features {
     }
 
     fn push_label(&mut self, row: Row, delta: u64) {
-        let y = if delta >= self.cfg.horizon {
+        let censored = delta >= self.cfg.horizon;
+        let cap = (self.cfg.horizon as f32 * self.cfg.censored_mult).ln_1p();
+        if censored {
             self.censored += 1;
-            (self.cfg.horizon as f32 * self.cfg.censored_mult).ln_1p()
-        } else {
-            (delta as f32).ln_1p()
-        };
+        }
+        if !self.cfg.set.contains(FeatureSet::AGE) {
+            self.push_row(row, if censored { cap } else { (delta as f32).ln_1p() });
+            return;
+        }
+        // The row again at each idle age the block reached, labelled with the time left.
+        let reached = delta.min(self.cfg.horizon);
+        for a in age_steps().take_while(|&a| a < reached.max(1)) {
+            let mut r = row;
+            r[AGE_COL] = a as f32;
+            let y = if censored {
+                cap
+            } else {
+                ((delta - a) as f32).ln_1p()
+            };
+            self.push_row(r, y);
+        }
+    }
+
+    fn push_row(&mut self, row: Row, y: f32) {
         self.window.push_back((row, y));
         while self.window.len() > self.cfg.window_rows {
             self.window.pop_front();
@@ -270,12 +336,13 @@ impl Features {
     pub fn observe(&mut self, ev: &AccessEvent) {
         let t = ev.time;
         let waiting = (self.blocks.get_mut(&ev.block))
-            .and_then(|s| s.pending_since.take().map(|t0| (t0, s.row)));
-        if let Some((t0, row)) = waiting {
+            .and_then(|s| s.pending_since.take().map(|t0| (t0, s.row, s.train)));
+        if let Some((t0, row, true)) = waiting {
             self.push_label(row, t - t0);
         }
         self.censor(t);
         let conv = self.conv(ev.ctx.anchor, t);
+        self.node_boundary(ev);
         let slot = self.blocks.entry(ev.block).or_insert_with(Slot::empty);
         let h = slot.hist.get_or_insert_with(Hist::default);
         h.access(t, &self.decay);
@@ -302,16 +369,50 @@ impl Features {
         f[6] = f32::from(u8::from(c.pos < c.hit_len));
         f[7..10].copy_from_slice(&conv);
         f[10] = h.count as f32;
-        let (gr, future) = row[BASE..].split_at_mut(GR);
+        let (gr, rest) = row[BASE..].split_at_mut(GR);
+        let future = &mut rest[..FUTURE];
         self.entities.observe(ev.ctx.entity.as_ref(), t, gr);
         match &self.foresight {
             Some(fs) => fs.columns(ev, self.cfg.horizon, future),
             None => future.fill(-1.0),
         }
+        row[AGE_COL] = 0.0;
         slot.row = row;
         slot.pending_since = Some(t);
         slot.resident = true;
+        slot.train = true;
         self.order.push_back((t, ev.block));
+    }
+
+    /// [`TrainRows::Node`]: the previous access was not its node's deepest block when this one
+    /// continues the node; only the deepest keeps its training row.
+    fn node_boundary(&mut self, ev: &AccessEvent) {
+        let history = (self.blocks.get(&ev.block))
+            .and_then(|s| s.hist.as_ref())
+            .map_or((0, 0), |h| (h.count, h.last));
+        let cur = PrevAccess {
+            block: ev.block,
+            time: ev.time,
+            tip: ev.ctx.tip,
+            pos: ev.ctx.pos,
+            history,
+            kind: ev.ctx.entity.map(|e| e.kind),
+        };
+        if self.cfg.rows == TrainRows::Node {
+            let same = self.prev.is_some_and(|p| {
+                p.time == cur.time
+                    && p.tip == cur.tip
+                    && p.pos + 1 == cur.pos
+                    && p.history == cur.history
+                    && p.kind == cur.kind
+            });
+            if let (true, Some(p)) = (same, self.prev) {
+                if let Some(s) = self.blocks.get_mut(&p.block) {
+                    s.train = false;
+                }
+            }
+        }
+        self.prev = Some(cur);
     }
 
     /// Labels rows that saw no access within the horizon; drops the history
@@ -328,11 +429,13 @@ impl Features {
             if slot.pending_since == Some(t) {
                 slot.pending_since = None;
                 slot.hist = None;
-                let row = slot.row;
+                let (row, train) = (slot.row, slot.train);
                 if slot.unused() {
                     self.blocks.remove(&b);
                 }
-                self.push_label(row, self.cfg.horizon);
+                if train {
+                    self.push_label(row, self.cfg.horizon);
+                }
             }
         }
     }

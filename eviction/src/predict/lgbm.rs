@@ -28,7 +28,8 @@ use lightgbm3::{Booster, Dataset};
 use std::sync::Arc;
 
 use super::bins::BinCache;
-use super::features::{FeatureConfig, Features};
+use super::feature_set::{AGE_COL, FeatureSet};
+use super::features::{FeatureConfig, Features, next_age_step};
 use super::foresight::Foresight;
 use super::refresher::Refresher;
 use super::trees::Ensemble;
@@ -282,6 +283,11 @@ impl LightGbm {
         }
     }
 
+    /// Whether the model reads the idle age (the `age` feature set).
+    fn ages(&self) -> bool {
+        self.cfg.features.set.contains(FeatureSet::AGE) && self.refresher.is_none()
+    }
+
     fn trainer_died(&mut self) -> Option<Trained> {
         self.jobs = None;
         self.in_flight = None;
@@ -330,7 +336,14 @@ impl Predictor for LightGbm {
     }
 
     fn expires(&self) -> bool {
-        true
+        // A prediction from the idle age is re-made as the age grows ([`Self::repredict_at`]);
+        // one from the access alone goes stale once its time has passed.
+        !self.ages()
+    }
+
+    fn repredict_at(&self, last: u64, now: u64) -> Option<u64> {
+        self.ages()
+            .then(|| last.saturating_add(next_age_step(now.saturating_sub(last))))
     }
 
     fn model_version(&self) -> Option<u64> {
@@ -360,10 +373,22 @@ impl Predictor for LightGbm {
             self.stats.predict_rows = r.rows;
             return true;
         }
+        let ages = self.ages();
         for &(b, last) in blocks {
             // A block with no row (never observed) is predicted "now": keep.
-            let p = self.feats.row(b).map_or(0.0, |r| model.predict(r).exp_m1());
-            out.push(last as f64 + p);
+            let Some(row) = self.feats.row(b) else {
+                out.push(last as f64);
+                continue;
+            };
+            if ages {
+                // Time left from now, at the block's current idle age.
+                let mut r = *row;
+                let age = self.now.saturating_sub(last);
+                r[AGE_COL] = age as f32;
+                out.push(self.now as f64 + model.predict(&r).exp_m1());
+            } else {
+                out.push(last as f64 + model.predict(row).exp_m1());
+            }
         }
         if out.iter().any(|p| !p.is_finite()) {
             self.stats.fallbacks += 1;

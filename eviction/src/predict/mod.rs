@@ -74,6 +74,12 @@ pub trait Predictor: Send {
     fn expires(&self) -> bool {
         false
     }
+    /// When a prediction made at `now` for a block last accessed at `last` is due again
+    /// (the model reads the block's idle age, which has grown since); None: it holds until
+    /// the block's next access or the next model.
+    fn repredict_at(&self, _last: u64, _now: u64) -> Option<u64> {
+        None
+    }
     /// Version of the model predictions come from; None = no usable model.
     fn model_version(&self) -> Option<u64>;
     /// Predicted absolute next-access time of each `(block, last_access)`,

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::predict::FeatureSet;
+use crate::predict::features::TrainRows;
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TraceFormat {
@@ -43,7 +44,7 @@ pub struct SimArgs {
     /// Requests replayed after --skip [default: the rest of the trace].
     #[arg(long)]
     pub requests: Option<usize>,
-    /// Policies, comma-separated: lru, lfu, sieve, fpb, hf, laru, opt;
+    /// Policies, comma-separated: lru, lfu, sieve, fpb, hf, laru, opt, dead-first;
     /// parameters as `name:key=value`, e.g. `laru:lambda_min_misses=1`.
     #[arg(long, value_delimiter = ',', default_value = "lru,laru,opt")]
     pub policies: Vec<String>,
@@ -64,6 +65,18 @@ pub struct SimArgs {
     /// columns, an upper bound only the simulator can compute).
     #[arg(long, default_value = "base")]
     pub features: FeatureSet,
+    /// LightGBM: a row whose block is not accessed again within this many requests is
+    /// labelled "not reused" (censored) [default: 2000].
+    #[arg(long)]
+    pub label_horizon: Option<u64>,
+    /// LightGBM: requests between sending a retrain and installing its model (the simulator
+    /// installs at fixed points, for determinism) [default: 1000].
+    #[arg(long)]
+    pub install_after: Option<u64>,
+    /// LightGBM training rows: one per block access, or one per radix node (the deepest of
+    /// the blocks one access touches with the same history) [default: block].
+    #[arg(long, value_enum)]
+    pub train_rows: Option<TrainRows>,
     /// Print one JSON array to stdout instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -10,6 +10,7 @@ use super::args::{PredictorKind, SimArgs};
 use crate::future::FutureIndex;
 use crate::policy::PolicyConfig;
 use crate::predict::foresight::Foresight;
+use crate::predict::features::TrainRows;
 use crate::predict::{FeatureSet, OracleNoise, Predictor};
 use crate::trace::Request;
 
@@ -66,27 +67,56 @@ pub fn build(
             args.seed,
         ))),
         PredictorKind::Lightgbm => {
-            let set = feature_set(cfg, args);
-            lightgbm(set, src, args.background_training, args.async_predict)
+            lightgbm(feature_set(cfg, args), src, &LgbmFlags::from_args(args))
         }
     }
 }
 
-/// The online LightGBM predictor with feature set `set` (deterministic install schedule
-/// unless `background`).
+/// The simulator's LightGBM flags (None: the predictor's default).
+#[derive(Debug, Clone, Default)]
+pub struct LgbmFlags {
+    pub background: bool,
+    pub async_predict: bool,
+    pub label_horizon: Option<u64>,
+    pub install_after: Option<u64>,
+    pub train_rows: Option<TrainRows>,
+}
+
+impl LgbmFlags {
+    pub fn from_args(args: &SimArgs) -> Self {
+        Self {
+            background: args.background_training,
+            async_predict: args.async_predict,
+            label_horizon: args.label_horizon,
+            install_after: args.install_after,
+            train_rows: args.train_rows,
+        }
+    }
+}
+
+/// The online LightGBM predictor with feature set `set` and the simulator's flags
+/// (deterministic install schedule unless `background`).
 #[cfg(feature = "lightgbm")]
 pub fn lightgbm(
     set: FeatureSet,
     src: &Sources<'_>,
-    background: bool,
-    async_predict: bool,
+    args: &LgbmFlags,
 ) -> Result<Box<dyn Predictor>, SimError> {
     use crate::predict::lgbm::{Install, LgbmConfig, LightGbm};
     let mut cfg = LgbmConfig::default();
-    if background {
+    if let Some(n) = args.install_after {
+        cfg.install = Install::AfterRequests(n);
+    }
+    if args.background {
         cfg.install = Install::Background;
     }
-    cfg.async_predict = async_predict;
+    if let Some(h) = args.label_horizon {
+        cfg.features.horizon = h;
+    }
+    if let Some(r) = args.train_rows {
+        cfg.features.rows = r;
+    }
+    cfg.async_predict = args.async_predict;
     cfg.features.set = set;
     cfg.features.block_tokens = src.block_tokens;
     let p = LightGbm::new(cfg);
@@ -101,8 +131,7 @@ pub fn lightgbm(
 pub fn lightgbm(
     _set: FeatureSet,
     _src: &Sources<'_>,
-    _background: bool,
-    _async_predict: bool,
+    _args: &LgbmFlags,
 ) -> Result<Box<dyn Predictor>, SimError> {
     Err(SimError::PredictorUnavailable("lightgbm"))
 }

@@ -87,7 +87,8 @@ pub struct ServeArgs {
     /// but not by clients); the main port then refuses /admin/... [default: the main port]
     #[arg(long, env = "RECACHE_ADMIN_LISTEN")]
     pub admin_listen: Option<SocketAddr>,
-    /// Eviction policy at start-up, NAME or NAME:key=value (lru, lfu, sieve, fpb, hf, laru);
+    /// Eviction policy at start-up, NAME or NAME:key=value (lru, lfu, sieve, fpb, hf, laru,
+    /// dead-first);
     /// switch later with PUT /admin/eviction-policy [default: lru]
     #[arg(long, env = "RECACHE_EVICTION_POLICY")]
     pub eviction_policy: Option<String>,

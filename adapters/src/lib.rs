@@ -21,6 +21,7 @@ pub mod kv_events;
 pub mod kv_subscriber;
 pub mod openai;
 pub mod order;
+pub mod prom;
 pub mod scoring;
 pub mod sglang;
 pub mod vllm;

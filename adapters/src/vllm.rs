@@ -42,6 +42,18 @@ pub const SOURCE_LOCAL_HIT: &str = "local_cache_hit";
 /// `source` of tokens a KV connector supplied (recache's item pool).
 pub const SOURCE_EXTERNAL: &str = "external_kv_transfer";
 
+/// The tokens vLLM computed and the seconds its requests spent in prefill, summed over a
+/// replica's engines (`/metrics` text); None when either series is missing (another engine,
+/// or a vLLM without them). Their increments over a period give its prefill rate.
+pub fn prefill_counters(metrics: &str) -> Option<(f64, f64)> {
+    let source = [("source", SOURCE_COMPUTED)];
+    let tokens = crate::prom::series_sum(metrics, METRIC_PROMPT_TOKENS_BY_SOURCE, &source)?;
+    Some((
+        tokens,
+        crate::prom::series_sum(metrics, METRIC_PREFILL_SECONDS, &[])?,
+    ))
+}
+
 /// Empties the prefix cache; served only when vLLM runs with `VLLM_SERVER_DEV_MODE=1`.
 pub const RESET_PREFIX_CACHE_PATH: &str = "/reset_prefix_cache";
 

@@ -34,6 +34,7 @@ pub mod own_traffic;
 pub mod peers;
 pub mod plot;
 pub mod predictor;
+pub mod progress;
 pub mod quality;
 pub mod recache_bin;
 pub mod replay;

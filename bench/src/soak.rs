@@ -121,7 +121,7 @@ pub async fn run(args: SoakArgs) -> Result<(), BenchError> {
     let (rss_start, fds_start) = (rss_kb(pid), fds(pid));
     let mut swaps = 0u64;
     let mut last_progress = Instant::now();
-    let progress = recache::harness::Progress::new(total.as_secs().max(1), "soak (seconds)");
+    let progress = crate::progress::Progress::new(total.as_secs().max(1), "soak (seconds)");
     let mut i = 0usize;
     while Instant::now() < stop {
         tokio::time::sleep(

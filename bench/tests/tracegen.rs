@@ -181,7 +181,10 @@ fn online_qa_has_lcrs_gaps_turns_and_growing_prefixes() {
         }
     }
     // Mean prompt near LCR's 3,455 tokens.
-    let prompts: Vec<f64> = t.iter().map(|r| r.input_length.unwrap_or(0) as f64).collect();
+    let prompts: Vec<f64> = t
+        .iter()
+        .map(|r| r.input_length.unwrap_or(0) as f64)
+        .collect();
     let (mean_prompt, _) = mean_sd(&prompts);
     assert!(
         (mean_prompt - 3455.0).abs() < 3455.0 * 0.1,
@@ -239,7 +242,11 @@ fn ml100k_replays_sessions_in_time_order_with_growing_profiles() {
     let shape = ml100k_shape();
     let t = ml100k::generate(&shape, &inters).expect("shape");
     let times: Vec<u64> = t.iter().filter_map(|r| r.timestamp).collect();
-    assert_eq!(times, vec![1_000_000, 1_500_000, 87_400_000], "one request per session");
+    assert_eq!(
+        times,
+        vec![1_000_000, 1_500_000, 87_400_000],
+        "one request per session"
+    );
     let users: Vec<Option<u64>> = t
         .iter()
         .map(|r| r.segments.as_ref().and_then(|s| s[0].entity))

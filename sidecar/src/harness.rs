@@ -30,7 +30,6 @@ pub use crate::kvloop::metrics::Phase;
 pub use crate::kvloop::shadow::build_policy;
 pub use crate::kvloop::shim_status;
 pub use crate::local::{LocalError, LocalServer};
-pub use crate::progress::Progress;
 pub use crate::rank::config::{
     Admission, DEFAULT_INSTRUCTION, DEFAULT_LABEL_BASE, DEFAULT_USER_CACHE_TOKENS, ItemReuse,
     RankArgs, SelectorKind,

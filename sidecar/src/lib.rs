@@ -35,8 +35,6 @@
 //!   the eviction order published to the engine shim (`--kv-events`, `--publish`).
 //! - [`error`]: every error recache itself answers with, rendered in OpenAI's error shape.
 //! - [`metrics`]: the Prometheus registry behind `/metrics`.
-//! - [`progress`]: progress bars / lines on stderr for the long commands of the
-//!   `recache-bench` crate (its benchmarks and `recache items index`).
 //!
 //! The benchmarks (`recache bench ...`) and the offline retrieval-index builder (`recache items
 //! index`) are the `recache-bench` crate and binary; the `recache` binary hands `bench` and
@@ -60,7 +58,6 @@ pub mod limits;
 pub mod local;
 pub mod metrics;
 pub mod policy_slot;
-pub mod progress;
 pub mod proxy;
 pub mod rank;
 pub mod retrieve;

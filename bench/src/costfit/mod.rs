@@ -26,9 +26,9 @@ use report::{Fits, Model, Row};
 
 use crate::error::BenchError;
 use crate::http;
+use crate::progress::Progress;
 use crate::rng::Rng;
 use crate::testbed;
-use recache::harness::Progress;
 
 fn check(args: &CostfitArgs) -> Result<(), BenchError> {
     let bad = |m: &str| Err(BenchError::Setup(m.into()));

@@ -27,8 +27,7 @@ pub async fn engine(
         }
         None => {
             let block_bytes = testbed::BLOCK_TOKENS * testbed::KV_TOKEN_BYTES;
-            let mut tb =
-                Testbed::new(&args.testbed_dir, block_bytes)?.with_model(args.model);
+            let mut tb = Testbed::new(&args.testbed_dir, block_bytes)?.with_model(args.model);
             let layout = Layout {
                 kv_blocks: args.kv_blocks,
                 pool_bytes: args.pool_bytes,

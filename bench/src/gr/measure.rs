@@ -21,9 +21,9 @@ use super::{pool, run};
 use crate::error::BenchError;
 use crate::http;
 use crate::http::HttpClient;
+use crate::progress::Progress;
 use crate::stats::quantile;
 use crate::testbed::Instance;
-use recache::harness::Progress;
 
 /// What every mode's run shares.
 pub struct Ctx<'a> {

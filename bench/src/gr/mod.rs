@@ -341,7 +341,7 @@ async fn warm_up(
         open: false,
     };
     let salt = |i: usize| format!("warmup-{nonce}-{i}");
-    let progress = recache::harness::Progress::new(n as u64, "warm-up");
+    let progress = crate::progress::Progress::new(n as u64, "warm-up");
     run::run(client, &warm.url, &few, "user_prefix", &salt, &progress).await?;
     progress.finish();
     Ok(())

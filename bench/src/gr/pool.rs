@@ -7,7 +7,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use recache::harness::{LocalServer, Progress, Verdict, Wanted, check_labels, pool_key};
+use crate::progress::Progress;
+use recache::harness::{LocalServer, Verdict, Wanted, check_labels, pool_key};
 
 use crate::error::BenchError;
 

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::error::BenchError;
 use crate::http::{self, HttpClient};
 use crate::open_loop;
-use recache::harness::Progress;
+use crate::progress::Progress;
 
 /// What recache answered over one mode's run.
 #[derive(Debug, Default)]

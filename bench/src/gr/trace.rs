@@ -13,7 +13,7 @@ use super::args::GrArgs;
 use super::modes::Mode;
 use super::proxy::LocalProxyRun;
 use crate::error::BenchError;
-use recache::harness::Progress;
+use crate::progress::Progress;
 use recache::harness::{
     TRACE_BLOCK_TOKENS, rank_api as api, rank_pipeline as pipeline, rank_trace as trace,
 };

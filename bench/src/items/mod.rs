@@ -8,7 +8,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use recache::harness::{IndexError, Progress, RetrieveIndex};
+use crate::progress::Progress;
+use recache::harness::{IndexError, RetrieveIndex};
 
 use self::semantic::{SemanticArgs, build_index};
 

@@ -124,7 +124,7 @@ pub async fn one(
     // recache's own calls (canaries) are read with the engines' counters and taken out.
     let ours = (s == System::Recache).then(|| running.url());
     let before = replicas.snapshot(&client, ours.as_deref()).await?;
-    let progress = recache::harness::Progress::new(
+    let progress = crate::progress::Progress::new(
         load.bodies.len() as u64,
         format!("trace {} round {round}", s.name()),
     );

@@ -308,7 +308,8 @@ fn hit_ratio(
     src: &Sources<'_>,
     set: FeatureSet,
 ) -> Result<(f64, f64), BenchError> {
-    let pred = lightgbm(set, src, &LgbmFlags::default()).map_err(|e| BenchError::Sim(Box::new(e)))?;
+    let pred =
+        lightgbm(set, src, &LgbmFlags::default()).map_err(|e| BenchError::Sim(Box::new(e)))?;
     let run = recache_eviction::sim::simulate(
         requests,
         cfg,

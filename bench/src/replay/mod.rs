@@ -228,10 +228,8 @@ async fn one(
     let before = metrics(&client).await?;
     let cost_before = cost::Snapshot::take(&loop_metrics().await?, args.publish.as_deref());
     let url = format!("{}/v1/completions", local.base);
-    let progress = recache::harness::Progress::new(
-        reqs.len() as u64,
-        format!("replay {name} c={concurrency}"),
-    );
+    let progress =
+        crate::progress::Progress::new(reqs.len() as u64, format!("replay {name} c={concurrency}"));
     let timings = send_all(&client, &url, &model, reqs, concurrency, &progress).await?;
     progress.finish();
     let (lat, wall) = (&timings.latency, timings.wall_s);

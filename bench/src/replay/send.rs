@@ -47,7 +47,7 @@ pub async fn send_all(
     model: &str,
     reqs: &[Vec<u64>],
     concurrency: usize,
-    progress: &recache::harness::Progress,
+    progress: &crate::progress::Progress,
 ) -> Result<Timings, BenchError> {
     let slots = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
     let mut tasks = tokio::task::JoinSet::new();

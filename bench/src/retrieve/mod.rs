@@ -232,7 +232,7 @@ async fn ours(
         (Vec::new(), 0.0, 0.0, 0.0, 0.0, 0usize);
     let (mut invalid, mut dups) = (0, 0);
     let progress =
-        recache::harness::Progress::new(users.len() as u64, format!("retrieve width {width}"));
+        crate::progress::Progress::new(users.len() as u64, format!("retrieve width {width}"));
     for u in users {
         let body = json!({"model": model, "user": {"id": u.id, "text": u.text},
                           "beam_width": width, "top_k": k});

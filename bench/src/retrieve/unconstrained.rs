@@ -31,7 +31,7 @@ pub async fn run(
     let fanout = width.min(MAX_FANOUT);
     let url = format!("{upstream}/v1/completions");
     let (mut invalid, mut returned, mut computed) = (0usize, 0usize, 0.0);
-    let progress = recache::harness::Progress::new(
+    let progress = crate::progress::Progress::new(
         prompts.len() as u64,
         format!("unconstrained width {width}"),
     );

@@ -105,7 +105,7 @@ pub(super) async fn one(
     let shared = load.bodies.clone();
     let n = shared.len();
     let errors = Arc::new(AtomicUsize::new(0));
-    let progress = recache::harness::Progress::new(n as u64, format!("route {}", routing.name()));
+    let progress = crate::progress::Progress::new(n as u64, format!("route {}", routing.name()));
     for _ in 0..args.concurrency.max(1) {
         let progress = progress.clone();
         let (client, urls, next) = (client.clone(), urls.clone(), next.clone());

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 use super::gr_load::PastItem;
 use crate::error::BenchError;
+use crate::progress::Progress;
 use recache::harness::LocalServer;
-use recache::harness::Progress;
 use recache::harness::{Wanted, pool_key};
 
 /// Precomputes `past` (hottest first) into the local recache's pools under its routing rule;

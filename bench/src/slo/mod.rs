@@ -36,7 +36,7 @@ use child::{Mode, ServeChild};
 use crate::engine_ops;
 use crate::error::BenchError;
 use crate::http::client;
-use recache::harness::Progress;
+use crate::progress::Progress;
 
 /// Runs the benchmark. An interrupt (SIGINT/SIGTERM) is `recache-bench`'s main's to handle:
 /// it drops this future, and with it the serve children (killed).

@@ -156,7 +156,8 @@ impl Guard {
 
     fn judge(&mut self) {
         if self.distrusted_for == 0 {
-            self.history.push_back((self.real_misses, self.shadow_misses));
+            self.history
+                .push_back((self.real_misses, self.shadow_misses));
             if self.history.len() > self.span {
                 self.history.pop_front();
             }

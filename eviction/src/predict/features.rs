@@ -22,8 +22,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::entity::Entities;
-pub use super::feature_set::{ALL, FeatureSet};
 use super::feature_set::{AGE_COL, BASE, FUTURE, GR};
+pub use super::feature_set::{ALL, FeatureSet};
 use super::foresight::Foresight;
 use crate::BlockId;
 use crate::hash::FastMap;
@@ -93,8 +93,17 @@ pub struct FeatureConfig {
 }
 
 /// Which accesses become training rows. Every access still builds the block's prediction row.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[derive(clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum TrainRows {
     /// One row per block access.
@@ -289,7 +298,14 @@ impl Features {
             self.censored += 1;
         }
         if !self.cfg.set.contains(FeatureSet::AGE) {
-            self.push_row(row, if censored { cap } else { (delta as f32).ln_1p() });
+            self.push_row(
+                row,
+                if censored {
+                    cap
+                } else {
+                    (delta as f32).ln_1p()
+                },
+            );
             return;
         }
         // The row again at each idle age the block reached, labelled with the time left.

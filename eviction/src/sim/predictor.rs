@@ -9,8 +9,8 @@ use super::SimError;
 use super::args::{PredictorKind, SimArgs};
 use crate::future::FutureIndex;
 use crate::policy::PolicyConfig;
-use crate::predict::foresight::Foresight;
 use crate::predict::features::TrainRows;
+use crate::predict::foresight::Foresight;
 use crate::predict::{FeatureSet, OracleNoise, Predictor};
 use crate::trace::Request;
 

@@ -6,7 +6,7 @@ use super::super::Wanted;
 use super::*;
 
 fn pools(n: usize, store: bool) -> Pools {
-    super::super::replicas::test_pools(n, 4, store.then_some("127.0.0.1:50051"))
+    super::super::replicas::tests::test_pools(n, 4, store.then_some("127.0.0.1:50051"))
 }
 
 fn fill(p: &Pools, r: usize, keys: &[&str]) {

@@ -35,26 +35,8 @@ use crate::engine::EngineHandle;
 /// How often recache measures.
 pub const MEASURE_EVERY: Duration = Duration::from_secs(30);
 
-const PROMPT_TOKENS: &str = "vllm:prompt_tokens_by_source_total";
-const PREFILL_SECONDS: &str = "vllm:request_prefill_time_seconds_sum";
-
-/// Where a rate in use came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    Measured,
-    Flag,
-    Default,
-}
-
-impl Source {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::Measured => "measured",
-            Source::Flag => "flag",
-            Source::Default => "default",
-        }
-    }
-}
+/// Where a rate in use came from: "measured", "flag" (`--rank-pool-costs`) or "default".
+pub type Source = &'static str;
 
 /// The costs in use and where each rate came from.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -91,46 +73,6 @@ pub fn rate(deltas: impl IntoIterator<Item = Sample>) -> Option<f64> {
     (sum.tokens > 0.0 && sum.seconds > 0.0 && r.is_finite()).then_some(r)
 }
 
-/// Sum of the values of `name`'s series in Prometheus text whose labels include every pair
-/// of `labels`; None when there is no such series.
-pub fn series_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    let mut found = None;
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some(rest) = line.strip_prefix(name) else {
-            continue;
-        };
-        let (series, value) = match rest.strip_prefix('{') {
-            Some(r) => match r.split_once('}') {
-                Some((l, v)) => (l, v),
-                None => continue,
-            },
-            None if rest.starts_with(' ') => ("", rest),
-            None => continue, // another metric whose name starts with `name`
-        };
-        let has = |(k, v): &(&str, &str)| series.contains(&format!("{k}=\"{v}\""));
-        if !labels.iter().all(has) {
-            continue;
-        }
-        if let Some(v) = value
-            .split_whitespace()
-            .next()
-            .and_then(|v| v.parse::<f64>().ok())
-        {
-            *found.get_or_insert(0.0) += v;
-        }
-    }
-    found
-}
-
-/// vLLM's computed prompt tokens and prefill seconds in one replica's `/metrics`; None when
-/// it has not both (another engine, or vLLM without them).
-pub fn prefill_sample(text: &str) -> Option<Sample> {
-    Some(Sample {
-        tokens: series_sum(text, PROMPT_TOKENS, &[("source", "local_compute")])?,
-        seconds: series_sum(text, PREFILL_SECONDS, &[])?,
-    })
-}
-
 /// The previous readings.
 #[derive(Debug, Default)]
 struct Last {
@@ -149,7 +91,7 @@ impl LiveCosts {
     /// Starts from `costs` (the flag's, defaults where it gave none); `given` says which
     /// rates the flag fixed: those are never measured over.
     pub fn new(costs: Costs, given: Given) -> Self {
-        let source = |g| if g { Source::Flag } else { Source::Default };
+        let source = |g| if g { "flag" } else { "default" };
         Self {
             in_use: ArcSwap::from_pointee(InUse {
                 costs,
@@ -187,7 +129,7 @@ impl LiveCosts {
         match rate(deltas).filter(|_| !self.given.prefill) {
             Some(r) => self.set(|u| {
                 u.costs.prefill_tokens_per_s = r;
-                u.prefill = Source::Measured;
+                u.prefill = "measured";
             }),
             None => false,
         }
@@ -202,7 +144,7 @@ impl LiveCosts {
         match rate(d).filter(|_| !self.given.fetch) {
             Some(r) => self.set(|u| {
                 u.costs.fetch_tokens_per_s = r;
-                u.fetch = Source::Measured;
+                u.fetch = "measured";
             }),
             None => false,
         }
@@ -220,8 +162,8 @@ impl LiveCosts {
     pub fn detail(&self) -> Value {
         let u = self.in_use();
         json!({
-            "prefill_tokens_per_s": u.costs.prefill_tokens_per_s, "prefill_source": u.prefill.as_str(),
-            "fetch_tokens_per_s": u.costs.fetch_tokens_per_s, "fetch_source": u.fetch.as_str(),
+            "prefill_tokens_per_s": u.costs.prefill_tokens_per_s, "prefill_source": u.prefill,
+            "fetch_tokens_per_s": u.costs.fetch_tokens_per_s, "fetch_source": u.fetch,
             "alpha": u.costs.alpha,
         })
     }
@@ -234,7 +176,10 @@ pub async fn measure(pools: &Pools, engine: &EngineHandle) {
         let mut now = Vec::new();
         for i in 0..engine.client.replicas().len() {
             now.push(match engine.client.text_to(i, "/metrics").await {
-                Ok((status, text)) if status.is_success() => prefill_sample(&text),
+                Ok((status, text)) if status.is_success() => {
+                    recache_adapters::vllm::prefill_counters(&text)
+                        .map(|(tokens, seconds)| Sample { tokens, seconds })
+                }
                 Ok(_) | Err(_) => None,
             });
         }
@@ -248,8 +193,8 @@ pub async fn measure(pools: &Pools, engine: &EngineHandle) {
     }
     let u = pools.costs.in_use();
     pools.metrics.set_costs(
-        (u.costs.prefill_tokens_per_s, u.prefill.as_str()),
-        (u.costs.fetch_tokens_per_s, u.fetch.as_str()),
+        (u.costs.prefill_tokens_per_s, u.prefill),
+        (u.costs.fetch_tokens_per_s, u.fetch),
     );
 }
 

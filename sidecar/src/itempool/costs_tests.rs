@@ -31,17 +31,9 @@ fn vllm_text(tokens: f64, seconds: f64) -> String {
 
 #[test]
 fn reads_vllms_computed_tokens_and_prefill_seconds() {
-    let s = prefill_sample(&vllm_text(1000.0, 2.5)).expect("both series");
-    assert_eq!(s, at(1000.0, 2.5));
-    assert_eq!(prefill_sample("sglang:prompt_tokens_total 5\n"), None);
-    assert_eq!(
-        series_sum(
-            "a_total 1\na_total_x 5\na_total{x=\"1\"} 2\n",
-            "a_total",
-            &[]
-        ),
-        Some(3.0)
-    );
+    let read = |t: &str| recache_adapters::vllm::prefill_counters(t);
+    assert_eq!(read(&vllm_text(1000.0, 2.5)), Some((1000.0, 2.5)));
+    assert_eq!(read("sglang:prompt_tokens_total 5\n"), None);
 }
 
 #[test]
@@ -57,7 +49,7 @@ fn rates_are_counter_increments_over_time_increments() {
 #[test]
 fn the_rate_in_use_follows_measurements_and_survives_resets_and_idle_periods() {
     let c = LiveCosts::new(Costs::default(), Given::default());
-    assert_eq!(c.in_use().prefill, Source::Default);
+    assert_eq!(c.in_use().prefill, "default");
     assert!(
         !c.observe_prefill(&[Some(at(1000.0, 1.0)), None]),
         "a baseline"
@@ -66,7 +58,7 @@ fn the_rate_in_use_follows_measurements_and_survives_resets_and_idle_periods() {
     // Replica 0 computed 6,000 tokens in 1 s, replica 1 is read for the first time.
     assert!(c.observe_prefill(&[Some(at(7000.0, 2.0)), Some(at(50.0, 0.1))]));
     assert_eq!(c.get().prefill_tokens_per_s, 6000.0);
-    assert_eq!(c.in_use().prefill, Source::Measured);
+    assert_eq!(c.in_use().prefill, "measured");
     // Replica 0 restarted (counters back near 0), replica 1 idle: the rate stands.
     assert!(!c.observe_prefill(&[Some(at(10.0, 0.01)), Some(at(50.0, 0.1))]));
     assert_eq!(c.get().prefill_tokens_per_s, 6000.0);
@@ -85,10 +77,7 @@ fn the_rate_in_use_follows_measurements_and_survives_resets_and_idle_periods() {
 fn a_rate_the_flag_gives_is_never_measured_over() {
     let flag = Costs::parse("prefill=7000").expect("spec");
     let c = LiveCosts::new(flag, Given::of(Some("prefill=7000")));
-    assert_eq!(
-        (c.in_use().prefill, c.in_use().fetch),
-        (Source::Flag, Source::Default)
-    );
+    assert_eq!((c.in_use().prefill, c.in_use().fetch), ("flag", "default"));
     c.observe_prefill(&[Some(at(0.0, 0.0))]);
     assert!(!c.observe_prefill(&[Some(at(100.0, 1.0))]));
     assert_eq!(c.get().prefill_tokens_per_s, 7000.0);
@@ -161,7 +150,7 @@ async fn measures_a_replicas_prefill_and_the_stores_fetch_on_loopback() {
     let registry = crate::metrics::Metrics::new().expect("metrics");
     let client = EngineClient::new(&[uri], settings, &registry);
     let engine = EngineHandle::new(client, recache_adapters::Engine::Vllm);
-    let pools = crate::itempool::replicas::test_pools(1, 4, Some("redis://127.0.0.1:1"));
+    let pools = crate::itempool::replicas::tests::test_pools(1, 4, Some("redis://127.0.0.1:1"));
     measure(&pools, &engine).await;
     let gauge = |g: &prometheus::GaugeVec, source: &str| g.with_label_values(&[source]).get();
     assert_eq!(gauge(&pools.metrics.cost_prefill, "default"), 876.0);
@@ -172,7 +161,7 @@ async fn measures_a_replicas_prefill_and_the_stores_fetch_on_loopback() {
     measure(&pools, &engine).await;
     let costs = pools.costs.in_use();
     assert_eq!(costs.costs.prefill_tokens_per_s, 7000.0, "{costs:?}");
-    assert_eq!(costs.prefill, Source::Measured);
+    assert_eq!(costs.prefill, "measured");
     assert!(
         (costs.costs.fetch_tokens_per_s - 190_000.0).abs() < 1e-6,
         "{costs:?}"

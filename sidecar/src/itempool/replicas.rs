@@ -289,22 +289,5 @@ pub fn id_of(key: &str) -> u64 {
 /// Tests' pools: `n` replicas at 127.0.0.1:9000.., `items` slots each, first pool label 1000,
 /// optionally a store.
 #[cfg(test)]
-pub(crate) fn test_pools(n: usize, items: usize, store: Option<&str>) -> Pools {
-    let registry = crate::metrics::Metrics::new().expect("registry");
-    let m = PoolMetrics::new(&registry).expect("metrics");
-    let config = PoolConfig {
-        items,
-        fills: 1,
-        max_pending: 8,
-        refresh_per_s: 0.0,
-        store: store.map(str::to_string),
-        costs: hrcs::Costs::default(),
-        costs_given: Default::default(),
-    };
-    let labels: Vec<String> = (0..n).map(|i| format!("127.0.0.1:{}", 9000 + i)).collect();
-    Pools::new(&config, 1000, m, &labels)
-}
-
-#[cfg(test)]
 #[path = "replicas_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -121,3 +121,20 @@ fn gauges_add_up_over_the_pools() {
     assert_eq!(p.metrics.engine_items.get(), 3);
     assert_eq!(p.metrics.engine_bytes.get(), 15);
 }
+
+/// Pools over `n` replicas of `items` slots each, optionally with a store (other modules' tests use it too).
+pub(crate) fn test_pools(n: usize, items: usize, store: Option<&str>) -> Pools {
+    let registry = crate::metrics::Metrics::new().expect("registry");
+    let m = PoolMetrics::new(&registry).expect("metrics");
+    let config = PoolConfig {
+        items,
+        fills: 1,
+        max_pending: 8,
+        refresh_per_s: 0.0,
+        store: store.map(str::to_string),
+        costs: hrcs::Costs::default(),
+        costs_given: Default::default(),
+    };
+    let labels: Vec<String> = (0..n).map(|i| format!("127.0.0.1:{}", 9000 + i)).collect();
+    Pools::new(&config, 1000, m, &labels)
+}

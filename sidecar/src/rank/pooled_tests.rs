@@ -80,7 +80,7 @@ fn link_tokens_follow_the_pooled_run_and_shift_later_segments() {
 
 #[test]
 fn cold_items_follow_the_local_ones_with_their_pools_labels() {
-    let pools = crate::itempool::replicas::test_pools(2, 8, Some("127.0.0.1:50051"));
+    let pools = crate::itempool::replicas::tests::test_pools(2, 8, Some("127.0.0.1:50051"));
     for (r, key) in [(0, "m/a"), (1, "m/b")] {
         let wanted = vec![crate::itempool::Wanted {
             key: key.into(),

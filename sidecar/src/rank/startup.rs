@@ -37,7 +37,11 @@ pub async fn check_labels(state: &Arc<Ranker>) -> Verdict {
         && let Some(i) = a.replica
     {
         let own = client.own_call(i, own::LABEL_CHECK, prompt.tokens.len() as u64);
-        own.cached((state.engine.dialect).reported_cached_tokens(&a.value).unwrap_or(0));
+        own.cached(
+            (state.engine.dialect)
+                .reported_cached_tokens(&a.value)
+                .unwrap_or(0),
+        );
     }
     let answer = reply.map_err(EngineError::from).and_then(answer);
     state.rank.vocab.record(&answer)

@@ -150,7 +150,7 @@ pub async fn build(
             args.max_model_len,
             token_bytes,
         )?;
-        let progress = recache::harness::Progress::new(
+        let progress = crate::progress::Progress::new(
             load.bodies.len() as u64,
             format!("gr {stream}: peers' text prompts"),
         );

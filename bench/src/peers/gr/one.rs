@@ -84,7 +84,7 @@ pub async fn one(
     let ours = (s == System::Recache).then(|| running.url());
     let before = replicas.snapshot(&client, ours.as_deref()).await?;
     let mine_before = before.recache.first().cloned().unwrap_or_default();
-    let progress = recache::harness::Progress::new(
+    let progress = crate::progress::Progress::new(
         stream.rank_bodies.len() as u64,
         format!("{} {} round {round}", stream.workload, s.name()),
     );

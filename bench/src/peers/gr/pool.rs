@@ -84,7 +84,7 @@ pub async fn wait_precompute(
     stream: &str,
 ) -> Result<Value, BenchError> {
     let t0 = Instant::now();
-    let progress = recache::harness::Progress::new(
+    let progress = crate::progress::Progress::new(
         want as u64,
         format!("gr {stream}: recache pool precompute"),
     );

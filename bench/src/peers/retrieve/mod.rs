@@ -131,7 +131,7 @@ pub async fn one(
     let k = TOP_K.min(width);
     let ours = (s == System::Recache).then(|| running.url());
     let before = replicas.snapshot(&client, ours.as_deref()).await?;
-    let progress = recache::harness::Progress::new(
+    let progress = crate::progress::Progress::new(
         bodies.len() as u64,
         format!("retrieve {} width {width} round {round}", s.name()),
     );

@@ -5,7 +5,7 @@ and what it projects for a GPU serving Qwen2-1.5B (stdlib only, no engine).
     python3 examples/costfit/predict.py --fit docs/data/prefill-cost-1.5b-shape.jsonl \
         --gr docs/data/gr-shape-1gib-sat40.json > docs/data/gr-shape-fit-check.json
 
-For every measured round of every mode (bench gr rows with `mode` and `round`), the fit over
+For every measured round of every mode (bench gr rows with `mode`, round in `repeat`), the fit over
 all kinds (`"fit": "all"`: time = a*tokens + b*pairs + c) predicts the engine time of the
 round's requests run one at a time, `a*computed_tokens + b*attended_pairs + c*requests`, and
 sets it against two measured times:
@@ -63,10 +63,15 @@ def main() -> int:
         return 2
     f = fits[0]
     a, b, c = f["a_s_per_token"], f["b_s_per_pair"], f["c_s"]
-    runs = [r for r in rows_of(args.gr) if r.get("mode") and r.get("round") is not None
-            and not r.get("summary")]
+    # bench gr numbers its rounds in `repeat` (0, 1, ...); summary rows carry `summary`.
+    runs = [r for r in rows_of(args.gr) if r.get("mode") and not r.get("summary")]
     if not runs:
         print(f"{args.gr}: no per-round bench gr rows", file=sys.stderr)
+        return 2
+    old = [r["mode"] for r in runs if "attended_pairs" not in r]
+    if old:
+        print(f"{args.gr}: rows without attended_pairs (written before bench gr counted them): "
+              f"{sorted(set(old))}; run bench gr again", file=sys.stderr)
         return 2
     per_mode: dict[str, list[dict]] = {}
     for r in runs:
@@ -74,7 +79,7 @@ def main() -> int:
         pred = a * r["computed_tokens"] + b * r["attended_pairs"] + c * n
         wall = n / r["rps"] if r.get("rps") else None
         per_mode.setdefault(r["mode"], []).append({
-            "round": r["round"], "requests": n, "computed_tokens": r["computed_tokens"],
+            "round": r.get("repeat"), "requests": n, "computed_tokens": r["computed_tokens"],
             "attended_pairs": r["attended_pairs"], "predicted_s": pred, "wall_s": wall,
             "engine_prefill_s": r.get("engine_prefill_s"),
             "predicted_over_wall": pred / wall if wall else None,

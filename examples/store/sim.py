@@ -7,14 +7,21 @@ catalog and a cluster larger than this machine, from costs measured here:
 - item popularity: a Zipf exponent fitted to the Amazon Beauty interactions (--data);
 - fetching an item from the store and loading it from local memory: the medians of
   ``measure.py`` (--store-json; Mooncake read into a registered buffer, and the local copy);
-- computing an item: its tokens at the engine's prefill rate (--recompute-tokens-per-s).
+- computing: with --fit, the engine's measured prefill cost (a `recache bench costfit` fit,
+  `time = a*tokens + b*pairs + c`, docs/prefill-cost.md), so a computed token is charged for
+  the query-key pairs it attends as well; without it, tokens at a flat prefill rate
+  (--recompute-tokens-per-s, the throughput-inverse-to-tokens model).
 
-    python3 examples/store/sim.py --json > docs/data/store-sim-2026-11-29.json
+    python3 examples/store/sim.py --json --fit docs/data/prefill-cost-1.5b-shape.jsonl \
+        > docs/data/store-sim-fit-2026-12-02.json
 
 Model, per ranking request (the item-first pooled layout): the engine computes the user's
 profile and instruction (--fixed-tokens) and, per candidate (--candidates, drawn by
 popularity), either loads it from the local pool, fetches it from the store, or computes it.
-Time per request = fixed compute + the candidates' costs; throughput is its inverse. Fetches
+Time per request = the computed tokens' cost + the candidates' loads and fetches; throughput
+is its inverse. With --fit, pairs are counted for the item-first layout: an item computed in
+the request attends to the candidates before it (on average half of them) and to itself, the
+profile and instruction to every candidate and to themselves. Fetches
 are charged in full (not overlapped with the forward) and at loopback speed (no network).
 Equal memory: a replica's pool plus its share of the store (the store's bytes / replicas)
 equals replicate-all's pool. Hot items per replica are chosen by scanning, as Alg. 1 picks
@@ -85,17 +92,35 @@ def store_costs(path: Path, item_bytes: int) -> tuple[float, float, str]:
                           f"scaled linearly to {item_bytes} B")
 
 
-def plan(z: Zipf, args, mem: float, fetch_us: float, local_us: float) -> dict:
+def read_fit(path: Path) -> tuple[float, float, float, str]:
+    """(a s/token, b s/pair, c s/request) of the fit over all kinds in a costfit file."""
+    for line in path.read_text().splitlines():
+        row = json.loads(line) if line.strip().startswith("{") else {}
+        if row.get("fit") == "all" and "a_s_per_token" in row:
+            return row["a_s_per_token"], row["b_s_per_pair"], row["c_s"], row.get("model", "?")
+    raise SystemExit(f"{path}: no fit row over all kinds (\"fit\": \"all\")")
+
+
+def plan(z: Zipf, args, mem: float, fetch_us: float, local_us: float, fit=None) -> dict:
     tokens = args.item_bytes / args.kv_bytes_per_token
-    compute_us = tokens / args.recompute_tokens_per_s * 1e6
-    fixed_us = args.fixed_tokens / args.recompute_tokens_per_s * 1e6
     fits = mem / args.item_bytes  # items a replica's memory holds
+    n, f = args.candidates, args.fixed_tokens
+
+    def compute_us(computed_items: float) -> float:
+        """The engine's time for the request's computed tokens, µs."""
+        t = f + computed_items * tokens
+        if fit is None:
+            return t / args.recompute_tokens_per_s * 1e6
+        a, b, c, _ = fit
+        per_item = tokens * (n - 1) / 2 * tokens + tokens * (tokens + 1) / 2
+        pairs = computed_items * per_item + f * n * tokens + f * (f + 1) / 2
+        return (a * t + b * pairs + c) * 1e6
 
     def request_us(hot: float, stored: float) -> tuple[float, float, float]:
         local = z.share(hot)
         covered = z.share(hot + stored)
-        per = local * local_us + (covered - local) * fetch_us + (1 - covered) * compute_us
-        return fixed_us + args.candidates * per, local, covered
+        moved = n * (local * local_us + (covered - local) * fetch_us)
+        return compute_us(n * (1 - covered)) + moved, local, covered
 
     base_us, base_local, _ = request_us(fits, 0)
     best = None
@@ -137,21 +162,26 @@ def main() -> None:
     ap.add_argument("--candidates", type=int, default=100)
     ap.add_argument("--memory-gib", default="16,64,256",
                     help="host memory per replica for the pool (and its store share)")
+    ap.add_argument("--fit", type=Path,
+                    help="a `recache bench costfit` JSON-lines file: charge computed tokens by "
+                    "its fit over all kinds (tokens and pairs) instead of a flat rate")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     s, fitted_on = fit_zipf(args.data)
     z = Zipf(s, args.items)
     fetch_us, local_us, source = store_costs(args.store_json, args.item_bytes)
+    fit = read_fit(args.fit) if args.fit else None
     head = {"zipf_s": s, "zipf_fitted_on_items": fitted_on, "items": args.items,
             "replicas": args.replicas, "item_bytes": args.item_bytes,
             "store_fetch_us_per_item": fetch_us, "local_load_us_per_item": local_us,
             "costs_from": source,
-            "compute_us_per_item": args.item_bytes / args.kv_bytes_per_token
-            / args.recompute_tokens_per_s * 1e6,
+            "compute_model": ({"fit": str(args.fit), "model": fit[3], "a_s_per_token": fit[0],
+                               "b_s_per_pair": fit[1], "c_s": fit[2]} if fit else
+                              {"tokens_per_s": args.recompute_tokens_per_s}),
             "fixed_tokens": args.fixed_tokens, "candidates": args.candidates}
     print(json.dumps(head) if args.json else head)
     for g in (float(x) for x in args.memory_gib.split(",")):
-        row = plan(z, args, g * (1 << 30), fetch_us, local_us)
+        row = plan(z, args, g * (1 << 30), fetch_us, local_us, fit)
         print(json.dumps(row) if args.json else row)
 
 

@@ -136,7 +136,11 @@ fn a_users_own_prefix_is_exempt_from_the_load_bound() {
             .count();
         stayed
     };
-    assert_eq!(with(Some(&gr)), 20, "the regular's every visit finds its profile");
+    assert_eq!(
+        with(Some(&gr)),
+        20,
+        "the regular's every visit finds its profile"
+    );
     let bounded = with(None);
     assert!(bounded <= 15, "a shared prefix is bounded: {bounded} of 20");
 }

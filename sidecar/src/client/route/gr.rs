@@ -20,9 +20,7 @@
 //!   store, items another replica's pool holds count as supplied too ([`GrHint::cold`]).
 //!
 //! Requests without a hint (proxied completions, chat) are routed exactly as `prefix` routes
-//! them. Load bound and queue gap apply as in `prefix`, except that a user-first prompt
-//! stays on a replica holding part of its profile past the load bound (one user's prefix
-//! cannot pull all traffic; the queue gap still moves it); placement only breaks cost ties, and
+//! them. Load bound and queue gap apply as in `prefix`; placement only breaks cost ties, and
 //! on a replica whose KV events are mirrored exactly only while its recent share is at most
 //! the mean (there every instance sees where a prompt went; see `Prefix::choose_with`).
 
@@ -114,7 +112,7 @@ impl ReplicaChoice for Gr {
                 let pooled = |i: usize| gr.pooled.get(i).copied().unwrap_or(0) as f64;
                 let cold = |i: usize| gr.cold.get(i).copied().unwrap_or(0);
                 self.prefix
-                    .choose_with(replicas, tried, hint, near, pooled, cold, gr.user_first)
+                    .choose_with(replicas, tried, hint, near, pooled, cold)
             }
             None => self.prefix.choose(replicas, tried, hint),
         }

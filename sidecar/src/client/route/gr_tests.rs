@@ -116,35 +116,6 @@ fn a_cached_prefix_beats_the_home() {
     assert_eq!(affinity(&reps, &gr)[away], 1);
 }
 
-/// A regular's user-first prompt stays where its profile is cached past the load bound (one
-/// user's prefix cannot pull all traffic); the same prompt without the hint is bounded.
-#[test]
-fn a_users_own_prefix_is_exempt_from_the_load_bound() {
-    let reps = set(&["http://a:1", "http://b:2"]);
-    let keys = prompt(9, 512);
-    let gr = user("regular");
-    let with = |gr: Option<&GrHint>| {
-        let rule = build(Routing::gr());
-        let hint = RouteHint {
-            path: "",
-            keys: &keys,
-            gr,
-        };
-        let first = rule.choose(&reps, &[], &hint).expect("some");
-        let stayed = (0..20)
-            .filter(|_| rule.choose(&reps, &[], &hint) == Some(first))
-            .count();
-        stayed
-    };
-    assert_eq!(
-        with(Some(&gr)),
-        20,
-        "the regular's every visit finds its profile"
-    );
-    let bounded = with(None);
-    assert!(bounded <= 15, "a shared prefix is bounded: {bounded} of 20");
-}
-
 /// Item-first prompts go where most cold candidates are homed; hot ones do not count;
 /// past the queue gap load wins.
 #[test]

@@ -12,8 +12,7 @@
 //! **Bounded load** (consistent hashing with bounded loads, Mirrokni et al. 2018): a replica
 //! whose share of recent requests (an exponentially decayed count over about
 //! [`WINDOW`] requests) would exceed `1 + balance` times the mean is skipped while another is
-//! available, so one hot prefix cannot pull all traffic to one replica. A prompt whose prefix
-//! is one client's (`gr`'s user-first prompts) is exempt where the replica holds part of it.
+//! available, so one hot prefix cannot pull all traffic to one replica.
 //!
 //! **What is cached where**: for a token-id prompt on a replica whose KV-event mirror is
 //! `exact` ([`crate::client::mirror`]), the mirror (plus what was sent there in the last
@@ -107,7 +106,7 @@ impl ReplicaChoice for Prefix {
         tried: &[usize],
         hint: &RouteHint<'_>,
     ) -> Option<usize> {
-        self.choose_with(replicas, tried, hint, |_| 0, |_| 0.0, |_| 0, false)
+        self.choose_with(replicas, tried, hint, |_| 0, |_| 0.0, |_| 0)
     }
 }
 
@@ -120,12 +119,6 @@ impl Prefix {
     /// rule's item pools; 0 for plain `prefix`), taken off its cost.
     /// `dearer(i)`: among replicas equal in cost, placement and load, fewer wins (the `gr`
     /// rule's items read from the store; 0 for plain `prefix`).
-    /// `own_prefix`: the prompt's prefix is one client's (a user-first ranking prompt's
-    /// profile), so it cannot pull all traffic onto one replica as a shared prefix can: a
-    /// replica holding part of it is exempt from the load bound (the queue gap still applies).
-    /// Placement, which the bound does govern, already spreads the clients. Moving a regular
-    /// off its profile under the bound recomputes the whole profile for a balance no queue
-    /// asked for (docs/routing.md).
     pub(super) fn choose_with(
         &self,
         replicas: &[Arc<Replica>],
@@ -134,7 +127,6 @@ impl Prefix {
         affinity: impl Fn(usize) -> usize,
         supplied: impl Fn(usize) -> f64,
         dearer: impl Fn(usize) -> usize,
-        own_prefix: bool,
     ) -> Option<usize> {
         let n = replicas.len();
         let now = self.clock.elapsed().as_millis() as u64;
@@ -177,19 +169,15 @@ impl Prefix {
         let mut best: Option<Key> = None;
         for pass in 0..2 {
             for &i in &candidates {
-                let cached = match imbalanced {
-                    true => 0,
-                    false => cached_keys(&replicas[i], &s.sent[i], hint, now, ttl),
-                };
-                // First pass: only replicas within the load bound, except one holding part of
-                // a prompt whose prefix is one client's (`own_prefix`).
-                if pass == 0 && s.recent[i] + 1.0 > limit && !(own_prefix && cached > 0) {
+                // First pass: only replicas within the load bound.
+                if pass == 0 && s.recent[i] + 1.0 > limit {
                     continue;
                 }
                 let cost = if imbalanced {
                     0.0
                 } else {
-                    (tokens - cached as f64 * per_key - supplied(i)).max(0.0)
+                    let cached = cached_keys(&replicas[i], &s.sent[i], hint, now, ttl) as f64;
+                    (tokens - cached * per_key - supplied(i)).max(0.0)
                 };
                 let near = std::cmp::Reverse(if imbalanced || !placed(i) {
                     0

@@ -145,6 +145,10 @@ pub struct PeersArgs {
     /// --gr-kv-blocks pools from the stream's past period, after the engine's working set]
     #[arg(long)]
     pub pool_items: Option<usize>,
+    /// gr: more `--routing gr` parameters for recache, after the `blocks=N` sized to its
+    /// engines (e.g. `balance=100:queue_gap=1000`: the load bound and queue gap off)
+    #[arg(long)]
+    pub recache_route_params: Option<String>,
 }
 
 impl PeersArgs {

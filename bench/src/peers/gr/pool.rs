@@ -39,7 +39,10 @@ pub fn recache_setup(args: &PeersArgs, replicas: &Replicas, stream: &Stream) -> 
         ]);
     }
     RecacheSetup {
-        routing: Some(format!("gr:blocks={blocks}")),
+        routing: Some(match &args.recache_route_params {
+            Some(more) => format!("gr:blocks={blocks}:{}", more.trim_start_matches(':')),
+            None => format!("gr:blocks={blocks}"),
+        }),
         kv_events: replicas.kv_events.clone(),
         extra,
     }

@@ -25,6 +25,7 @@ pub mod error;
 pub mod h1;
 mod headers;
 pub mod health;
+mod json;
 pub mod mirror;
 pub mod own;
 mod pinned;
@@ -32,11 +33,13 @@ pub mod pool;
 pub mod replica;
 pub mod route;
 
+use json::{json_or_error, json_request};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::HeaderMap;
 use http::uri::PathAndQuery;
 use http::{Method, Response, StatusCode, Uri};
 use http_body_util::BodyExt;
@@ -489,24 +492,4 @@ impl EngineClient {
             replica: chosen,
         })
     }
-}
-
-/// Headers and bytes of a JSON request body (none: an empty body without a content type).
-fn json_request(body: Option<&Value>) -> (HeaderMap, Bytes) {
-    let mut headers = HeaderMap::new();
-    let Some(v) = body else {
-        return (headers, Bytes::new());
-    };
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    (headers, Bytes::from(v.to_string()))
-}
-
-/// An answer's body as JSON; an `{"error": ...}` object carrying the text when it is not.
-fn json_or_error(bytes: &[u8]) -> Value {
-    serde_json::from_slice(bytes).unwrap_or_else(|_| {
-        serde_json::json!({"error": {"message": String::from_utf8_lossy(bytes), "type": "upstream_error"}})
-    })
 }

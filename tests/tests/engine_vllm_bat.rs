@@ -7,7 +7,8 @@ use std::time::Duration;
 use recache::config::ServeArgs;
 use recache::kvloop::config::KvLoopArgs;
 use recache::rank::config::{Admission, RankArgs, SelectorKind};
-use recache_integration::{Proxy, Testbed};
+use recache_adapters::order::Order;
+use recache_integration::{Proxy, Testbed, wait_for};
 use serde_json::{Value, json};
 
 /// Profile length in tokens; the bat budget holds one such profile and no more.
@@ -118,11 +119,54 @@ async fn bat_admission_follows_the_engines_cache() {
     tb.down();
 }
 
+/// The order file's publish counter (0 while it is missing or unreadable).
+fn order_seq(order: &str) -> u64 {
+    std::fs::read(order)
+        .ok()
+        .and_then(|b| Order::decode(&b).ok())
+        .map_or(0, |o| o.seq)
+}
+
+/// Waits until the engine's events for the request just answered reached the mirror (the
+/// snapshot is no longer `before`) and an order was published after them. Steering follows
+/// the engine's events, so a request sent sooner can be placed by an order that does not list
+/// the previous user's blocks yet, and the engine falls back to its own LRU for the rest (CI
+/// once lost 3 of a's blocks that way).
+async fn order_caught_up(
+    proxy: &Proxy,
+    order: &str,
+    before: &std::sync::Arc<recache::kvloop::resident::Snapshot>,
+) {
+    let kvloop = proxy.state.kvloop.as_ref().expect("engine loop on");
+    let seq = wait_for(
+        "the mirror to apply the request's events",
+        Duration::from_secs(10),
+        async || match kvloop.resident() {
+            Some(now) if !std::sync::Arc::ptr_eq(&now, before) => Ok(order_seq(order)),
+            _ => Err("snapshot unchanged"),
+        },
+    )
+    .await;
+    wait_for(
+        "an order published after those events",
+        Duration::from_secs(10),
+        async || {
+            let now = order_seq(order);
+            if now > seq {
+                Ok(())
+            } else {
+                Err(format!("seq {now}"))
+            }
+        },
+    )
+    .await;
+}
+
 /// Ranks user `a`, then five others (each refused: a holds the one-profile budget), and asks how
 /// many of `a`'s tokens the engine still had when `a` came back.
-/// `steered`: every one of them must be refused (with native eviction the engine may drop a
+/// `order` (steered): every one of them must be refused (with native eviction the engine may drop a
 /// early, and then the next user is admitted, rightly).
-async fn a_survives(tb: &Testbed, proxy: &Proxy, steered: bool) -> u64 {
+async fn a_survives(tb: &Testbed, proxy: &Proxy, order: Option<&str>) -> u64 {
     let a = proxy.rank(&request(&tb.model, "a", 300)).await;
     assert_eq!(a["prefix"], "user", "{a}");
     wait_snapshot(proxy, |n| n >= PROFILE / 32, "held a's prefix").await;
@@ -133,9 +177,11 @@ async fn a_survives(tb: &Testbed, proxy: &Proxy, steered: bool) -> u64 {
         ("e", 1500),
         ("f", 1800),
     ] {
+        let before = proxy.state.kvloop.as_ref().and_then(|k| k.resident());
         let v = proxy.rank(&request(&tb.model, user, first)).await;
-        if steered {
+        if let (Some(order), Some(before)) = (order, before) {
             assert_eq!(v["prefix"], "item", "{user}: {v}");
+            order_caught_up(proxy, order, &before).await;
         }
     }
     let again = proxy.rank(&request(&tb.model, "a", 300)).await;
@@ -173,14 +219,14 @@ async fn refused_users_are_evicted_first_when_recache_steers_vllm() {
     let native = Proxy::start_with(&args(false)).await;
     wait_snapshot(&native, |_| true, "became live").await;
     reset(&tb).await;
-    let native_cached = a_survives(&tb, &native, false).await;
+    let native_cached = a_survives(&tb, &native, None).await;
     drop(native);
     // Steered: the refused users' prompts (beyond their items) are the first victims.
     let steered = Proxy::start_with(&args(true)).await;
     wait_snapshot(&steered, |_| true, "became live").await;
     reset(&tb).await;
     flush_events(&tb).await;
-    let steered_cached = a_survives(&tb, &steered, true).await;
+    let steered_cached = a_survives(&tb, &steered, Some(&order_s)).await;
     tb.down();
     let _ = std::fs::remove_file(&order);
     assert!(

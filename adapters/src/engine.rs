@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use serde_json::Value;
 
-use crate::scoring::{ScoreAnswer, ScoreError, ScoreRequest};
+use crate::scoring::{BatchAnswer, ScoreAnswer, ScoreBatch, ScoreError, ScoreRequest};
 use crate::{sglang, vllm};
 
 /// An inference engine recache knows how to talk to.
@@ -191,6 +191,26 @@ impl Engine {
         match self {
             Engine::Vllm => vllm::score_body(req),
             Engine::Sglang => sglang::score_body(req),
+        }
+    }
+
+    /// The body of one call scoring a batch of prompts, each against its own labels.
+    pub fn score_batch_body(self, batch: &ScoreBatch<'_>) -> Value {
+        match self {
+            Engine::Vllm => vllm::score_batch_body(batch),
+            Engine::Sglang => sglang::score_batch_body(batch),
+        }
+    }
+
+    /// Reads a batch scoring answer; `labels` as in the request.
+    pub fn read_score_batch(
+        self,
+        answer: &Value,
+        labels: &[Vec<u32>],
+    ) -> Result<BatchAnswer, ScoreError> {
+        match self {
+            Engine::Vllm => vllm::read_score_batch(answer, labels),
+            Engine::Sglang => sglang::read_score_batch(answer, labels),
         }
     }
 

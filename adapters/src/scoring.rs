@@ -35,3 +35,34 @@ pub enum ScoreError {
     #[error("the engine returned no log-probability for label token {0}")]
     MissingLabel(u32),
 }
+
+/// Several prompts scored in one engine call (a retrieval step's beams), each with its own
+/// labels.
+#[derive(Debug, Clone, Copy)]
+pub struct ScoreBatch<'a> {
+    pub model: Option<&'a str>,
+    pub prompts: &'a [Vec<u32>],
+    /// Per prompt, the label token ids whose log-probabilities are wanted.
+    pub labels: &'a [Vec<u32>],
+}
+
+impl ScoreBatch<'_> {
+    /// Every prompt's labels together, sorted and deduplicated.
+    pub fn label_union(&self) -> Vec<u32> {
+        let mut all: Vec<u32> = self.labels.iter().flatten().copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+}
+
+/// What the engine answered for a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchAnswer {
+    /// Per prompt, a log-probability per label, in the request's order.
+    pub logprobs: Vec<Vec<f64>>,
+    /// Over the whole batch.
+    pub prompt_tokens: u64,
+    /// Over the whole batch, as far as the engine reports it (see each engine's reader).
+    pub cached_tokens: u64,
+}

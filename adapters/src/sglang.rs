@@ -11,7 +11,7 @@
 
 use serde_json::{Value, json};
 
-use crate::scoring::{ScoreAnswer, ScoreError, ScoreRequest};
+use crate::scoring::{BatchAnswer, ScoreAnswer, ScoreBatch, ScoreError, ScoreRequest};
 
 /// Answers 200 once the engine is up (SGLang runs a one-token generation for it).
 pub const HEALTH_PATH: &str = "/health";
@@ -91,6 +91,47 @@ pub fn read_score(answer: &Value, labels: &[u32]) -> Result<ScoreAnswer, ScoreEr
     })
 }
 
+/// One `/generate` call for a whole batch: `input_ids` the list of prompts and
+/// `token_ids_logprob` each prompt's own labels (SGLang takes a list per prompt).
+pub fn score_batch_body(batch: &ScoreBatch<'_>) -> Value {
+    let mut body = score_body(&ScoreRequest {
+        model: batch.model,
+        tokens: &[],
+        labels: &[],
+        cache_salt: None,
+    });
+    body["input_ids"] = json!(batch.prompts);
+    body["token_ids_logprob"] = json!(batch.labels);
+    body
+}
+
+/// Reads a batch answer: a list with one [`read_score`] answer per prompt, in order.
+pub fn read_score_batch(answer: &Value, labels: &[Vec<u32>]) -> Result<BatchAnswer, ScoreError> {
+    let Some(each) = answer.as_array().filter(|a| a.len() == labels.len()) else {
+        return Err(ScoreError::Shape(format!(
+            "a batched /generate answers a list of {} results; the engine answered {}",
+            labels.len(),
+            if answer.is_array() {
+                "a list of another length"
+            } else {
+                "something else"
+            }
+        )));
+    };
+    let mut out = BatchAnswer {
+        logprobs: Vec::with_capacity(labels.len()),
+        prompt_tokens: 0,
+        cached_tokens: 0,
+    };
+    for (a, l) in each.iter().zip(labels) {
+        let s = read_score(a, l)?;
+        out.logprobs.push(s.logprobs);
+        out.prompt_tokens += s.prompt_tokens;
+        out.cached_tokens += s.cached_tokens;
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,5 +161,28 @@ mod tests {
         assert_eq!(body["token_ids_logprob"], json!([300]));
         assert_eq!(body["input_ids"], json!([1, 2]));
         assert!(body.get("model").is_none());
+    }
+
+    #[test]
+    fn a_batch_is_one_generate_with_each_prompts_labels() {
+        let prompts = vec![vec![1, 2], vec![1, 3]];
+        let labels = vec![vec![300], vec![301, 302]];
+        let body = score_batch_body(&ScoreBatch {
+            model: None,
+            prompts: &prompts,
+            labels: &labels,
+        });
+        assert_eq!(body["input_ids"], json!([[1, 2], [1, 3]]));
+        assert_eq!(body["token_ids_logprob"], json!([[300], [301, 302]]));
+        let one = |lp: f64, t: u64, cached: u64| {
+            json!({"meta_info": {"prompt_tokens": 2, "cached_tokens": cached,
+                "output_token_ids_logprobs": [[[lp, t, null], [lp - 1.0, t + 1, null]]]}})
+        };
+        let answer = json!([one(-1.0, 300, 0), one(-2.0, 301, 1)]);
+        let a = read_score_batch(&answer, &labels).expect("batch");
+        assert_eq!(a.logprobs, vec![vec![-1.0], vec![-2.0, -3.0]]);
+        assert_eq!((a.prompt_tokens, a.cached_tokens), (4, 1));
+        assert!(read_score_batch(&json!([one(-1.0, 300, 0)]), &labels).is_err());
+        assert!(read_score_batch(&one(-1.0, 300, 0), &labels).is_err());
     }
 }

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::scoring::{ScoreAnswer, ScoreError, ScoreRequest};
+use crate::scoring::{BatchAnswer, ScoreAnswer, ScoreBatch, ScoreError, ScoreRequest};
 
 /// Answers 200 with an empty body once the engine is up.
 pub const HEALTH_PATH: &str = "/health";
@@ -93,28 +93,91 @@ pub fn score_body(req: &ScoreRequest<'_>) -> Value {
 /// Reads `choices[0].logprobs.top_logprobs[0]` (keyed `token_id:N`) and `usage`
 /// (`prompt_tokens_details.cached_tokens` with `--enable-prompt-tokens-details`).
 pub fn read_score(answer: &Value, labels: &[u32]) -> Result<ScoreAnswer, ScoreError> {
-    let top = &answer["choices"][0]["logprobs"]["top_logprobs"][0];
-    let Some(map) = top.as_object() else {
+    let logprobs = label_logprobs(&answer["choices"][0], labels)?;
+    let (prompt_tokens, cached_tokens) = usage(answer);
+    Ok(ScoreAnswer {
+        logprobs,
+        prompt_tokens,
+        cached_tokens,
+    })
+}
+
+/// One completions call for a whole batch: `prompt` is the list of token-id prompts and
+/// `logprob_token_ids` (with `allowed_token_ids`) the union of their labels, since vLLM takes
+/// one list for every prompt of a call. The log-probabilities are over the whole vocabulary,
+/// so each prompt's own labels read the values a call of its own would return.
+pub fn score_batch_body(batch: &ScoreBatch<'_>) -> Value {
+    let union = batch.label_union();
+    let mut body = score_body(&ScoreRequest {
+        model: batch.model,
+        tokens: &[],
+        labels: &union,
+        cache_salt: None,
+    });
+    body["prompt"] = json!(batch.prompts);
+    body
+}
+
+/// Reads a batch answer: choice `i` (by its `index`) answers prompt `i`; `usage` sums the
+/// prompts (vLLM 0.32 reports the cached tokens of the batch's last prompt only, so
+/// `cached_tokens` undercounts a batch).
+pub fn read_score_batch(answer: &Value, labels: &[Vec<u32>]) -> Result<BatchAnswer, ScoreError> {
+    let choices = answer["choices"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let mut logprobs = vec![None; labels.len()];
+    for c in choices {
+        let i = c["index"].as_u64().unwrap_or(u64::MAX) as usize;
+        if let (Some(slot), Some(l)) = (logprobs.get_mut(i), labels.get(i)) {
+            *slot = Some(label_logprobs(c, l)?);
+        }
+    }
+    let logprobs = logprobs
+        .into_iter()
+        .enumerate()
+        .map(|(i, lp)| {
+            lp.ok_or_else(|| ScoreError::Shape(format!("the engine's answer has no choice {i}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let (prompt_tokens, cached_tokens) = usage(answer);
+    Ok(BatchAnswer {
+        logprobs,
+        prompt_tokens,
+        cached_tokens,
+    })
+}
+
+/// The labels' log-probabilities in one choice's `logprobs.top_logprobs[0]`.
+fn label_logprobs(choice: &Value, labels: &[u32]) -> Result<Vec<f64>, ScoreError> {
+    let Some(map) = choice["logprobs"]["top_logprobs"][0].as_object() else {
         return Err(ScoreError::Shape(
-            "the engine's answer has no choices[0].logprobs.top_logprobs[0] (does it support \
+            "the engine's answer has no choices[i].logprobs.top_logprobs[0] (does it support \
              logprob_token_ids? vLLM 0.32 does)"
                 .into(),
         ));
     };
-    let logprobs = labels
+    labels
         .iter()
         .map(|&l| {
             map.get(&format!("token_id:{l}"))
                 .and_then(Value::as_f64)
                 .ok_or(ScoreError::MissingLabel(l))
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect()
+}
+
+/// (prompt tokens, cached prompt tokens) of `usage`.
+fn usage(answer: &Value) -> (u64, u64) {
     let usage = &answer["usage"];
-    Ok(ScoreAnswer {
-        logprobs,
-        prompt_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
-        cached_tokens: usage["prompt_tokens_details"]["cached_tokens"]
+    (
+        usage["prompt_tokens"].as_u64().unwrap_or(0),
+        usage["prompt_tokens_details"]["cached_tokens"]
             .as_u64()
             .unwrap_or(0),
-    })
+    )
 }
+
+#[cfg(test)]
+#[path = "vllm_tests.rs"]
+mod tests;

@@ -16,6 +16,8 @@
 //! - [`beam`]: the candidate ordering key and the CPU references of the
 //!   constrained beam top-k (early-terminated min-heap, brute force, and a
 //!   mirror of the GPU's threshold selection).
+//! - [`step`]: a search step whose beams each offer a few tokens, posed as a beam top-k
+//!   over a step-local vocabulary and trie (retrieval's steps).
 //! - [`testing`]: a seeded PRNG and random-input builders shared by the CPU
 //!   and GPU parity tests.
 //! - [`error`]: the crate's error type.
@@ -29,6 +31,7 @@ pub mod error;
 pub mod rope;
 pub mod scatter;
 pub mod sources;
+pub mod step;
 pub mod testing;
 pub mod trie;
 

@@ -28,6 +28,7 @@ const FIELDS: &[&str] = &[
     "invalid_share",
     "latency_p50_ms",
     "latency_p99_ms",
+    "engine_requests_per_retrieval",
 ];
 
 /// One summary row per system of `workload` (per system × `beam_width` where rows carry

@@ -107,7 +107,15 @@ pub async fn run(args: RetrieveBenchArgs) -> Result<(), BenchError> {
             .map_err(|e| BenchError::Setup(format!("starting recache: {e}")))?;
         reset(&client, engine, &upstream).await?;
         let mut row = ours(
-            &client, &server, &model, &users, &index, width, args.top_k, align,
+            &client,
+            &server,
+            (engine, &upstream),
+            &model,
+            &users,
+            &index,
+            width,
+            args.top_k,
+            align,
         )
         .await?;
         row.computed_vs_greedy = row.computed_tokens / greedy;
@@ -219,6 +227,7 @@ async fn greedy(
 async fn ours(
     client: &HttpClient,
     server: &LocalServer,
+    (engine, upstream): (recache_adapters::Engine, &str),
     model: &str,
     users: &[users::User],
     index: &RetrieveIndex,
@@ -228,11 +237,14 @@ async fn ours(
 ) -> Result<WidthRow, BenchError> {
     let url = server.url("/v1/retrieve");
     let k = top_k.min(width);
-    let (mut lat, mut computed, mut prompt, mut cached, mut calls, mut early) =
-        (Vec::new(), 0.0, 0.0, 0.0, 0.0, 0usize);
+    let (mut lat, mut calls, mut early) = (Vec::new(), 0.0, 0usize);
     let (mut invalid, mut dups) = (0, 0);
     let progress =
         crate::progress::Progress::new(users.len() as u64, format!("retrieve width {width}"));
+    // Tokens from the engine's own counters: vLLM's usage of a call with several prompts
+    // reports the cached tokens of its last prompt only.
+    let metrics_url = format!("{upstream}/metrics");
+    let metrics_before = http::get_text(client, &metrics_url).await?;
     for u in users {
         let body = json!({"model": model, "user": {"id": u.id, "text": u.text},
                           "beam_width": width, "top_k": k});
@@ -245,11 +257,7 @@ async fn ours(
             )));
         }
         let usage = &v["usage"];
-        let f = |k: &str| usage[k].as_f64().unwrap_or(0.0);
-        prompt += f("prompt_tokens");
-        cached += f("cached_tokens");
-        computed += f("prompt_tokens") - f("cached_tokens");
-        calls += f("engine_calls");
+        calls += usage["engine_calls"].as_f64().unwrap_or(0.0);
         early += usage["stopped_early"].as_bool().unwrap_or(false) as usize;
         let ids: Vec<&str> = v["items"]
             .as_array()
@@ -266,6 +274,9 @@ async fn ours(
         progress.inc(1);
     }
     progress.finish();
+    let metrics_after = http::get_text(client, &metrics_url).await?;
+    let (prompt, cached) = engine_ops::cache_deltas(engine, &metrics_before, &metrics_after);
+    let computed = prompt - cached;
     lat.sort_by(f64::total_cmp);
     let n = users.len().max(1) as f64;
     Ok(WidthRow {

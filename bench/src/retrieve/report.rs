@@ -11,13 +11,15 @@ pub struct WidthRow {
     pub retrievals: usize,
     pub p50_ms: f64,
     pub p99_ms: f64,
-    /// Engine-computed tokens per retrieval (prompt tokens not served from cache, summed
-    /// over every scoring call), mean.
+    /// Engine-computed tokens per retrieval (prompt tokens not served from cache, from the
+    /// engine's own prefix-cache counters over the width's run), mean.
     pub computed_tokens: f64,
     /// `computed_tokens` over the greedy baseline's (same users).
     pub computed_vs_greedy: f64,
     /// Cached share of all prompt tokens the search sent.
     pub cached_share: f64,
+    /// recache's calls to the engine per retrieval (one per search step since the batched
+    /// steps), mean.
     pub engine_calls: f64,
     pub stopped_early_share: f64,
     /// Returned ids not in the catalog (ours), and returned duplicates.

@@ -47,9 +47,10 @@ pub struct Item {
 pub struct Usage {
     /// Prompt tokens over every engine call of the search.
     pub prompt_tokens: u64,
-    /// Of those, served from the engine's prefix cache.
+    /// Of those, served from the engine's prefix cache, as the engine reports it (vLLM
+    /// reports a call's last prompt only, so on vLLM this undercounts).
     pub cached_tokens: u64,
-    /// Engine calls (one per live beam per step).
+    /// Engine calls (one per step; more only where a step's label union exceeds 128).
     pub engine_calls: u64,
     pub steps: usize,
     /// Beams dropped because they could not beat the k-th item found.

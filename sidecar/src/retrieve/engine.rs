@@ -1,60 +1,153 @@
 //! Talking to the engine for retrieval: the prompt (user + instruction as token ids, padded
-//! to a whole number of KV blocks), one scoring call per live beam, and the check that the
+//! to a whole number of KV blocks), one scoring call per search step, and the check that the
 //! index's code tokens exist in the served model.
 //!
-//! The scoring call is the engine's ranking dialect (`recache_adapters::Engine::score_body`:
-//! vLLM `logprob_token_ids` + `allowed_token_ids`, SGLang `token_ids_logprob`) with the
-//! beam's code tokens appended to the prompt and the trie's allowed next tokens as labels.
-//! Every beam's call starts with the same prompt, so the engine computes it once and the
-//! others read it from its prefix cache; padding the prompt to a block boundary
-//! (`--retrieve-align`) makes all of it cacheable, leaving each call only its beam's tokens.
+//! A step's call carries every live beam as its own prompt (`recache_adapters::Engine::
+//! score_batch_body`: on vLLM one completions call with a list of prompts and the union of
+//! their allowed tokens, on SGLang one batched `/generate` with each prompt's own labels);
+//! each beam reads only its own tokens' log-probabilities, which are over the whole vocabulary,
+//! so the scores equal one call per beam. Every prompt starts with the same prompt, so the
+//! engine computes it once and reads it from its prefix cache after; padding it to a block
+//! boundary (`--retrieve-align`) makes all of it cacheable. The first call is routed like any
+//! of recache's own prompts (cache-aware when the routing rule is); every later step goes to
+//! the replica that answered it, which holds the prompt's KV, and is routed anew only when
+//! that replica fails.
 
+use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use http::Method;
 use recache_adapters::Engine;
-use recache_adapters::scoring::ScoreRequest;
+use recache_adapters::scoring::{BatchAnswer, ScoreBatch, ScoreRequest};
 
-use super::search::{Scorer, StepScores};
+use super::index::MAX_CHILDREN;
+use super::search::{Ask, Scorer, StepScores, join_all};
 use crate::client::EngineClient;
 use crate::engine::api::TextOrTokens;
-use crate::engine::{EngineError, post_json, tokenize};
+use crate::engine::{EngineError, answer, post_json, tokenize};
 
 /// Instruction appended after the user when the request gives none.
 pub const DEFAULT_INSTRUCTION: &str = "\nThe next item the user will interact with is:";
 
-/// Scores beams of one request against the engine.
+/// No replica chosen yet.
+const UNPINNED: usize = usize::MAX;
+
+/// Scores the beams of one request against the engine.
 pub struct EngineScorer<'a> {
-    pub client: &'a Arc<EngineClient>,
-    pub engine: Engine,
-    pub model: Option<&'a str>,
-    pub prompt: &'a [u32],
+    client: &'a Arc<EngineClient>,
+    engine: Engine,
+    model: Option<&'a str>,
+    prompt: &'a [u32],
+    /// The replica that answered the search's first call; [`UNPINNED`] until then.
+    replica: AtomicUsize,
+}
+
+impl<'a> EngineScorer<'a> {
+    pub fn new(
+        client: &'a Arc<EngineClient>,
+        engine: Engine,
+        model: Option<&'a str>,
+        prompt: &'a [u32],
+    ) -> Self {
+        Self {
+            client,
+            engine,
+            model,
+            prompt,
+            replica: AtomicUsize::new(UNPINNED),
+        }
+    }
+
+    /// One engine call for the asks `idx`: on the pinned replica, else (first call, or the
+    /// pinned replica failed) routed, pinning whichever replica answers.
+    async fn call(&self, asks: &[Ask<'_>], idx: &[usize]) -> Result<BatchAnswer, EngineError> {
+        let prompts: Vec<Vec<u32>> = idx
+            .iter()
+            .map(|&i| [self.prompt, asks[i].beam].concat())
+            .collect();
+        let labels: Vec<Vec<u32>> = idx.iter().map(|&i| asks[i].next.to_vec()).collect();
+        let body = self.engine.score_batch_body(&ScoreBatch {
+            model: self.model,
+            prompts: &prompts,
+            labels: &labels,
+        });
+        let path = self.engine.scoring_path();
+        let pinned = match self.replica.load(Ordering::Relaxed) {
+            UNPINNED => None,
+            i => match self
+                .client
+                .json_to(i, Method::POST, path, Some(&body))
+                .await
+            {
+                Ok(a) if !a.status.is_server_error() => Some(a),
+                Ok(a) => {
+                    tracing::debug!(replica = i, status = %a.status, "retrieve: pinned replica failed, routing anew");
+                    None
+                }
+                Err(e) => {
+                    tracing::debug!(replica = i, error = %e, "retrieve: pinned replica failed, routing anew");
+                    None
+                }
+            },
+        };
+        let got = match pinned {
+            Some(a) => a,
+            None => self.client.json(Method::POST, path, Some(&body)).await?,
+        };
+        if let Some(r) = got.replica {
+            self.replica.store(r, Ordering::Relaxed);
+        }
+        self.engine
+            .read_score_batch(&answer(got)?, &labels)
+            .map_err(|e| EngineError::BadEngineAnswer(e.to_string()))
+    }
 }
 
 impl Scorer for EngineScorer<'_> {
     type Error = EngineError;
 
-    async fn score(&self, beam: &[u32], next: &[u32]) -> Result<StepScores, EngineError> {
-        let mut tokens = Vec::with_capacity(self.prompt.len() + beam.len());
-        tokens.extend_from_slice(self.prompt);
-        tokens.extend_from_slice(beam);
-        let req = ScoreRequest {
-            model: self.model,
-            tokens: &tokens,
-            labels: next,
-            cache_salt: None,
+    async fn score_step(&self, asks: &[Ask<'_>]) -> Result<StepScores, EngineError> {
+        let groups = calls(asks, MAX_CHILDREN);
+        let answers = join_all(groups.iter().map(|g| self.call(asks, g))).await;
+        let mut out = StepScores {
+            logprobs: vec![Vec::new(); asks.len()],
+            ..Default::default()
         };
-        let body = self.engine.score_body(&req);
-        let answer = post_json(self.client, self.engine.scoring_path(), &body).await?;
-        let s = self
-            .engine
-            .read_score(&answer, next)
-            .map_err(|e| EngineError::BadEngineAnswer(e.to_string()))?;
-        Ok(StepScores {
-            logprobs: s.logprobs,
-            prompt_tokens: s.prompt_tokens,
-            cached_tokens: s.cached_tokens,
-        })
+        for (g, a) in groups.iter().zip(answers) {
+            let a = a?;
+            out.engine_calls += 1;
+            out.prompt_tokens += a.prompt_tokens;
+            out.cached_tokens += a.cached_tokens;
+            for (&i, lp) in g.iter().zip(a.logprobs) {
+                out.logprobs[i] = lp;
+            }
+        }
+        Ok(out)
     }
+}
+
+/// Splits a step's asks into as few calls as keep each call's label union within
+/// `max_labels` (vLLM takes one `logprob_token_ids` list of at most 128 for all of a call's
+/// prompts); one call whenever the union fits, as it does when the step's beams are all at one
+/// code level.
+pub fn calls(asks: &[Ask<'_>], max_labels: usize) -> Vec<Vec<usize>> {
+    let mut out = Vec::new();
+    let mut cur: Vec<usize> = Vec::new();
+    let mut union: HashSet<u32> = HashSet::new();
+    for (i, a) in asks.iter().enumerate() {
+        let added = a.next.iter().filter(|t| !union.contains(t)).count();
+        if !cur.is_empty() && union.len() + added > max_labels {
+            out.push(std::mem::take(&mut cur));
+            union.clear();
+        }
+        union.extend(a.next.iter().copied());
+        cur.push(i);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
 }
 
 /// The search's prompt: `pad* user instruction`, with as many pad tokens in front as make its

@@ -59,12 +59,7 @@ pub async fn retrieve(
         cfg.pad_token,
     )
     .await?;
-    let scorer = EngineScorer {
-        client: &state.client,
-        engine: state.engine,
-        model,
-        prompt: &prompt,
-    };
+    let scorer = EngineScorer::new(&state.client, state.engine, model, &prompt);
     let spec = SearchSpec {
         beam_width: req.beam_width,
         top_k: req.top_k,

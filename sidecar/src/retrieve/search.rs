@@ -1,7 +1,8 @@
 //! Constrained beam search over the index's trie, with early stopping.
 //!
-//! Each step asks the scorer, once per live beam, for the log-probability of every token the
-//! trie allows after that beam (subtrees whose items are all excluded are not offered), then
+//! Each step asks the scorer, for all live beams at once, for the log-probability of every
+//! token the trie allows after each beam (subtrees whose items are all excluded are not
+//! offered), then
 //! keeps the best `beam_width` of (beam × allowed token) through recache's beam top-k — the
 //! CUDA kernel when the machine has a GPU, else its CPU reference (`topk`), fed one step at a
 //! time over the step's own small vocabulary. A beam that reaches a leaf is a finished item. Scores are sums
@@ -12,27 +13,33 @@
 use std::collections::HashMap;
 use std::future::Future;
 
-use recache_kernels::beam::BeamStep;
-use recache_kernels::trie::Trie;
+use recache_kernels::step::LocalStep;
 
 use super::index::RetrieveIndex;
 
-/// What one scoring call answered: a log-probability per offered token (same order), and its
-/// prompt and cached prompt tokens.
-#[derive(Debug, Clone, PartialEq)]
+/// One beam's question in a step: its code tokens so far and the tokens offered after them.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask<'a> {
+    pub beam: &'a [u32],
+    pub next: &'a [u32],
+}
+
+/// What the scorer answered for one step: per ask a log-probability per offered token (same
+/// order), and what the step cost the engine.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct StepScores {
-    pub logprobs: Vec<f64>,
+    pub logprobs: Vec<Vec<f64>>,
+    pub engine_calls: u64,
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
 }
 
-/// Scores the tokens that may follow a beam's code tokens (the scorer adds the prompt).
+/// Scores the tokens that may follow each beam's code tokens (the scorer adds the prompt).
 pub trait Scorer {
     type Error;
-    fn score(
+    fn score_step(
         &self,
-        beam: &[u32],
-        next: &[u32],
+        asks: &[Ask<'_>],
     ) -> impl Future<Output = Result<StepScores, Self::Error>> + Send;
 }
 
@@ -110,25 +117,28 @@ pub async fn search<S: Scorer>(
         }
         stats.steps += 1;
         let offers: Vec<Vec<(u32, i32)>> = live.iter().map(|b| allowed(b.node)).collect();
-        let calls = live.iter().zip(&offers).map(|(b, offer)| {
-            let next: Vec<u32> = offer.iter().map(|(t, _)| *t).collect();
-            async move {
-                if next.is_empty() {
-                    return Ok(None);
-                }
-                scorer.score(&b.tokens, &next).await.map(Some)
+        let next: Vec<Vec<u32>> = offers
+            .iter()
+            .map(|o| o.iter().map(|(t, _)| *t).collect())
+            .collect();
+        // Beams with nothing left to offer are not asked; their rows stay empty.
+        let asked: Vec<usize> = (0..live.len()).filter(|&b| !next[b].is_empty()).collect();
+        let asks: Vec<Ask<'_>> = asked
+            .iter()
+            .map(|&b| Ask {
+                beam: &live[b].tokens,
+                next: &next[b],
+            })
+            .collect();
+        let mut rows = vec![Vec::new(); live.len()];
+        if !asks.is_empty() {
+            let s = scorer.score_step(&asks).await?;
+            stats.engine_calls += s.engine_calls;
+            stats.prompt_tokens += s.prompt_tokens;
+            stats.cached_tokens += s.cached_tokens;
+            for (&b, lp) in asked.iter().zip(s.logprobs) {
+                rows[b] = lp;
             }
-        });
-        let answers = join_all(calls).await;
-        let mut rows = Vec::with_capacity(live.len());
-        for a in answers {
-            let a = a?;
-            if let Some(s) = &a {
-                stats.engine_calls += 1;
-                stats.prompt_tokens += s.prompt_tokens;
-                stats.cached_tokens += s.cached_tokens;
-            }
-            rows.push(a.map(|s| s.logprobs).unwrap_or_default());
         }
         let chosen = select(&live, &offers, &rows, spec.beam_width);
         let mut next_live = Vec::with_capacity(chosen.len());
@@ -176,76 +186,19 @@ fn excluded_counts(index: &RetrieveIndex, exclude: &[usize]) -> HashMap<i32, u32
     counts
 }
 
-/// One step's top-`width` of (beam × offered token) through the kernel's CPU reference: the
-/// step's offered tokens become a small vocabulary, each live beam a row of it (padded to
-/// `width` rows with inactive beams), and a step-local trie whose node `b` offers beam `b`'s
-/// tokens. Returns (beam, (token, trie node), score), best first.
+/// One step's top-`width` of (beam × offered token), best first: (beam, (token, trie node),
+/// score), through the beam top-k over the step's own small vocabulary ([`LocalStep`]).
 fn select(
     live: &[Beam],
     offers: &[Vec<(u32, i32)>],
     rows: &[Vec<f64>],
     width: usize,
 ) -> Vec<(usize, (u32, i32), f32)> {
-    let mut vocab: Vec<u32> = offers.iter().flatten().map(|(t, _)| *t).collect();
-    vocab.sort_unstable();
-    vocab.dedup();
-    if vocab.is_empty() {
-        return Vec::new();
-    }
-    let col = |t: u32| vocab.binary_search(&t).unwrap_or(0);
-    let rows_n = width.max(live.len());
-    let v = vocab.len();
-    let mut log_probs = vec![f32::NEG_INFINITY; rows_n * v];
-    let mut beam_scores = vec![f32::NEG_INFINITY; rows_n];
-    let mut beam_node = vec![-1i32; rows_n];
-    // Step-local trie: nodes 0..rows_n are the beams, then one leaf per offered edge.
-    let mut local = Trie {
-        row_ptr: vec![0],
-        ..Default::default()
-    };
-    let mut edges: Vec<(usize, u32, i32)> = Vec::new();
-    for r in 0..rows_n {
-        if let (Some(beam), Some(offer)) = (live.get(r), offers.get(r)) {
-            beam_scores[r] = beam.score;
-            beam_node[r] = r as i32;
-            let mut sorted: Vec<(usize, u32, i32, f64)> = offer
-                .iter()
-                .zip(rows[r].iter().chain(std::iter::repeat(&f64::NEG_INFINITY)))
-                .map(|((t, n), lp)| (col(*t), *t, *n, *lp))
-                .collect();
-            sorted.sort_unstable_by_key(|e| e.0);
-            for (c, t, n, lp) in sorted {
-                log_probs[r * v + c] = lp as f32;
-                local.child_token.push(c as i32);
-                local.child_node.push((rows_n + edges.len()) as i32);
-                edges.push((r, t, n));
-            }
-        }
-        local.row_ptr.push(local.child_token.len() as i32);
-    }
-    for _ in 0..edges.len() {
-        local.row_ptr.push(local.child_token.len() as i32);
-    }
-    let step = BeamStep {
-        log_probs: &log_probs,
-        row_stride: v,
-        vocab: v,
-        beam_scores: &beam_scores,
-        beam_node: &beam_node,
-        trie: &local,
-        per_beam_k: rows_n.min(recache_kernels::beam::MAX_PER_BEAM_K),
-    };
-    let Some(choices) = super::topk::select(&step) else {
+    let scores: Vec<f32> = live.iter().map(|b| b.score).collect();
+    let Some(local) = LocalStep::new(&scores, offers, rows, width) else {
         return Vec::new();
     };
-    choices
-        .into_iter()
-        .filter(|c| c.node >= 0 && c.score > f32::NEG_INFINITY)
-        .filter_map(|c| {
-            let (beam, token, node) = *edges.get(c.node as usize - rows_n)?;
-            Some((beam, (token, node), c.score))
-        })
-        .collect()
+    super::topk::select(&local.step()).map_or_else(Vec::new, |c| local.decode(c))
 }
 
 /// Awaits every future together and returns their outputs in input order (the calls run

@@ -3,8 +3,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::engine::calls;
 use super::index::{FORMAT, IndexFile, IndexedItem, RetrieveIndex};
-use super::search::{Found, Scorer, SearchSpec, StepScores, search};
+use super::search::{Ask, Found, Scorer, SearchSpec, StepScores, search};
 
 /// Log-softmax over the offered tokens of a seeded hash of (beam, token): a proper
 /// distribution, so scores fall as codes grow and the early stop is sound.
@@ -31,12 +32,16 @@ impl Fake {
 
 impl Scorer for Fake {
     type Error = std::convert::Infallible;
-    async fn score(&self, beam: &[u32], next: &[u32]) -> Result<StepScores, Self::Error> {
+    async fn score_step(&self, asks: &[Ask<'_>]) -> Result<StepScores, Self::Error> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         Ok(StepScores {
-            logprobs: next.iter().map(|&t| self.lp(beam, next, t)).collect(),
-            prompt_tokens: 10 + beam.len() as u64,
-            cached_tokens: 10,
+            logprobs: asks
+                .iter()
+                .map(|a| a.next.iter().map(|&t| self.lp(a.beam, a.next, t)).collect())
+                .collect(),
+            engine_calls: 1,
+            prompt_tokens: asks.iter().map(|a| 10 + a.beam.len() as u64).sum(),
+            cached_tokens: 10 * asks.len() as u64,
         })
     }
 }
@@ -141,7 +146,8 @@ fn wide_beam_equals_exhaustive_scoring_with_exclusions() {
             let (got, stats) = run(&idx, &fake, spec);
             assert_eq!(got, exhaustive(&idx, &fake, &exclude, 5), "seed {seed}");
             assert!(got.iter().all(|f| !exclude.contains(&f.item)));
-            assert!(stats.engine_calls > 0 && stats.steps >= 3);
+            assert!(stats.steps >= 3);
+            assert_eq!(stats.engine_calls, stats.steps as u64, "one call a step");
         }
     }
 }
@@ -208,4 +214,28 @@ fn excluding_every_item_answers_nothing() {
     );
     assert!(got.is_empty());
     assert_eq!(stats.engine_calls, 0);
+}
+
+#[test]
+fn a_step_is_one_call_while_its_label_union_fits() {
+    let (a, b, c) = ([1u32, 2, 3], [3u32, 4], [5u32, 6, 7]);
+    let asks = [
+        Ask {
+            beam: &[],
+            next: &a,
+        },
+        Ask {
+            beam: &[9],
+            next: &b,
+        },
+        Ask {
+            beam: &[8],
+            next: &c,
+        },
+    ];
+    assert_eq!(calls(&asks, 128), vec![vec![0, 1, 2]]);
+    // Union {1,2,3,4} fits in 4; adding 5,6,7 would not: a second call.
+    assert_eq!(calls(&asks, 4), vec![vec![0, 1], vec![2]]);
+    assert_eq!(calls(&asks, 3), vec![vec![0], vec![1], vec![2]]);
+    assert!(calls(&[], 128).is_empty());
 }

@@ -144,6 +144,11 @@ impl Run {
             "hit_rate": self.cached_tokens / self.prompt_tokens.max(1.0),
             "kv_bytes": self.kv_bytes,
             "max_share": self.per_replica.as_deref().map(max_share),
+            // The engines' own request counts: a batched call's prompts count one each, as
+            // vLLM's beam search counts one request per beam and step.
+            "engine_requests_per_retrieval": (self.per_replica.as_deref())
+                .filter(|_| ok > 0)
+                .map(|r| r.iter().sum::<f64>() / ok as f64),
             "requests_per_replica": self.per_replica,
             "wall_s": self.wall_s,
         })

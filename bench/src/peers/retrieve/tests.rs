@@ -85,6 +85,7 @@ fn a_row_has_every_field() {
         prompt_tokens: 100.0,
         cached_tokens: 60.0,
         kv_bytes: 7,
+        per_replica: Some(vec![3.0, 5.0]),
         ..Default::default()
     };
     let row = run.row();
@@ -100,10 +101,12 @@ fn a_row_has_every_field() {
         "beam_width",
         "latency_p50_ms",
         "latency_p99_ms",
+        "engine_requests_per_retrieval",
     ] {
         assert!(row.get(f).is_some(), "{f} missing: {row}");
     }
     assert_eq!(row["valid_items_per_s"], 0.5);
+    assert_eq!(row["engine_requests_per_retrieval"], 8.0);
     assert_eq!(row["invalid_share"], 0.5);
     assert_eq!(row["computed_tokens"], 40.0);
     assert_eq!(row["latency_p99_ms"], 30.0);

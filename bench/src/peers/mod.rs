@@ -105,6 +105,12 @@ pub async fn run(args: PeersArgs) -> Result<(), BenchError> {
                 (Workload::Retrieve, Some(r)) => {
                     let load = (retrieval.as_ref())
                         .ok_or_else(|| BenchError::Setup("no retrieval load".into()))?;
+                    // On one replica vLLM's beam search also runs without a gateway.
+                    let mut with_direct = systems.clone();
+                    if r.urls.len() == 1 {
+                        with_direct.push(System::Direct);
+                    }
+                    let order = self::order(&with_direct, round - 1);
                     let mut v = Vec::new();
                     for &width in &args.widths {
                         for &s in &order {

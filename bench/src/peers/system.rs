@@ -19,6 +19,9 @@ use crate::overhead::free_port;
 pub enum System {
     Recache,
     Peer(Peer),
+    /// The engine itself, no gateway: the retrieve workload on one replica (vLLM's own beam
+    /// search, the bar `/v1/retrieve` is held to).
+    Direct,
 }
 
 impl System {
@@ -27,6 +30,7 @@ impl System {
             System::Recache => "recache",
             System::Peer(Peer::SglangRouter) => "sglang-router",
             System::Peer(Peer::VllmRouter) => "vllm-router",
+            System::Direct => "vllm-direct",
         }
     }
 }
@@ -43,23 +47,26 @@ pub struct RecacheSetup {
     pub extra: Vec<String>,
 }
 
-/// A running system, killed on drop.
+/// A running system, killed on drop (nothing to kill for [`System::Direct`]).
 pub struct Running {
     pub system: System,
     pub addr: SocketAddr,
-    child: Child,
+    url: String,
+    child: Option<Child>,
 }
 
 impl Running {
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.url.clone()
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
 
@@ -70,6 +77,26 @@ pub async fn start(
     replicas: &[String],
     recache: &RecacheSetup,
 ) -> Result<Running, BenchError> {
+    if system == System::Direct {
+        let addr = |u: &str| {
+            u.trim_start_matches("http://")
+                .trim_end_matches('/')
+                .parse()
+                .ok()
+        };
+        return match replicas {
+            [one] if addr(one).is_some() => Ok(Running {
+                system,
+                addr: addr(one).unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0))),
+                url: one.clone(),
+                child: None,
+            }),
+            _ => Err(BenchError::Setup(format!(
+                "{} needs exactly one replica at http://HOST:PORT (--replicas 1), not {replicas:?}",
+                system.name()
+            ))),
+        };
+    }
     let addr = free_port()?;
     let mut cmd = match system {
         System::Recache => {
@@ -90,6 +117,7 @@ pub async fn start(
                 .env("RECACHE_LOG", "warn");
             c
         }
+        System::Direct => unreachable!("answered above"),
         System::Peer(peer) => {
             let mut c = Command::new(install::binary(venv, peer));
             if peer == Peer::SglangRouter {
@@ -111,7 +139,7 @@ pub async fn start(
         .map_err(BenchError::io(format!("starting {}", system.name())))?;
     let path = match system {
         System::Recache => "/ready",
-        System::Peer(_) => "/health",
+        System::Peer(_) | System::Direct => "/health",
     };
     let client = http::client();
     let url = format!("http://{addr}{path}");
@@ -130,7 +158,8 @@ pub async fn start(
             return Ok(Running {
                 system,
                 addr,
-                child,
+                url: format!("http://{addr}"),
+                child: Some(child),
             });
         }
         if Instant::now() > deadline {

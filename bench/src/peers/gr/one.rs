@@ -70,7 +70,7 @@ pub async fn one(
     replicas.reset(&client).await?;
     let layout = match s {
         System::Recache => stream.sets.recache,
-        System::Peer(_) => stream.sets.peers,
+        System::Peer(_) | System::Direct => stream.sets.peers,
     };
     let setup = pool::recache_setup(args, replicas, stream);
     let running = system::start(s, venv, &replicas.urls, &setup).await?;
@@ -105,7 +105,7 @@ pub async fn one(
                         let check = move |v: &Value| prompt::rank_answer_rank(v, &target, n);
                         send(client, format!("{base}/v1/rank"), rank_body, check).await
                     }
-                    System::Peer(_) => {
+                    System::Peer(_) | System::Direct => {
                         let check = move |v: &Value| prompt::peer_rank(v, &labels, pos);
                         send(client, format!("{base}/v1/completions"), peer_body, check).await
                     }

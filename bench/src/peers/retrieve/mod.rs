@@ -95,7 +95,7 @@ fn bodies(s: System, load: &RetrieveLoad, model: &str, width: usize) -> Vec<Arc<
                     "beam_width": width, "top_k": k}))
             })
             .collect(),
-        System::Peer(_) => (load.texts.iter())
+        System::Peer(_) | System::Direct => (load.texts.iter())
             .map(|t| {
                 Arc::new(json!({"model": model, "prompt": t, "use_beam_search": true,
                     "n": width, "max_tokens": load.index.depth, "temperature": 0,
@@ -123,7 +123,7 @@ pub async fn one(
     let running = system::start(s, venv, &replicas.urls, &setup(args, replicas, load)).await?;
     let path = match s {
         System::Recache => "/v1/retrieve",
-        System::Peer(_) => "/v1/completions",
+        System::Peer(_) | System::Direct => "/v1/completions",
     };
     ready(&client, &running.url(), &replicas.model).await;
     let url = format!("{}{path}", running.url());
@@ -165,7 +165,7 @@ pub async fn one(
         let read = match got {
             Ok((200, v)) => match s {
                 System::Recache => score::recache_items(&load.index, &v, k),
-                System::Peer(_) => score::peer_items(&load.index, &v, k),
+                System::Peer(_) | System::Direct => score::peer_items(&load.index, &v, k),
             },
             Ok((status, v)) => Err(format!("status {status}: {}", cut(&v.to_string()))),
             Err(e) => Err(e),
@@ -211,6 +211,7 @@ pub async fn one(
     row["routing"] = match s {
         System::Recache => json!(format!("prefix:blocks={}", args.kv_blocks)),
         System::Peer(_) => json!("cache_aware"),
+        System::Direct => json!("none"),
     };
     row["align"] = json!(load.align);
     row["mean_prompt_tokens"] = json!(load.mean_prompt_tokens);

@@ -103,9 +103,10 @@ pub fn read_score(answer: &Value, labels: &[u32]) -> Result<ScoreAnswer, ScoreEr
 }
 
 /// One completions call for a whole batch: `prompt` is the list of token-id prompts and
-/// `logprob_token_ids` (with `allowed_token_ids`) the union of their labels, since vLLM takes
-/// one list for every prompt of a call. The log-probabilities are over the whole vocabulary,
-/// so each prompt's own labels read the values a call of its own would return.
+/// `logprob_token_ids` the union of their labels, since vLLM takes one list for every prompt
+/// of a call. The log-probabilities are over the whole vocabulary, so each prompt's own labels
+/// read the values a call of its own would return. No `allowed_token_ids`: nothing reads the
+/// generated token, and its per-prompt mask cost 15–25 ms a 32-prompt call on the testbed.
 pub fn score_batch_body(batch: &ScoreBatch<'_>) -> Value {
     let union = batch.label_union();
     let mut body = score_body(&ScoreRequest {
@@ -115,6 +116,9 @@ pub fn score_batch_body(batch: &ScoreBatch<'_>) -> Value {
         cache_salt: None,
     });
     body["prompt"] = json!(batch.prompts);
+    if let Some(o) = body.as_object_mut() {
+        o.remove("allowed_token_ids");
+    }
     body
 }
 

@@ -207,9 +207,10 @@ mod tests {
         );
         assert_eq!(goals[1]["field"], "recall_at_10");
         assert_eq!(goals[1]["met"], true, "0.2 >= 0.2");
-        // The returning-user stream has the same goals.
+        // The returning-user stream: the same fields, throughput at 1x (never less).
         let r = report::verdict("gr-returning", &sums).expect("goals");
         assert_eq!(r["goals"].as_array().map(Vec::len), Some(2));
+        assert_eq!(r["goals"][0]["goal"], "rps >= 1x best peer", "{r}");
         // --out draws the stream's panels.
         let dir = std::env::temp_dir().join(format!("peers-gr-plot-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");

@@ -66,3 +66,43 @@ pub struct BatchAnswer {
     /// Over the whole batch, as far as the engine reports it (see each engine's reader).
     pub cached_tokens: u64,
 }
+
+/// Splits prompts (given by their labels, in order) into as few consecutive calls as keep each
+/// call's label union within `max_labels`; one call whenever the whole union fits. Returns each
+/// call's prompt indices.
+pub fn split_by_label_union<'a>(
+    labels: impl IntoIterator<Item = &'a [u32]>,
+    max_labels: usize,
+) -> Vec<Vec<usize>> {
+    let mut out = Vec::new();
+    let mut cur: Vec<usize> = Vec::new();
+    let mut union: std::collections::HashSet<u32> = std::collections::HashSet::new();
+    for (i, l) in labels.into_iter().enumerate() {
+        let added = l.iter().filter(|t| !union.contains(t)).count();
+        if !cur.is_empty() && union.len() + added > max_labels {
+            out.push(std::mem::take(&mut cur));
+            union.clear();
+        }
+        union.extend(l.iter().copied());
+        cur.push(i);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_by_label_union;
+
+    #[test]
+    fn one_call_while_the_label_union_fits() {
+        let l: [&[u32]; 3] = [&[1, 2, 3], &[3, 4], &[5, 6, 7]];
+        assert_eq!(split_by_label_union(l, 128), vec![vec![0, 1, 2]]);
+        // Union {1,2,3,4} fits in 4; adding 5,6,7 would not: a second call.
+        assert_eq!(split_by_label_union(l, 4), vec![vec![0, 1], vec![2]]);
+        assert_eq!(split_by_label_union(l, 3), vec![vec![0], vec![1], vec![2]]);
+        assert!(split_by_label_union(std::iter::empty::<&[u32]>(), 128).is_empty());
+    }
+}

@@ -114,7 +114,12 @@ pub async fn start(
             c.args(&recache.extra);
             // Busy CPU engines answer probes late; a missed 2 s probe would eject a replica.
             c.args(["--health-interval", "10s"])
-                .env("RECACHE_LOG", "warn");
+                // RECACHE_BENCH_RECACHE_LOG: recache's log filter in a diagnosis run (e.g.
+                // `warn,recache::route=debug`: every routing decision on the bench's stderr).
+                .env(
+                    "RECACHE_LOG",
+                    std::env::var("RECACHE_BENCH_RECACHE_LOG").unwrap_or_else(|_| "warn".into()),
+                );
             c
         }
         System::Direct => unreachable!("answered above"),

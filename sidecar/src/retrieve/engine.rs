@@ -13,13 +13,12 @@
 //! the replica that answered it, which holds the prompt's KV, and is routed anew only when
 //! that replica fails.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use http::Method;
 use recache_adapters::Engine;
-use recache_adapters::scoring::{BatchAnswer, ScoreBatch, ScoreRequest};
+use recache_adapters::scoring::{BatchAnswer, ScoreBatch, ScoreRequest, split_by_label_union};
 
 use super::index::MAX_CHILDREN;
 use super::search::{Ask, Scorer, StepScores, join_all};
@@ -108,7 +107,8 @@ impl Scorer for EngineScorer<'_> {
     type Error = EngineError;
 
     async fn score_step(&self, asks: &[Ask<'_>]) -> Result<StepScores, EngineError> {
-        let groups = calls(asks, MAX_CHILDREN);
+        // vLLM takes one `logprob_token_ids` list of at most 128 for all of a call's prompts.
+        let groups = split_by_label_union(asks.iter().map(|a| a.next), MAX_CHILDREN);
         let answers = join_all(groups.iter().map(|g| self.call(asks, g))).await;
         let mut out = StepScores {
             logprobs: vec![Vec::new(); asks.len()],
@@ -125,29 +125,6 @@ impl Scorer for EngineScorer<'_> {
         }
         Ok(out)
     }
-}
-
-/// Splits a step's asks into as few calls as keep each call's label union within
-/// `max_labels` (vLLM takes one `logprob_token_ids` list of at most 128 for all of a call's
-/// prompts); one call whenever the union fits, as it does when the step's beams are all at one
-/// code level.
-pub fn calls(asks: &[Ask<'_>], max_labels: usize) -> Vec<Vec<usize>> {
-    let mut out = Vec::new();
-    let mut cur: Vec<usize> = Vec::new();
-    let mut union: HashSet<u32> = HashSet::new();
-    for (i, a) in asks.iter().enumerate() {
-        let added = a.next.iter().filter(|t| !union.contains(t)).count();
-        if !cur.is_empty() && union.len() + added > max_labels {
-            out.push(std::mem::take(&mut cur));
-            union.clear();
-        }
-        union.extend(a.next.iter().copied());
-        cur.push(i);
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
 }
 
 /// The search's prompt: `pad* user instruction`, with as many pad tokens in front as make its

@@ -3,7 +3,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::engine::calls;
 use super::index::{FORMAT, IndexFile, IndexedItem, RetrieveIndex};
 use super::search::{Ask, Found, Scorer, SearchSpec, StepScores, search};
 
@@ -214,28 +213,4 @@ fn excluding_every_item_answers_nothing() {
     );
     assert!(got.is_empty());
     assert_eq!(stats.engine_calls, 0);
-}
-
-#[test]
-fn a_step_is_one_call_while_its_label_union_fits() {
-    let (a, b, c) = ([1u32, 2, 3], [3u32, 4], [5u32, 6, 7]);
-    let asks = [
-        Ask {
-            beam: &[],
-            next: &a,
-        },
-        Ask {
-            beam: &[9],
-            next: &b,
-        },
-        Ask {
-            beam: &[8],
-            next: &c,
-        },
-    ];
-    assert_eq!(calls(&asks, 128), vec![vec![0, 1, 2]]);
-    // Union {1,2,3,4} fits in 4; adding 5,6,7 would not: a second call.
-    assert_eq!(calls(&asks, 4), vec![vec![0, 1], vec![2]]);
-    assert_eq!(calls(&asks, 3), vec![vec![0], vec![1], vec![2]]);
-    assert!(calls(&[], 128).is_empty());
 }

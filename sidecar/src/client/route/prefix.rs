@@ -167,6 +167,9 @@ impl Prefix {
         // items), recent share, index.
         type Key = (f64, std::cmp::Reverse<usize>, usize, usize, f64, usize);
         let mut best: Option<Key> = None;
+        // Per candidate (replica, cost, over the bound), for the debug trace of the decision.
+        let trace = tracing::enabled!(target: "recache::route", tracing::Level::DEBUG);
+        let mut seen: Vec<(usize, f64, bool)> = Vec::new();
         for pass in 0..2 {
             for &i in &candidates {
                 // First pass: only replicas within the load bound.
@@ -185,6 +188,9 @@ impl Prefix {
                     affinity(i)
                 });
                 let key = (cost, near, load(i), dearer(i), s.recent[i], i);
+                if trace {
+                    seen.push((i, cost, s.recent[i] + 1.0 > limit));
+                }
                 if best
                     .is_none_or(|b| (key.0, key.1, key.2, key.3, key.4) < (b.0, b.1, b.2, b.3, b.4))
                 {
@@ -196,6 +202,8 @@ impl Prefix {
             }
         }
         let (_, _, _, _, _, chosen) = best?;
+        tracing::debug!(target: "recache::route", chosen, imbalanced, limit, recent = ?s.recent,
+            candidates = ?seen, user = ?hint.gr.map(|g| (g.user, g.user_first)), "route decision");
         let decay = 1.0 - 1.0 / WINDOW;
         s.recent.iter_mut().for_each(|r| *r *= decay);
         s.recent[chosen] += 1.0;

@@ -51,13 +51,12 @@ pub struct RecacheSetup {
 pub struct Running {
     pub system: System,
     pub addr: SocketAddr,
-    url: String,
     child: Option<Child>,
 }
 
 impl Running {
     pub fn url(&self) -> String {
-        self.url.clone()
+        format!("http://{}", self.addr)
     }
 }
 
@@ -78,20 +77,21 @@ pub async fn start(
     recache: &RecacheSetup,
 ) -> Result<Running, BenchError> {
     if system == System::Direct {
-        let addr = |u: &str| {
-            u.trim_start_matches("http://")
+        let one = match replicas {
+            [one] => one
+                .trim_start_matches("http://")
                 .trim_end_matches('/')
                 .parse()
-                .ok()
+                .ok(),
+            _ => None,
         };
-        return match replicas {
-            [one] if addr(one).is_some() => Ok(Running {
+        return match one {
+            Some(addr) => Ok(Running {
                 system,
-                addr: addr(one).unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0))),
-                url: one.clone(),
+                addr,
                 child: None,
             }),
-            _ => Err(BenchError::Setup(format!(
+            None => Err(BenchError::Setup(format!(
                 "{} needs exactly one replica at http://HOST:PORT (--replicas 1), not {replicas:?}",
                 system.name()
             ))),
@@ -163,7 +163,6 @@ pub async fn start(
             return Ok(Running {
                 system,
                 addr,
-                url: format!("http://{addr}"),
                 child: Some(child),
             });
         }

@@ -74,21 +74,20 @@ impl<'a> EngineScorer<'a> {
         let path = self.engine.scoring_path();
         let pinned = match self.replica.load(Ordering::Relaxed) {
             UNPINNED => None,
-            i => match self
-                .client
-                .json_to(i, Method::POST, path, Some(&body))
-                .await
-            {
-                Ok(a) if !a.status.is_server_error() => Some(a),
-                Ok(a) => {
-                    tracing::debug!(replica = i, status = %a.status, "retrieve: pinned replica failed, routing anew");
-                    None
+            i => {
+                let sent = self
+                    .client
+                    .json_to(i, Method::POST, path, Some(&body))
+                    .await;
+                match sent {
+                    Ok(a) if !a.status.is_server_error() => Some(a),
+                    other => {
+                        let why = other.map_or_else(|e| e.to_string(), |a| a.status.to_string());
+                        tracing::debug!(replica = i, %why, "retrieve: pinned replica failed, routing anew");
+                        None
+                    }
                 }
-                Err(e) => {
-                    tracing::debug!(replica = i, error = %e, "retrieve: pinned replica failed, routing anew");
-                    None
-                }
-            },
+            }
         };
         let got = match pinned {
             Some(a) => a,

@@ -151,11 +151,12 @@ impl Engine {
 
     /// The body field that carries token-id prompts on `path` (one list of ids or a batch), for
     /// the routes whose prompts recache reads: OpenAI completions on both engines, SGLang's
-    /// native `/generate` (`input_ids`).
+    /// native `/generate` (`input_ids`), and the beam search plugin's route on vLLM.
     pub fn token_prompt_field(self, path: &str) -> Option<&'static str> {
         match (self, path) {
             (_, crate::openai::COMPLETIONS) => Some("prompt"),
             (Engine::Sglang, sglang::GENERATE_PATH) => Some("input_ids"),
+            (Engine::Vllm, crate::beam_plugin::PATH) => Some("prompt"),
             _ => None,
         }
     }

@@ -11,10 +11,13 @@
 //! - [`kv_events`]: KV cache events (vLLM's wire format, which SGLang shares) decoded into typed
 //!   values, sequence tracking.
 //! - `kv_subscriber` (feature `zmq`): the ZMQ SUB transport and the replay client.
+//! - [`beam_plugin`]: the wire format of recache's vLLM endpoint plugin (retrieval's beam
+//!   search in the engine's API server).
 //! - [`order`]: the eviction-order file recache publishes for the engine-side shim.
 //!
 //! The proxy never re-serialises a body it validated: the engine receives the client's bytes.
 
+pub mod beam_plugin;
 pub mod engine;
 pub mod kv_events;
 #[cfg(feature = "zmq")]

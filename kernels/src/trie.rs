@@ -79,6 +79,28 @@ impl Trie {
         (&self.child_token[a..b], &self.child_node[a..b])
     }
 
+    /// The node `code` leads to from the root, if it is in the trie.
+    pub fn walk(&self, code: &[u32]) -> Option<i32> {
+        let mut node = 0i32;
+        for &t in code {
+            let (toks, kids) = self.children(node);
+            node = kids[toks.binary_search(&(t as i32)).ok()?];
+        }
+        Some(node)
+    }
+
+    /// Each node's parent (-1 for the root).
+    pub fn parents(&self) -> Vec<i32> {
+        let mut parent = vec![-1i32; self.num_nodes()];
+        for node in 0..self.num_nodes() as i32 {
+            self.children(node)
+                .1
+                .iter()
+                .for_each(|&k| parent[k as usize] = node);
+        }
+        parent
+    }
+
     /// Check CSR well-formedness and that every token is below `vocab`.
     pub fn validate(&self, vocab: usize) -> Result<()> {
         if self.row_ptr.first() != Some(&0) {

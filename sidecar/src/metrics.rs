@@ -4,6 +4,14 @@
 //! Route labels are normalised ([`route_label`]) so arbitrary client paths cannot blow up the
 //! label cardinality.
 
+/// Registers a clone of each collector with `registry`, returning the first failure (`?`).
+macro_rules! register {
+    ($registry:expr; $($c:expr),+ $(,)?) => {
+        $($registry.register(Box::new($c.clone()))?;)+
+    };
+}
+pub(crate) use register;
+
 use std::sync::OnceLock;
 
 use prometheus::{
@@ -131,14 +139,10 @@ impl Metrics {
                 50e-6, 100e-6, 1e-3,
             ]),
         )?;
-        registry.register(Box::new(upstream_routed.clone()))?;
-        registry.register(Box::new(route_decision.clone()))?;
-        registry.register(Box::new(requests.clone()))?;
-        registry.register(Box::new(duration.clone()))?;
-        registry.register(Box::new(in_flight.clone()))?;
-        registry.register(Box::new(upstream_errors.clone()))?;
-        registry.register(Box::new(upstream_healthy.clone()))?;
-        registry.register(Box::new(upstream_in_flight.clone()))?;
+        register! { registry;
+            upstream_routed, route_decision, requests, duration, in_flight, upstream_errors,
+            upstream_healthy, upstream_in_flight,
+        }
         Ok(Self {
             routes: (0..=KNOWN_ROUTES.len())
                 .map(|_| RouteHandles::default())
@@ -161,6 +165,15 @@ impl Metrics {
         c: Box<dyn prometheus::core::Collector>,
     ) -> Result<(), prometheus::Error> {
         self.registry.register(c)
+    }
+
+    /// Registers a clone of `c` and hands `c` back.
+    pub fn add<C>(&self, c: C) -> Result<C, prometheus::Error>
+    where
+        C: prometheus::core::Collector + Clone + 'static,
+    {
+        self.registry.register(Box::new(c.clone()))?;
+        Ok(c)
     }
 
     /// Prometheus text exposition of every metric.

@@ -52,8 +52,7 @@ impl PolicySlot {
             "eviction_policy_swaps_total",
             "Eviction policy changes through the admin API",
         )?;
-        metrics.register(Box::new(active.clone()))?;
-        metrics.register(Box::new(swaps.clone()))?;
+        let (active, swaps) = (metrics.add(active)?, metrics.add(swaps)?);
         let slot = Self {
             current: ArcSwap::from_pointee(published(initial, 0)),
             active,

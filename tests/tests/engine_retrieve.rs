@@ -4,7 +4,10 @@
 //! engine, not through recache); `exclude` honoured; deterministic; narrow beams answer real,
 //! distinct items; the beams share the prompt through the engine's prefix cache; 400s naming
 //! the field; a 500 naming the fix when the served model lacks the index's tokens. One body,
-//! run once per engine.
+//! run once per engine. On vLLM the testbed also runs recache's endpoint plugin
+//! (`--retrieve-plugin`): the body's searches run inside the engine, and a second proxy with
+//! `--retrieve-in-engine off` runs recache's own loop against the same engine: both equal the
+//! exhaustive scoring and each other.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -26,6 +29,16 @@ async fn post(url: String, body: &Value) -> (u16, Value) {
         .expect("send");
     let status = resp.status().as_u16();
     (status, resp.json().await.expect("json body"))
+}
+
+/// recache's count of searches run inside the engine.
+async fn in_engine_count(proxy: &Proxy) -> f64 {
+    let text = proxy.metrics_text().await;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("recache_retrieve_in_engine_total "));
+    line.and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .expect("the in-engine counter")
 }
 
 /// 12 items, 2 levels of 4 codes (tokens base+0..3, base+4..7) and a disambiguation level
@@ -159,7 +172,11 @@ fn assert_matches(got: &Value, want: &[(String, f32)], k: usize, tol: f32) {
 }
 
 async fn retrieve_equals_exhaustive(engine: Engine) {
-    let tb = engine.testbed("retrieve", &[]);
+    let in_engine = engine == Engine::Vllm;
+    let tb = match in_engine {
+        true => engine.testbed("retrieve-plugin", &["--retrieve-plugin"]),
+        false => engine.testbed("retrieve", &[]),
+    };
     let file = catalog(1000);
     let index = RetrieveIndex::new(file.clone()).expect("valid catalog");
     let mut args = engine.serve_args(&[&tb.upstream]);
@@ -188,16 +205,47 @@ async fn retrieve_equals_exhaustive(engine: Engine) {
     let (status, first) = post(url.clone(), &body(16, 5, json!([]))).await;
     assert_eq!(status, 200, "{first}");
     assert_matches(&first, &want, 5, tol);
-    // One engine call per step, all live beams in it; steps after the first read the shared
-    // prompt from the engine's prefix cache (vLLM reports the call's last prompt's).
     let calls = first["usage"]["engine_calls"].as_u64().expect("calls");
     let steps = first["usage"]["steps"].as_u64().expect("steps");
     let cached = first["usage"]["cached_tokens"].as_u64().expect("cached");
-    assert!(steps >= 2 && calls == steps, "{first}");
+    // Steps after the first read the shared prompt from the engine's prefix cache.
     assert!(
-        cached >= (calls - 1) * (prompt.len() as u64 - 1).min(32),
+        steps >= 2 && cached >= (calls - 1) * (prompt.len() as u64 - 1).min(32),
         "{first}"
     );
+    let ran_inside = in_engine_count(&proxy).await;
+    if in_engine {
+        // Inside the engine: one engine request per live beam and step, each counted exactly.
+        assert!(ran_inside == 1.0 && calls > steps, "{ran_inside} {first}");
+        let mut args = engine.serve_args(&[&tb.upstream]);
+        args.retrieve = RetrieveArgs {
+            retrieve_index: Some(write(&file, engine.instance("off").as_str())),
+            retrieve_align: Some(ALIGN),
+            retrieve_pad_token: Some(PAD),
+            retrieve_in_engine: Some("off".into()),
+            ..Default::default()
+        };
+        let own = Proxy::start_with(&args).await;
+        let (status, looped) = post(own.url("/v1/retrieve"), &body(16, 5, json!([]))).await;
+        assert_eq!(status, 200, "{looped}");
+        assert_matches(&looped, &want, 5, tol);
+        let ids = |v: &Value| {
+            v["items"]
+                .as_array()
+                .map(|a| a.iter().map(|i| i["id"].clone()).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            ids(&looped),
+            ids(&first),
+            "recache's loop {looped} vs the engine's {first}"
+        );
+        assert_eq!(in_engine_count(&own).await, 0.0);
+        // recache's own loop: one engine call per step, all live beams in it.
+        let usage = &looped["usage"];
+        assert_eq!(usage["engine_calls"], usage["steps"], "{looped}");
+    } else {
+        assert!(ran_inside == 0.0 && calls == steps, "{ran_inside} {first}");
+    }
 
     // Determinism, and exclusion (the best item and an unknown id).
     let (_, again) = post(url.clone(), &body(16, 5, json!([]))).await;

@@ -73,6 +73,7 @@ pub async fn run(args: RetrieveBenchArgs) -> Result<(), BenchError> {
             retrieve_max_beam_width: Some(max_width.max(1)),
             retrieve_align: Some(align),
             retrieve_pad_token: Some(pad),
+            ..Default::default()
         },
         ..Default::default()
     };

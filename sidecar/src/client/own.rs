@@ -52,9 +52,9 @@ impl OwnMetricVecs {
             ),
             &["upstream"],
         )?;
-        registry.register(Box::new(requests.clone()))?;
-        registry.register(Box::new(tokens.clone()))?;
-        registry.register(Box::new(in_flight.clone()))?;
+        crate::metrics::register! { registry;
+            requests, tokens, in_flight,
+        }
         Ok(Self {
             requests,
             tokens,

@@ -65,6 +65,7 @@ pub(super) struct FileConfig {
     retrieve_max_beam_width: Option<usize>,
     retrieve_align: Option<usize>,
     retrieve_pad_token: Option<u32>,
+    retrieve_in_engine: Option<String>,
     kv_events: Option<OneOrMany>,
     kv_replay: Option<String>,
     publish: Option<String>,
@@ -94,15 +95,15 @@ impl ServeArgs {
     /// These arguments with what they leave unset taken from the file: the one place where
     /// flag-or-environment beats the file.
     pub(super) fn over(&self, file: FileConfig) -> Result<ServeArgs, ConfigError> {
-        let duration = |key: &'static str, text: Option<String>| {
+        let d = |key: &'static str, text: Option<String>| {
             text.map(|t| {
                 humantime::parse_duration(&t)
                     .map_err(|source| ConfigError::Duration { key, source })
             })
             .transpose()
         };
-        let (rank, kv) = (&self.rank, &self.kvloop);
-        let pool = &rank.pool;
+        let (rank, kv, rt) = (&self.rank, &self.kvloop, &self.retrieve);
+        let (pool, lim, slo) = (&rank.pool, &self.limits, &self.slo);
         Ok(ServeArgs {
             listen: self.listen.or(file.listen),
             upstream: if self.upstream.is_empty() {
@@ -115,16 +116,16 @@ impl ServeArgs {
             max_body_bytes: self.max_body_bytes.or(file.max_body_bytes),
             connect_timeout: self
                 .connect_timeout
-                .or(duration("connect_timeout", file.connect_timeout)?),
+                .or(d("connect_timeout", file.connect_timeout)?),
             upstream_timeout: self
                 .upstream_timeout
-                .or(duration("upstream_timeout", file.upstream_timeout)?),
+                .or(d("upstream_timeout", file.upstream_timeout)?),
             health_interval: self
                 .health_interval
-                .or(duration("health_interval", file.health_interval)?),
+                .or(d("health_interval", file.health_interval)?),
             drain_timeout: self
                 .drain_timeout
-                .or(duration("drain_timeout", file.drain_timeout)?),
+                .or(d("drain_timeout", file.drain_timeout)?),
             worker_threads: self.worker_threads.or(file.worker_threads),
             rank: RankArgs {
                 rank_selector: rank.rank_selector.or(file.rank_selector),
@@ -151,13 +152,13 @@ impl ServeArgs {
                 rank_quality_min: rank.rank_quality_min.or(file.rank_quality_min),
             },
             retrieve: RetrieveArgs {
-                retrieve_index: self.retrieve.retrieve_index.clone().or(file.retrieve_index),
-                retrieve_max_beam_width: self
-                    .retrieve
+                retrieve_index: rt.retrieve_index.clone().or(file.retrieve_index),
+                retrieve_max_beam_width: rt
                     .retrieve_max_beam_width
                     .or(file.retrieve_max_beam_width),
-                retrieve_align: self.retrieve.retrieve_align.or(file.retrieve_align),
-                retrieve_pad_token: self.retrieve.retrieve_pad_token.or(file.retrieve_pad_token),
+                retrieve_align: rt.retrieve_align.or(file.retrieve_align),
+                retrieve_pad_token: rt.retrieve_pad_token.or(file.retrieve_pad_token),
+                retrieve_in_engine: rt.retrieve_in_engine.clone().or(file.retrieve_in_engine),
             },
             kvloop: KvLoopArgs {
                 kv_events: if kv.kv_events.is_empty() {
@@ -174,44 +175,31 @@ impl ServeArgs {
                 sglang_priority: kv.sglang_priority || file.sglang_priority.unwrap_or(false),
             },
             limits: LimitArgs {
-                max_header_bytes: self.limits.max_header_bytes.or(file.max_header_bytes),
-                header_read_timeout: self
-                    .limits
-                    .header_read_timeout
-                    .or(duration("header_read_timeout", file.header_read_timeout)?),
-                max_in_flight_per_client: self
-                    .limits
-                    .max_in_flight_per_client
+                max_header_bytes: lim.max_header_bytes.or(file.max_header_bytes),
+                header_read_timeout: (lim.header_read_timeout)
+                    .or(d("header_read_timeout", file.header_read_timeout)?),
+                max_in_flight_per_client: (lim.max_in_flight_per_client)
                     .or(file.max_in_flight_per_client),
             },
             slo: SloArgs {
-                slo: self.slo.slo.or(file.slo),
-                slo_rank_deadline: self
-                    .slo
-                    .slo_rank_deadline
-                    .or(duration("slo_rank_deadline", file.slo_rank_deadline)?),
-                slo_completions_deadline: self.slo.slo_completions_deadline.or(duration(
+                slo: slo.slo.or(file.slo),
+                slo_rank_deadline: (slo.slo_rank_deadline)
+                    .or(d("slo_rank_deadline", file.slo_rank_deadline)?),
+                slo_completions_deadline: (slo.slo_completions_deadline).or(d(
                     "slo_completions_deadline",
                     file.slo_completions_deadline,
                 )?),
-                slo_chat_deadline: self
-                    .slo
-                    .slo_chat_deadline
-                    .or(duration("slo_chat_deadline", file.slo_chat_deadline)?),
-                slo_dispatch_threshold: self
-                    .slo
-                    .slo_dispatch_threshold
-                    .or(file.slo_dispatch_threshold),
-                slo_engine_priority: self.slo.slo_engine_priority
+                slo_chat_deadline: (slo.slo_chat_deadline)
+                    .or(d("slo_chat_deadline", file.slo_chat_deadline)?),
+                slo_dispatch_threshold: slo.slo_dispatch_threshold.or(file.slo_dispatch_threshold),
+                slo_engine_priority: slo.slo_engine_priority
                     || file.slo_engine_priority.unwrap_or(false),
             },
             admin_token: self.admin_token.clone().or(file.admin_token),
             admin_listen: self.admin_listen.or(file.admin_listen),
             eviction_policy: self.eviction_policy.clone().or(file.eviction_policy),
             routing: self.routing.clone().or(file.routing),
-            route_canary: self
-                .route_canary
-                .or(duration("route_canary", file.route_canary)?),
+            route_canary: self.route_canary.or(d("route_canary", file.route_canary)?),
         })
     }
 }

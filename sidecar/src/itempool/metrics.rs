@@ -188,27 +188,13 @@ impl PoolMetrics {
             )?,
             per_pool: Mutex::new(Vec::new()),
         };
-        registry.register(Box::new(m.items.clone()))?;
-        registry.register(Box::new(m.fills.clone()))?;
-        registry.register(Box::new(m.evictions.clone()))?;
-        registry.register(Box::new(m.engine_items.clone()))?;
-        registry.register(Box::new(m.engine_bytes.clone()))?;
-        registry.register(Box::new(m.loaded_tokens.clone()))?;
-        registry.register(Box::new(m.requested_items.clone()))?;
-        registry.register(Box::new(m.present_items.clone()))?;
-        registry.register(Box::new(m.unreported.clone()))?;
-        registry.register(Box::new(m.fill_tokens.clone()))?;
-        registry.register(Box::new(m.refills_deferred.clone()))?;
-        registry.register(Box::new(m.engine_load_seconds.clone()))?;
-        registry.register(Box::new(m.engine_fill_seconds.clone()))?;
-        registry.register(Box::new(m.cold_items.clone()))?;
-        registry.register(Box::new(m.store_reads.clone()))?;
-        registry.register(Box::new(m.store_writes.clone()))?;
-        registry.register(Box::new(m.store_fetch_seconds.clone()))?;
-        registry.register(Box::new(m.store_bytes_read.clone()))?;
-        registry.register(Box::new(m.cost_prefill.clone()))?;
-        registry.register(Box::new(m.cost_fetch.clone()))?;
-        registry.register(Box::new(m.hot_share.clone()))?;
+        crate::metrics::register! { registry;
+            m.items, m.fills, m.evictions, m.engine_items, m.engine_bytes, m.loaded_tokens,
+            m.requested_items, m.present_items, m.unreported, m.fill_tokens, m.refills_deferred,
+            m.engine_load_seconds, m.engine_fill_seconds, m.cold_items, m.store_reads,
+            m.store_writes, m.store_fetch_seconds, m.store_bytes_read, m.cost_prefill,
+            m.cost_fetch, m.hot_share,
+        }
         Ok(m)
     }
 

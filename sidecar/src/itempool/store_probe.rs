@@ -48,11 +48,10 @@ impl StoreProbe {
     /// fails, which `/ready` then shows).
     pub fn new(spec: &str, registry: &crate::metrics::Metrics) -> Result<Self, prometheus::Error> {
         let addr = address(spec).unwrap_or_else(|| spec.to_string());
-        let up = IntGauge::new(
+        let up = registry.add(IntGauge::new(
             "rank_pool_store_up",
             "1 when the item pool's store (--rank-pool-store) accepted recache's last probe connect, 0 when not",
-        )?;
-        registry.register(Box::new(up.clone()))?;
+        )?)?;
         Ok(Self {
             addr,
             seen: Mutex::new(Seen::default()),

@@ -93,21 +93,9 @@ impl LoopMetrics {
     }
 
     pub fn new(m: &crate::metrics::Metrics) -> Result<Self, prometheus::Error> {
-        let c = |n: &str, h: &str| -> Result<IntCounter, prometheus::Error> {
-            let c = IntCounter::new(n, h)?;
-            m.register(Box::new(c.clone()))?;
-            Ok(c)
-        };
-        let g = |n: &str, h: &str| -> Result<IntGauge, prometheus::Error> {
-            let g = IntGauge::new(n, h)?;
-            m.register(Box::new(g.clone()))?;
-            Ok(g)
-        };
-        let cv = |n: &str, h: &str, l: &str| -> Result<IntCounterVec, prometheus::Error> {
-            let c = IntCounterVec::new(Opts::new(n, h), &[l])?;
-            m.register(Box::new(c.clone()))?;
-            Ok(c)
-        };
+        let c = |n: &str, h: &str| m.add(IntCounter::new(n, h)?);
+        let g = |n: &str, h: &str| m.add(IntGauge::new(n, h)?);
+        let cv = |n: &str, h: &str, l: &str| m.add(IntCounterVec::new(Opts::new(n, h), &[l])?);
         Ok(Self {
             batches: c(
                 "kv_events_batches_total",
@@ -162,40 +150,28 @@ impl LoopMetrics {
                 "Prompt blocks the shadow cache (active policy) had cached",
             )?,
             shadow_blocks: c("kv_shadow_blocks_total", "Prompt blocks seen by the shadow")?,
-            shim_state: {
-                let v = IntGaugeVec::new(
-                    Opts::new(
-                        "kv_shim_state",
-                        "What the engine's shim last said of the published order (1 for the \
+            shim_state: m.add(IntGaugeVec::new(
+                Opts::new(
+                    "kv_shim_state",
+                    "What the engine's shim last said of the published order (1 for the \
                          current state): absent, installed, fresh, stale (the engine's own \
                          eviction decided)",
-                    ),
-                    &["state"],
-                )?;
-                m.register(Box::new(v.clone()))?;
-                v
-            },
+                ),
+                &["state"],
+            )?)?,
             shim_went_stale: g(
                 "kv_shim_went_stale",
                 "Times the engine's shim found a fresh order gone stale (its own count)",
             )?,
-            shim_status_age: {
-                let a = Gauge::new(
-                    "kv_shim_status_age_seconds",
-                    "Seconds since the engine's shim wrote its status (it writes while it evicts)",
-                )?;
-                m.register(Box::new(a.clone()))?;
-                a
-            },
-            shim_steer_seconds: {
-                let a = Gauge::new(
-                    "kv_shim_steer_seconds",
-                    "Seconds the engine's shim has spent steering allocations by the order (its \
+            shim_status_age: m.add(Gauge::new(
+                "kv_shim_status_age_seconds",
+                "Seconds since the engine's shim wrote its status (it writes while it evicts)",
+            )?)?,
+            shim_steer_seconds: m.add(Gauge::new(
+                "kv_shim_steer_seconds",
+                "Seconds the engine's shim has spent steering allocations by the order (its \
                      own count, since the engine started; vLLM)",
-                )?;
-                m.register(Box::new(a.clone()))?;
-                a
-            },
+            )?)?,
             busy_seconds: {
                 let v = CounterVec::new(
                     Opts::new(
@@ -213,15 +189,11 @@ impl LoopMetrics {
                 v
             },
             policy: PolicyGauges {
-                lambda: {
-                    let l = Gauge::new(
-                        "kv_policy_lambda",
-                        "LARU's confidence in its predictor (lambda: 1 trusts it fully, halved \
+                lambda: m.add(Gauge::new(
+                    "kv_policy_lambda",
+                    "LARU's confidence in its predictor (lambda: 1 trusts it fully, halved \
                          after each run of prediction-induced misses; 1 for other policies)",
-                    )?;
-                    m.register(Box::new(l.clone()))?;
-                    l
-                },
+                )?)?,
                 lru_fallbacks: g(
                     "kv_policy_lru_fallbacks",
                     "Victims the active policy chose by plain LRU for want of a usable prediction",

@@ -58,13 +58,10 @@ impl RankMetrics {
             "rank_engine_seconds_total",
             "Of rank_seconds_total, seconds waiting for the engine's scoring answer (the rest is recache's own work)",
         )?;
-        registry.register(Box::new(total_seconds.clone()))?;
-        registry.register(Box::new(engine_seconds.clone()))?;
-        registry.register(Box::new(decisions.clone()))?;
-        registry.register(Box::new(latency.clone()))?;
-        registry.register(Box::new(reused_tokens.clone()))?;
-        registry.register(Box::new(prompt_tokens.clone()))?;
-        registry.register(Box::new(cached_tokens.clone()))?;
+        crate::metrics::register! { registry;
+            total_seconds, engine_seconds, decisions, latency, reused_tokens, prompt_tokens,
+            cached_tokens,
+        }
         Ok(Self {
             decisions,
             latency,

@@ -48,9 +48,11 @@ pub struct Usage {
     /// Prompt tokens over every engine call of the search.
     pub prompt_tokens: u64,
     /// Of those, served from the engine's prefix cache, as the engine reports it (vLLM
-    /// reports a call's last prompt only, so on vLLM this undercounts).
+    /// reports a batched call's last prompt only, so recache's own loop undercounts on vLLM;
+    /// inside the engine every request's count is exact).
     pub cached_tokens: u64,
-    /// Engine calls (one per step; more only where a step's label union exceeds 128).
+    /// Engine calls (recache's loop: one per step, more only where a step's label union
+    /// exceeds 128; inside the engine: one engine request per live beam and step).
     pub engine_calls: u64,
     pub steps: usize,
     /// Beams dropped because they could not beat the k-th item found.

@@ -27,6 +27,11 @@ pub struct RetrieveArgs {
     /// Token id used for that padding (one the model reads as filler) [default: none]
     #[arg(long, env = "RECACHE_RETRIEVE_PAD_TOKEN")]
     pub retrieve_pad_token: Option<u32>,
+    /// auto: run the beam search inside vLLM when its replicas advertise recache's endpoint
+    /// plugin (VLLM_PLUGINS=recache-retrieve), else in recache; off: always in recache
+    /// [default: auto]
+    #[arg(long, env = "RECACHE_RETRIEVE_IN_ENGINE", value_parser = ["auto", "off"])]
+    pub retrieve_in_engine: Option<String>,
 }
 
 /// Resolved retrieval settings.
@@ -38,6 +43,8 @@ pub struct RetrieveConfig {
     /// 0: no padding.
     pub align: usize,
     pub pad_token: u32,
+    /// `--retrieve-in-engine auto`.
+    pub in_engine: bool,
 }
 
 /// A setting that cannot be used: the flag and why.
@@ -59,6 +66,7 @@ impl RetrieveArgs {
                 ),
                 (self.retrieve_align.is_some(), "--retrieve-align"),
                 (self.retrieve_pad_token.is_some(), "--retrieve-pad-token"),
+                (self.retrieve_in_engine.is_some(), "--retrieve-in-engine"),
             ] {
                 if set {
                     return Err(invalid(flag, "needs --retrieve-index".into()));
@@ -86,6 +94,16 @@ impl RetrieveArgs {
             }
             (false, t) => t.unwrap_or(0),
         };
+        let in_engine = match self.retrieve_in_engine.as_deref() {
+            None | Some("auto") => true,
+            Some("off") => false,
+            Some(v) => {
+                return Err(invalid(
+                    "--retrieve-in-engine",
+                    format!("auto or off; got {v}"),
+                ));
+            }
+        };
         let index =
             RetrieveIndex::load(path).map_err(|e| invalid("--retrieve-index", e.to_string()))?;
         Ok(Some(RetrieveConfig {
@@ -94,6 +112,7 @@ impl RetrieveArgs {
             max_beam_width,
             align,
             pad_token,
+            in_engine,
         }))
     }
 }

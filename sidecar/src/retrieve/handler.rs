@@ -59,14 +59,22 @@ pub async fn retrieve(
         cfg.pad_token,
     )
     .await?;
-    let scorer = EngineScorer::new(&state.client, state.engine, model, &prompt);
     let spec = SearchSpec {
         beam_width: req.beam_width,
         top_k: req.top_k,
         exclude: req.exclude.clone(),
     };
-    let (found, stats) = search(&cfg.index, &spec, &scorer).await?;
     let m = &state.metrics;
+    let in_engine = (state.in_engine)
+        .search(&state.client, state.engine, &prompt, &spec)
+        .await;
+    let (found, stats) = match in_engine {
+        Some(r) => r.inspect(|_| m.in_engine.inc())?,
+        None => {
+            let scorer = EngineScorer::new(&state.client, state.engine, model, &prompt);
+            search(&cfg.index, &spec, &scorer).await?
+        }
+    };
     m.searches.inc();
     m.engine_calls.inc_by(stats.engine_calls);
     m.prompt_tokens.inc_by(stats.prompt_tokens);

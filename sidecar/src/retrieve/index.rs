@@ -121,24 +121,18 @@ impl RetrieveIndex {
         let codes: Vec<Vec<u32>> = file.items.iter().map(|it| it.code.clone()).collect();
         let trie = Trie::from_items(&codes);
         let n = trie.num_nodes();
-        let mut parent = vec![-1i32; n];
-        for node in 0..n as i32 {
-            let (toks, kids) = trie.children(node);
-            if toks.len() > MAX_CHILDREN {
-                return bad(format!(
-                    "has a node with {} children; one engine request scores at most \
-                     {MAX_CHILDREN} (use a smaller --codebook)",
-                    toks.len()
-                ));
-            }
-            for &k in kids {
-                parent[k as usize] = node;
-            }
+        let widest = (0..n as i32).map(|node| trie.children(node).0.len()).max();
+        if let Some(w) = widest.filter(|&w| w > MAX_CHILDREN) {
+            return bad(format!(
+                "has a node with {w} children; one engine request scores at most \
+                 {MAX_CHILDREN} (use a smaller --codebook)"
+            ));
         }
+        let parent = trie.parents();
         let mut leaf_item = HashMap::with_capacity(file.items.len());
         let mut subtree_items = vec![0u32; n];
         for (i, it) in file.items.iter().enumerate() {
-            let node = walk(&trie, &it.code).ok_or_else(|| {
+            let node = trie.walk(&it.code).ok_or_else(|| {
                 IndexError::Invalid(format!("item {:?}: code not in its own trie", it.id))
             })?;
             if !trie.children(node).0.is_empty() {
@@ -177,17 +171,6 @@ impl RetrieveIndex {
     pub fn item_at(&self, node: i32) -> Option<&IndexedItem> {
         self.leaf_item.get(&node).map(|&i| &self.file.items[i])
     }
-}
-
-/// The node `code` leads to from the root.
-pub fn walk(trie: &Trie, code: &[u32]) -> Option<i32> {
-    let mut node = 0i32;
-    for &t in code {
-        let (toks, kids) = trie.children(node);
-        let i = toks.binary_search(&(t as i32)).ok()?;
-        node = kids[i];
-    }
-    Some(node)
 }
 
 #[cfg(test)]

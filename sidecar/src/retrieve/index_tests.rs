@@ -32,9 +32,9 @@ fn loads_leaves_and_subtree_counts() {
     assert_eq!(idx.subtree_items[0], 4);
     assert_eq!(idx.depth, 3);
     assert_eq!(idx.highest_token, 109);
-    let b = walk(&idx.trie, &[100, 105, 108]).expect("path");
+    let b = idx.trie.walk(&[100, 105, 108]).expect("path");
     assert_eq!(idx.item_at(b).map(|i| i.id.as_str()), Some("b"));
-    let mid = walk(&idx.trie, &[100, 105]).expect("path");
+    let mid = idx.trie.walk(&[100, 105]).expect("path");
     assert_eq!(idx.subtree_items[mid as usize], 2);
     assert!(idx.item_at(mid).is_none());
 }

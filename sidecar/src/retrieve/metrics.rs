@@ -7,6 +7,7 @@ use crate::metrics::Metrics;
 
 pub struct RetrieveMetrics {
     pub searches: IntCounter,
+    pub in_engine: IntCounter,
     pub engine_calls: IntCounter,
     pub prompt_tokens: IntCounter,
     pub cached_tokens: IntCounter,
@@ -17,24 +18,23 @@ pub struct RetrieveMetrics {
 
 impl RetrieveMetrics {
     pub fn new(registry: &Metrics) -> Result<Self, prometheus::Error> {
-        let counter = |name: &str, help: &str| -> Result<IntCounter, prometheus::Error> {
-            let c = IntCounter::new(name, help)?;
-            registry.register(Box::new(c.clone()))?;
-            Ok(c)
-        };
-        let latency = Histogram::with_opts(
+        let counter = |name: &str, help: &str| registry.add(IntCounter::new(name, help)?);
+        let latency = registry.add(Histogram::with_opts(
             HistogramOpts::new(
                 "retrieve_duration_seconds",
                 "Time to answer a retrieval (every beam step's engine calls included)",
             )
             .buckets(prometheus::exponential_buckets(0.001, 2.0, 17)?),
-        )?;
-        registry.register(Box::new(latency.clone()))?;
+        )?)?;
         Ok(Self {
             searches: counter("retrieve_searches_total", "Retrievals answered")?,
+            in_engine: counter(
+                "retrieve_in_engine_total",
+                "Of those, searches run inside the engine (recache's vLLM endpoint plugin)",
+            )?,
             engine_calls: counter(
                 "retrieve_engine_calls_total",
-                "Scoring calls retrieval made (one per live beam per step)",
+                "Engine requests retrieval made (one per step; in the engine, one per beam and step)",
             )?,
             prompt_tokens: counter(
                 "retrieve_prompt_tokens_total",

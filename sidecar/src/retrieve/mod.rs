@@ -9,7 +9,8 @@
 //! - [`api`]: request/response shapes and validation (400s naming the field).
 //! - [`search`]: the constrained beam search with early stopping; [`topk`]: where its
 //!   per-step top-k runs (CUDA kernel on a GPU, else its CPU reference).
-//! - [`engine`]: prompt, per-beam scoring calls, vocabulary check.
+//! - [`engine`]: prompt, one scoring call per step, vocabulary check; [`in_engine`]: the
+//!   whole search inside vLLM (recache's endpoint plugin) where the replicas run it.
 //! - [`handler`]: `/v1/retrieve` and the completions extension.
 //! - [`metrics`]: searches, engine calls, tokens, pruning.
 
@@ -17,6 +18,7 @@ pub mod api;
 pub mod config;
 pub mod engine;
 pub mod handler;
+pub mod in_engine;
 pub mod index;
 pub mod metrics;
 pub mod search;
@@ -36,6 +38,7 @@ pub struct Retriever {
     pub engine: recache_adapters::Engine,
     pub metrics: metrics::RetrieveMetrics,
     pub max_body_bytes: usize,
+    pub in_engine: in_engine::InEngine,
     /// The engine accepted the index's highest code token (asked once, on first use).
     vocab_fits: AtomicBool,
 }
@@ -49,6 +52,7 @@ impl Retriever {
         registry: &crate::metrics::Metrics,
     ) -> Result<Self, prometheus::Error> {
         Ok(Self {
+            in_engine: in_engine::InEngine::new(config.in_engine, &config.index),
             config,
             client,
             engine,

@@ -13,6 +13,8 @@
 use std::collections::HashMap;
 use std::future::Future;
 
+pub use futures_util::future::join_all;
+
 use recache_kernels::step::LocalStep;
 
 use super::index::RetrieveIndex;
@@ -175,7 +177,7 @@ fn excluded_counts(index: &RetrieveIndex, exclude: &[usize]) -> HashMap<i32, u32
         if !seen.insert(item) {
             continue;
         }
-        let Some(mut node) = super::index::walk(&index.trie, &index.file.items[item].code) else {
+        let Some(mut node) = index.trie.walk(&index.file.items[item].code) else {
             continue;
         };
         while node >= 0 {
@@ -199,32 +201,4 @@ fn select(
         return Vec::new();
     };
     super::topk::select(&local.step()).map_or_else(Vec::new, |c| local.decode(c))
-}
-
-/// Awaits every future together and returns their outputs in input order (the calls run
-/// concurrently on the engine, which batches them).
-pub async fn join_all<F: Future>(futs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
-    let mut pending: Vec<_> = futs.into_iter().map(|f| Some(Box::pin(f))).collect();
-    let mut out: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut done = true;
-        for (slot, result) in pending.iter_mut().zip(out.iter_mut()) {
-            if let Some(f) = slot {
-                match f.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => {
-                        *result = Some(v);
-                        *slot = None;
-                    }
-                    std::task::Poll::Pending => done = false,
-                }
-            }
-        }
-        if done {
-            std::task::Poll::Ready(())
-        } else {
-            std::task::Poll::Pending
-        }
-    })
-    .await;
-    out.into_iter().flatten().collect()
 }

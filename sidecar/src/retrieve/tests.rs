@@ -99,7 +99,7 @@ fn exhaustive(idx: &RetrieveIndex, fake: &Fake, exclude: &[usize], k: usize) -> 
                         (0..idx.file.items.len()).any(|j| {
                             let path = idx.file.items[j].code.get(..=d);
                             !exclude.contains(&j)
-                                && path.and_then(|p| super::index::walk(&idx.trie, p)) == Some(**k)
+                                && path.and_then(|p| idx.trie.walk(p)) == Some(**k)
                         })
                     })
                     .map(|(t, _)| *t as u32)

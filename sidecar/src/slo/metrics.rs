@@ -81,13 +81,9 @@ impl SloMetricVecs {
             "Calls sent to another replica than the routing rule's pick because its predicted \
              completion was shorter by more than --slo-dispatch-threshold",
         )?;
-        registry.register(Box::new(window.clone()))?;
-        registry.register(Box::new(waiting.clone()))?;
-        registry.register(Box::new(offered.clone()))?;
-        registry.register(Box::new(weight.clone()))?;
-        registry.register(Box::new(error.clone()))?;
-        registry.register(Box::new(calls.clone()))?;
-        registry.register(Box::new(switches.clone()))?;
+        crate::metrics::register! { registry;
+            window, waiting, offered, weight, error, calls, switches,
+        }
         Ok(Self {
             window,
             waiting,

@@ -22,16 +22,9 @@ pub struct MirrorMetricVecs {
 
 impl MirrorMetricVecs {
     pub fn new(registry: &Metrics) -> Result<Self, prometheus::Error> {
-        let gv = |n: &str, h: &str, l: &[&str]| -> Result<IntGaugeVec, prometheus::Error> {
-            let g = IntGaugeVec::new(Opts::new(n, h), l)?;
-            registry.register(Box::new(g.clone()))?;
-            Ok(g)
-        };
-        let cv = |n: &str, h: &str, l: &[&str]| -> Result<IntCounterVec, prometheus::Error> {
-            let c = IntCounterVec::new(Opts::new(n, h), l)?;
-            registry.register(Box::new(c.clone()))?;
-            Ok(c)
-        };
+        let gv = |n: &str, h: &str, l: &[&str]| registry.add(IntGaugeVec::new(Opts::new(n, h), l)?);
+        let cv =
+            |n: &str, h: &str, l: &[&str]| registry.add(IntCounterVec::new(Opts::new(n, h), l)?);
         Ok(Self {
             state: gv(
                 "route_mirror_state",

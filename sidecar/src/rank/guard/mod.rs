@@ -182,10 +182,9 @@ impl QualityGuard {
             ),
             &["model"],
         )?;
-        registry.register(Box::new(agreement.clone()))?;
-        registry.register(Box::new(pool_on.clone()))?;
-        registry.register(Box::new(samples.clone()))?;
-        registry.register(Box::new(tokens.clone()))?;
+        crate::metrics::register! { registry;
+            agreement, pool_on, samples, tokens,
+        }
         Ok(Self {
             config,
             pairs: Mutex::new(HashMap::new()),

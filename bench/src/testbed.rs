@@ -53,6 +53,8 @@ pub struct Testbed {
     pool_store: Option<String>,
     /// `up --max-logprobs` of every engine started from now on [the testbed's default, 200].
     max_logprobs: Option<u64>,
+    /// `up --retrieve-plugin` on every engine started from now on.
+    retrieve_plugin: bool,
     /// `up --model` of every engine started from now on [`up`'s: `$RECACHE_TESTBED_MODEL`].
     model: Option<ModelKind>,
     started: Vec<(Layout, Instance)>,
@@ -71,6 +73,7 @@ impl Testbed {
             block_bytes,
             pool_store: None,
             max_logprobs: None,
+            retrieve_plugin: false,
             model: None,
             started: Vec::new(),
         })
@@ -87,6 +90,12 @@ impl Testbed {
     /// vLLM's beam search asks for 2 x its width).
     pub fn with_max_logprobs(mut self, n: Option<u64>) -> Self {
         self.max_logprobs = n;
+        self
+    }
+
+    /// Loads recache's retrieval endpoint plugin into every engine started from now on.
+    pub fn with_retrieve_plugin(mut self, on: bool) -> Self {
+        self.retrieve_plugin = on;
         self
     }
 
@@ -135,6 +144,9 @@ impl Testbed {
         }
         if let Some(n) = self.max_logprobs {
             cmd.args(["--max-logprobs", &n.to_string()]);
+        }
+        if self.retrieve_plugin {
+            cmd.arg("--retrieve-plugin");
         }
         // vLLM's CPU KV space (GiB) must hold the blocks; the block count is the real cap.
         let gib = (layout.kv_blocks * self.block_bytes).div_ceil(1 << 30) + 1;

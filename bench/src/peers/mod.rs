@@ -105,8 +105,10 @@ pub async fn run(args: PeersArgs) -> Result<(), BenchError> {
                 (Workload::Retrieve, Some(r)) => {
                     let load = (retrieval.as_ref())
                         .ok_or_else(|| BenchError::Setup("no retrieval load".into()))?;
-                    // On one replica vLLM's beam search also runs without a gateway.
+                    // recache's own loop beside its in-engine search; on one replica vLLM's
+                    // beam search also runs without a gateway.
                     let mut with_direct = systems.clone();
+                    with_direct.insert(1, System::RecacheLoop);
                     if r.urls.len() == 1 {
                         with_direct.push(System::Direct);
                     }

@@ -29,14 +29,19 @@ impl Replicas {
         let block_bytes = testbed::BLOCK_TOKENS * args.model()?.kv_token_bytes;
         let (urls, kv_events, testbed) = if args.upstream.is_empty() {
             let logprobs = super::retrieve::max_logprobs(args);
+            // The retrieve workload's replicas also run recache's endpoint plugin (its routes
+            // only: vLLM serves the other systems as without it).
+            let plugin = args.workloads.contains(&super::args::Workload::Retrieve);
             let mut tb = Testbed::new(&args.testbed_dir, block_bytes)?
                 .with_max_logprobs(logprobs)
+                .with_retrieve_plugin(plugin)
                 .with_model(args.testbed_model);
             // Other names for other options: `up` refuses a live name started otherwise.
-            let prefix = match logprobs {
-                Some(n) => format!("peers-lp{n}-r"),
-                None => "peers-r".to_string(),
+            let mut prefix = match logprobs {
+                Some(n) => format!("peers-lp{n}-"),
+                None => "peers-".to_string(),
             };
+            prefix.push_str(if plugin { "rp" } else { "r" });
             let layout = Layout {
                 kv_blocks: args.kv_blocks,
                 pool_bytes: 0,

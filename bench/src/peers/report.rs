@@ -161,7 +161,10 @@ fn goals(workload: &str) -> &'static [Goal] {
 /// recache against the best peer on each goal of `workload`, from the summary rows.
 pub fn verdict(workload: &str, sums: &[Value]) -> Option<Value> {
     let recache = sums.iter().find(|r| r["system"] == "recache")?;
-    let peers: Vec<&Value> = sums.iter().filter(|r| r["system"] != "recache").collect();
+    // recache-loop is recache's other retrieval design, not a peer.
+    let peers: Vec<&Value> = (sums.iter())
+        .filter(|r| r["system"] != "recache" && r["system"] != "recache-loop")
+        .collect();
     if peers.is_empty() {
         return None;
     }

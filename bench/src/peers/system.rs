@@ -18,6 +18,9 @@ use crate::overhead::free_port;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum System {
     Recache,
+    /// recache with `--retrieve-in-engine off`: the retrieve workload's other design
+    /// (recache's own beam loop, one batched engine call per step).
+    RecacheLoop,
     Peer(Peer),
     /// The engine itself, no gateway: the retrieve workload on one replica (vLLM's own beam
     /// search, the bar `/v1/retrieve` is held to).
@@ -28,6 +31,7 @@ impl System {
     pub fn name(self) -> &'static str {
         match self {
             System::Recache => "recache",
+            System::RecacheLoop => "recache-loop",
             System::Peer(Peer::SglangRouter) => "sglang-router",
             System::Peer(Peer::VllmRouter) => "vllm-router",
             System::Direct => "vllm-direct",
@@ -99,7 +103,7 @@ pub async fn start(
     }
     let addr = free_port()?;
     let mut cmd = match system {
-        System::Recache => {
+        System::Recache | System::RecacheLoop => {
             let mut c = Command::new(crate::recache_bin::path()?);
             c.args(["serve", "--listen", &addr.to_string()]);
             for r in replicas {
@@ -112,6 +116,9 @@ pub async fn start(
                 c.args(["--routing", r]);
             }
             c.args(&recache.extra);
+            if system == System::RecacheLoop {
+                c.args(["--retrieve-in-engine", "off"]);
+            }
             // Busy CPU engines answer probes late; a missed 2 s probe would eject a replica.
             c.args(["--health-interval", "10s"])
                 // RECACHE_BENCH_RECACHE_LOG: recache's log filter in a diagnosis run (e.g.
@@ -143,7 +150,7 @@ pub async fn start(
         .spawn()
         .map_err(BenchError::io(format!("starting {}", system.name())))?;
     let path = match system {
-        System::Recache => "/ready",
+        System::Recache | System::RecacheLoop => "/ready",
         System::Peer(_) | System::Direct => "/health",
     };
     let client = http::client();

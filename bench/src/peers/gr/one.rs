@@ -69,7 +69,7 @@ pub async fn one(
     let client = http::client();
     replicas.reset(&client).await?;
     let layout = match s {
-        System::Recache => stream.sets.recache,
+        System::Recache | System::RecacheLoop => stream.sets.recache,
         System::Peer(_) | System::Direct => stream.sets.peers,
     };
     let setup = pool::recache_setup(args, replicas, stream);
@@ -101,7 +101,7 @@ pub async fn one(
             let base = running.url();
             async move {
                 match s {
-                    System::Recache => {
+                    System::Recache | System::RecacheLoop => {
                         let check = move |v: &Value| prompt::rank_answer_rank(v, &target, n);
                         send(client, format!("{base}/v1/rank"), rank_body, check).await
                     }

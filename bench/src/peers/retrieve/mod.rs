@@ -89,7 +89,7 @@ fn setup(args: &PeersArgs, replicas: &Replicas, load: &RetrieveLoad) -> RecacheS
 fn bodies(s: System, load: &RetrieveLoad, model: &str, width: usize) -> Vec<Arc<Value>> {
     let k = TOP_K.min(width);
     match s {
-        System::Recache => (load.users.iter())
+        System::Recache | System::RecacheLoop => (load.users.iter())
             .map(|u| {
                 Arc::new(json!({"model": model, "user": {"id": u.id, "text": u.text},
                     "beam_width": width, "top_k": k}))
@@ -122,14 +122,14 @@ pub async fn one(
     replicas.reset(&client).await?;
     let running = system::start(s, venv, &replicas.urls, &setup(args, replicas, load)).await?;
     let path = match s {
-        System::Recache => "/v1/retrieve",
+        System::Recache | System::RecacheLoop => "/v1/retrieve",
         System::Peer(_) | System::Direct => "/v1/completions",
     };
     ready(&client, &running.url(), &replicas.model).await;
     let url = format!("{}{path}", running.url());
     let bodies = bodies(s, load, &replicas.model, width);
     let k = TOP_K.min(width);
-    let ours = (s == System::Recache).then(|| running.url());
+    let ours = matches!(s, System::Recache | System::RecacheLoop).then(|| running.url());
     let before = replicas.snapshot(&client, ours.as_deref()).await?;
     let progress = crate::progress::Progress::new(
         bodies.len() as u64,
@@ -164,7 +164,7 @@ pub async fn one(
         let (_, ms, got) = joined.map_err(|e| BenchError::Setup(format!("a retrieval: {e}")))?;
         let read = match got {
             Ok((200, v)) => match s {
-                System::Recache => score::recache_items(&load.index, &v, k),
+                System::Recache | System::RecacheLoop => score::recache_items(&load.index, &v, k),
                 System::Peer(_) | System::Direct => score::peer_items(&load.index, &v, k),
             },
             Ok((status, v)) => Err(format!("status {status}: {}", cut(&v.to_string()))),
@@ -209,7 +209,9 @@ pub async fn one(
     row["model"] = json!(replicas.model);
     row["concurrency"] = json!(args.retrieve_concurrency);
     row["routing"] = match s {
-        System::Recache => json!(format!("prefix:blocks={}", args.kv_blocks)),
+        System::Recache | System::RecacheLoop => {
+            json!(format!("prefix:blocks={}", args.kv_blocks))
+        }
         System::Peer(_) => json!("cache_aware"),
         System::Direct => json!("none"),
     };

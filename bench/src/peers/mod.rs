@@ -141,6 +141,7 @@ pub async fn run(args: PeersArgs) -> Result<(), BenchError> {
             _ => report::verdict(w.name(), &sums),
         };
         if w == Workload::Retrieve {
+            retrieve::vs_direct(&rows, &mut sums);
             retrieve::table(&sums);
         }
         sums.extend(goals);

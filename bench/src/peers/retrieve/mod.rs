@@ -25,7 +25,7 @@ use crate::error::BenchError;
 use crate::http;
 use load::RetrieveLoad;
 use score::{Run, Tally};
-pub use score::{table, verdict};
+pub use score::{table, verdict, vs_direct};
 
 /// Items asked for per retrieval (capped at the width).
 pub const TOP_K: usize = 10;

@@ -187,3 +187,37 @@ pub fn table(sums: &[Value]) {
         );
     }
 }
+
+/// Each recache row's per-round paired ratios against vLLM's beam search without a gateway
+/// (`vllm-direct`, one replica) at the same width, as `vs_direct`: `{field: {median, min,
+/// max}}` for p50 latency, retrievals/s and computed tokens. Rounds pair by their number.
+pub fn vs_direct(rows: &[Value], sums: &mut [Value]) {
+    let at = |s: &str, w: u64, round: u64| {
+        (rows.iter()).find(|r| r["system"] == s && r["beam_width"] == w && r["round"] == round)
+    };
+    for sum in sums.iter_mut() {
+        let (Some(s), Some(w)) = (sum["system"].as_str(), sum["beam_width"].as_u64()) else {
+            continue;
+        };
+        if !s.starts_with("recache") {
+            continue;
+        }
+        let mut out = serde_json::Map::new();
+        for f in ["latency_p50_ms", "rps", "computed_tokens"] {
+            let ratios: Vec<f64> = (rows.iter())
+                .filter(|r| r["system"] == s && r["beam_width"] == w)
+                .filter_map(|r| {
+                    let d = at("vllm-direct", w, r["round"].as_u64()?)?;
+                    Some(r[f].as_f64()? / d[f].as_f64().filter(|x| *x > 0.0)?)
+                })
+                .collect();
+            if !ratios.is_empty() {
+                let sp = crate::stats::Spread::of(ratios);
+                out.insert(f.into(), json!({"median": sp.median, "min": sp.min, "max": sp.max}));
+            }
+        }
+        if !out.is_empty() {
+            sum["vs_direct"] = Value::Object(out);
+        }
+    }
+}

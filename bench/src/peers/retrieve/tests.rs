@@ -222,3 +222,29 @@ fn peers_get_vllm_beam_search_and_recache_its_retrieve_body() {
     assert_eq!(p[0]["return_token_ids"], true);
     assert_eq!(p[0]["prompt"], "padded text");
 }
+
+#[test]
+fn recache_rows_carry_paired_ratios_against_vllm_direct() {
+    let row = |s: &str, round: u64, p50: f64, rps: f64| {
+        json!({"system": s, "workload": "retrieve", "beam_width": 32, "round": round,
+               "latency_p50_ms": p50, "rps": rps, "computed_tokens": 100.0})
+    };
+    let rows = vec![
+        row("recache", 1, 50.0, 20.0),
+        row("vllm-direct", 1, 100.0, 10.0),
+        row("recache", 2, 90.0, 10.0),
+        row("vllm-direct", 2, 100.0, 10.0),
+        row("recache", 3, 60.0, 30.0),
+        row("vllm-direct", 3, 100.0, 10.0),
+    ];
+    let mut sums = report::summaries("retrieve", &rows);
+    vs_direct(&rows, &mut sums);
+    let ours = sums.iter().find(|s| s["system"] == "recache").expect("recache");
+    assert_eq!(
+        ours["vs_direct"]["latency_p50_ms"],
+        json!({"median": 0.6, "min": 0.5, "max": 0.9})
+    );
+    assert_eq!(ours["vs_direct"]["rps"], json!({"median": 2.0, "min": 1.0, "max": 3.0}));
+    let direct = sums.iter().find(|s| s["system"] == "vllm-direct").expect("direct");
+    assert!(direct.get("vs_direct").is_none());
+}

@@ -213,7 +213,10 @@ pub fn vs_direct(rows: &[Value], sums: &mut [Value]) {
                 .collect();
             if !ratios.is_empty() {
                 let sp = crate::stats::Spread::of(ratios);
-                out.insert(f.into(), json!({"median": sp.median, "min": sp.min, "max": sp.max}));
+                out.insert(
+                    f.into(),
+                    json!({"median": sp.median, "min": sp.min, "max": sp.max}),
+                );
             }
         }
         if !out.is_empty() {

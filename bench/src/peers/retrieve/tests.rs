@@ -239,12 +239,21 @@ fn recache_rows_carry_paired_ratios_against_vllm_direct() {
     ];
     let mut sums = report::summaries("retrieve", &rows);
     vs_direct(&rows, &mut sums);
-    let ours = sums.iter().find(|s| s["system"] == "recache").expect("recache");
+    let ours = sums
+        .iter()
+        .find(|s| s["system"] == "recache")
+        .expect("recache");
     assert_eq!(
         ours["vs_direct"]["latency_p50_ms"],
         json!({"median": 0.6, "min": 0.5, "max": 0.9})
     );
-    assert_eq!(ours["vs_direct"]["rps"], json!({"median": 2.0, "min": 1.0, "max": 3.0}));
-    let direct = sums.iter().find(|s| s["system"] == "vllm-direct").expect("direct");
+    assert_eq!(
+        ours["vs_direct"]["rps"],
+        json!({"median": 2.0, "min": 1.0, "max": 3.0})
+    );
+    let direct = sums
+        .iter()
+        .find(|s| s["system"] == "vllm-direct")
+        .expect("direct");
     assert!(direct.get("vs_direct").is_none());
 }

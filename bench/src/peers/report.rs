@@ -29,6 +29,8 @@ const FIELDS: &[&str] = &[
     "latency_p50_ms",
     "latency_p99_ms",
     "engine_requests_per_retrieval",
+    "recall_at_10",
+    "ndcg_at_10",
 ];
 
 /// One summary row per system of `workload` (per system × `beam_width` where rows carry

@@ -29,6 +29,12 @@ pub struct RetrieveBenchArgs {
     /// Beam widths, comma-separated
     #[arg(long, value_delimiter = ',', default_value = "8,32,128")]
     pub widths: Vec<usize>,
+    /// How users are written: `titles` (their items' titles, any model) or `codes` (their
+    /// items' codes with SEP between, as the trained retrieval model `up --model retriever`
+    /// reads them; held-out users only, and the rows gain Recall@10 / NDCG@10 against
+    /// popularity)
+    #[arg(long, value_enum, default_value_t = PromptKind::Titles)]
+    pub prompt: PromptKind,
     /// Users (one retrieval each per width), drawn with --seed
     #[arg(long, default_value_t = 24)]
     pub users: usize,
@@ -58,6 +64,13 @@ pub struct RetrieveBenchArgs {
     /// Write a PNG: latency and computed tokens per width
     #[arg(long)]
     pub png: Option<PathBuf>,
+}
+
+/// `--prompt`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptKind {
+    Titles,
+    Codes,
 }
 
 impl RetrieveBenchArgs {

@@ -7,11 +7,13 @@
 //! Every width runs on an emptied prefix cache, the same users in the same order, one
 //! retrieval at a time (latency is a single request's, not a loaded server's).
 //!
-//! - [`args`]: flags; [`users`]: prompts from an interaction file and item titles;
+//! - [`args`]: flags; [`users`]: prompts from an interaction file and item titles; [`codes`]:
+//!   prompts of item codes for the trained retrieval model, and the quality figures;
 //! - [`unconstrained`]: the engine's own top tokens per beam, no trie;
 //! - [`report`]: the rows and the table; [`plot`]: the PNG.
 
 pub mod args;
+pub mod codes;
 pub mod plot;
 pub mod report;
 pub mod unconstrained;
@@ -21,8 +23,9 @@ use std::time::Instant;
 
 use serde_json::json;
 
+use args::PromptKind;
 pub use args::RetrieveBenchArgs;
-use report::{Report, WidthRow, table};
+use report::{Popularity, Report, WidthRow, table};
 
 use crate::engine_ops;
 use crate::error::BenchError;
@@ -48,7 +51,27 @@ pub async fn run(args: RetrieveBenchArgs) -> Result<(), BenchError> {
     let model = first_model(&client, &upstream).await?;
     let (index_path, _keep) = args::index_path(&args)?;
     let index = RetrieveIndex::load(&index_path).map_err(|e| BenchError::Setup(e.to_string()))?;
-    let users = users::load(&args)?;
+    let (users, popular) = match args.prompt {
+        PromptKind::Titles => (users::load(&args)?, None),
+        PromptKind::Codes => {
+            let c = codes::load(
+                &args.data,
+                &args.items,
+                &index,
+                args.users,
+                args.history,
+                args.seed,
+            )?;
+            (c.users, Some(c.popular))
+        }
+    };
+    let popularity = popular.as_deref().map(|p| {
+        let (recall_at_10, ndcg_at_10) = codes::popularity(&users, p);
+        Popularity {
+            recall_at_10,
+            ndcg_at_10,
+        }
+    });
     let pad = match args.pad_token {
         Some(t) => t,
         None => *tokenize(&client, &upstream, &model, "\n")
@@ -81,13 +104,13 @@ pub async fn run(args: RetrieveBenchArgs) -> Result<(), BenchError> {
     // Prompts as recache builds them (same tokenizer call, same padding), for the baselines.
     let mut prompts = Vec::with_capacity(users.len());
     for u in &users {
-        let mut t = tokenize(
-            &client,
-            &upstream,
-            &model,
-            &format!("{}{DEFAULT_INSTRUCTION}", u.text),
-        )
-        .await?;
+        let mut t = match u.base_tokens() {
+            Some(t) => t,
+            None => {
+                let text = format!("{}{DEFAULT_INSTRUCTION}", u.text);
+                tokenize(&client, &upstream, &model, &text).await?
+            }
+        };
         if args.align > 1 && t.len() % args.align != 0 {
             let n = args.align - t.len() % args.align;
             t.splice(0..0, std::iter::repeat_n(pad, n));
@@ -122,11 +145,13 @@ pub async fn run(args: RetrieveBenchArgs) -> Result<(), BenchError> {
         row.computed_vs_greedy = row.computed_tokens / greedy;
         if args.unconstrained() && align == args.align {
             reset(&client, engine, &upstream).await?;
+            let targets: Vec<Option<String>> = users.iter().map(|u| u.target.clone()).collect();
             let u = unconstrained::run(
-                &client, &upstream, &model, &prompts, &index, width, args.top_k,
+                &client, &upstream, &model, &prompts, &targets, &index, width, args.top_k,
             )
             .await?;
             row.unconstrained_invalid_rate = Some(u.invalid_rate);
+            row.unconstrained_recall_at_10 = u.recall_at_10;
             row.unconstrained_computed_tokens = Some(u.computed_tokens);
             row.unconstrained_fanout = Some(u.fanout);
         }
@@ -159,6 +184,11 @@ pub async fn run(args: RetrieveBenchArgs) -> Result<(), BenchError> {
         model,
         engine: engine.to_string(),
         users: users.len(),
+        prompt: match args.prompt {
+            PromptKind::Titles => "titles",
+            PromptKind::Codes => "codes",
+        },
+        popularity,
         top_k: args.top_k,
         index_items: index.file.items.len(),
         index_depth: index.depth,
@@ -240,6 +270,7 @@ async fn ours(
     let k = top_k.min(width);
     let (mut lat, mut calls, mut early) = (Vec::new(), 0.0, 0usize);
     let (mut invalid, mut dups) = (0, 0);
+    let (mut recall, mut ndcg, mut scored) = (0.0, 0.0, 0usize);
     let progress =
         crate::progress::Progress::new(users.len() as u64, format!("retrieve width {width}"));
     // Tokens from the engine's own counters: vLLM's usage of a call with several prompts
@@ -247,8 +278,11 @@ async fn ours(
     let metrics_url = format!("{upstream}/metrics");
     let metrics_before = http::get_text(client, &metrics_url).await?;
     for u in users {
-        let body = json!({"model": model, "user": {"id": u.id, "text": u.text},
-                          "beam_width": width, "top_k": k});
+        let (user, instruction) = u.request();
+        let mut body = json!({"model": model, "user": user, "beam_width": width, "top_k": k});
+        if let Some(i) = instruction {
+            body["instruction"] = i;
+        }
         let started = Instant::now();
         let (status, v) = http::post(client, &url, &body).await?;
         lat.push(started.elapsed().as_secs_f64() * 1e3);
@@ -268,6 +302,11 @@ async fn ours(
             .iter()
             .filter(|i| !index.by_id.contains_key(**i))
             .count();
+        if let Some(t) = &u.target {
+            let ranked: Vec<Option<String>> = ids.iter().map(|i| Some(i.to_string())).collect();
+            let (r, g) = codes::hit(&ranked, t);
+            (recall, ndcg, scored) = (recall + r, ndcg + g, scored + 1);
+        }
         let mut d = ids.clone();
         d.sort_unstable();
         d.dedup();
@@ -296,5 +335,8 @@ async fn ours(
         unconstrained_invalid_rate: None,
         unconstrained_computed_tokens: None,
         unconstrained_fanout: None,
+        recall_at_10: (scored > 0).then(|| recall / scored as f64),
+        ndcg_at_10: (scored > 0).then(|| ndcg / scored as f64),
+        unconstrained_recall_at_10: None,
     })
 }

@@ -31,6 +31,18 @@ pub struct WidthRow {
     pub unconstrained_computed_tokens: Option<f64>,
     /// Top logprobs the engine returned per beam step (the unconstrained search's fan-out).
     pub unconstrained_fanout: Option<usize>,
+    /// With `--prompt codes`: the held-out item among the first 10 returned (mean), and
+    /// NDCG@10; the same for the unconstrained search's post-filtered codes.
+    pub recall_at_10: Option<f64>,
+    pub ndcg_at_10: Option<f64>,
+    pub unconstrained_recall_at_10: Option<f64>,
+}
+
+/// The popularity baseline's quality on the same held-out users (`--prompt codes`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Popularity {
+    pub recall_at_10: f64,
+    pub ndcg_at_10: f64,
 }
 
 /// Everything the bench prints.
@@ -40,6 +52,9 @@ pub struct Report {
     pub model: String,
     pub engine: String,
     pub users: usize,
+    /// `titles` or `codes` (`--prompt`).
+    pub prompt: &'static str,
+    pub popularity: Option<Popularity>,
     pub top_k: usize,
     pub index_items: usize,
     pub index_depth: usize,
@@ -81,6 +96,15 @@ pub fn table(r: &Report) -> String {
             w.invalid_items,
             w.unconstrained_invalid_rate
                 .map_or("-".into(), |x| format!("{x:.3}"))
+        );
+        if let (Some(r), Some(g)) = (w.recall_at_10, w.ndcg_at_10) {
+            s += &format!("      recall@10 {r:.4}  ndcg@10 {g:.4}\n");
+        }
+    }
+    if let Some(p) = &r.popularity {
+        s += &format!(
+            "popularity: recall@10 {:.4}  ndcg@10 {:.4}\n",
+            p.recall_at_10, p.ndcg_at_10
         );
     }
     s

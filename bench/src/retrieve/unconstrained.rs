@@ -15,6 +15,8 @@ pub const MAX_FANOUT: usize = 20;
 
 pub struct Outcome {
     pub invalid_rate: f64,
+    /// Mean recall@10 of the post-filtered codes against `targets` (None without targets).
+    pub recall_at_10: Option<f64>,
     pub computed_tokens: f64,
     pub fanout: usize,
 }
@@ -24,6 +26,7 @@ pub async fn run(
     upstream: &str,
     model: &str,
     prompts: &[Vec<u32>],
+    targets: &[Option<String>],
     index: &RetrieveIndex,
     width: usize,
     top_k: usize,
@@ -31,11 +34,12 @@ pub async fn run(
     let fanout = width.min(MAX_FANOUT);
     let url = format!("{upstream}/v1/completions");
     let (mut invalid, mut returned, mut computed) = (0usize, 0usize, 0.0);
+    let (mut hits, mut scored) = (0.0, 0usize);
     let progress = crate::progress::Progress::new(
         prompts.len() as u64,
         format!("unconstrained width {width}"),
     );
-    for prompt in prompts {
+    for (n, prompt) in prompts.iter().enumerate() {
         let mut beams: Vec<(Vec<u32>, f64)> = vec![(Vec::new(), 0.0)];
         for _ in 0..index.depth {
             let calls = beams.iter().map(|(code, _)| {
@@ -73,11 +77,19 @@ pub async fn run(
             returned += 1;
             invalid += !is_item(index, code) as usize;
         }
+        if let Some(Some(t)) = targets.get(n) {
+            let items: Vec<Option<String>> = (beams.iter().take(top_k))
+                .map(|(c, _)| crate::peers::retrieve::score::item_of(index, c).map(str::to_string))
+                .collect();
+            hits += super::codes::hit(&items, t).0;
+            scored += 1;
+        }
         progress.inc(1);
     }
     progress.finish();
     Ok(Outcome {
         invalid_rate: invalid as f64 / returned.max(1) as f64,
+        recall_at_10: (scored > 0).then(|| hits / scored as f64),
         computed_tokens: computed / prompts.len().max(1) as f64,
         fanout,
     })

@@ -1,18 +1,45 @@
 //! The bench's users: drawn from an interaction file, each rendered as the titles of their
-//! most recent items (the held-out last one left out), as `bench gr` renders profiles.
+//! most recent items (the held-out last one left out), as `bench gr` renders profiles; or, for
+//! the trained retrieval model, as their items' codes ([`super::codes`]).
 
 use std::path::Path;
+
+use serde_json::{Value, json};
 
 use super::args::RetrieveBenchArgs;
 use crate::error::BenchError;
 use crate::gr::workload;
 use crate::rng::Rng;
 
-/// One user's retrieval prompt text.
-#[derive(Debug, Clone)]
+/// One user's retrieval prompt: text, or token ids with [`super::codes::SEP`] as the
+/// instruction.
+#[derive(Debug, Clone, Default)]
 pub struct User {
     pub id: String,
     pub text: String,
+    pub tokens: Option<Vec<u32>>,
+    /// The catalog id of the item to retrieve, where quality is measured.
+    pub target: Option<String>,
+}
+
+impl User {
+    /// `/v1/retrieve`'s `user` and `instruction` fields for this user (None: the default).
+    pub fn request(&self) -> (Value, Option<Value>) {
+        match &self.tokens {
+            Some(t) => (
+                json!({"id": self.id, "tokens": t}),
+                Some(json!([super::codes::SEP])),
+            ),
+            None => (json!({"id": self.id, "text": self.text}), None),
+        }
+    }
+
+    /// The prompt recache builds before padding: its tokens for a code user; None for text.
+    pub fn base_tokens(&self) -> Option<Vec<u32>> {
+        let mut t = self.tokens.clone()?;
+        t.push(super::codes::SEP);
+        Some(t)
+    }
 }
 
 /// `args.users` users with at least two history items, drawn without replacement.
@@ -51,6 +78,7 @@ pub fn load_from(
         out.push(User {
             id: id.to_string(),
             text: format!("The user bought, in order: {}.", titles.join("; ")),
+            ..User::default()
         });
     }
     Ok(out)

@@ -25,6 +25,9 @@ pub enum ModelKind {
     /// heads), 2 layers: a GR model's cost per token and per query-key pair
     #[value(name = "qwen2-1.5b-shape")]
     Qwen2Shape,
+    /// The generative-retrieval model trained here (`up --model retriever`): the tiny shape,
+    /// writing the next item's code after a user's history of codes
+    Retriever,
 }
 
 /// The KV cache's shape: what one token occupies in every layer.
@@ -64,6 +67,7 @@ impl ModelKind {
             ModelKind::Tiny => "tiny",
             ModelKind::Ranker => "ranker",
             ModelKind::Qwen2Shape => "qwen2-1.5b-shape",
+            ModelKind::Retriever => "retriever",
         }
     }
 
@@ -73,6 +77,7 @@ impl ModelKind {
             ModelKind::Tiny => "tiny-qwen2",
             ModelKind::Ranker => "gr-ranker",
             ModelKind::Qwen2Shape => "qwen2-1.5b-shape",
+            ModelKind::Retriever => "gr-retriever",
         }
     }
 
@@ -82,14 +87,26 @@ impl ModelKind {
             ModelKind::Tiny => "tiny-qwen2",
             ModelKind::Ranker => "gr-ranker",
             ModelKind::Qwen2Shape => "qwen2-1.5b-shape",
+            ModelKind::Retriever => "gr-retriever",
         }
+    }
+
+    /// The retrieval index a model was trained on (`retrieval-index.json` beside its
+    /// weights), where it has one: recache must serve it with that index.
+    pub fn retrieval_index(self) -> Option<PathBuf> {
+        (self == ModelKind::Retriever).then(|| {
+            home()
+                .join("models")
+                .join(self.dir())
+                .join("retrieval-index.json")
+        })
     }
 
     /// The geometry its recipe makes (make_model.py's KINDS, train_ranker.py's model): what
     /// its config.json says once made, used before it is.
     pub fn recipe_geometry(self) -> KvGeometry {
         let (layers, kv_heads, head_dim) = match self {
-            ModelKind::Tiny => (4, 2, 64),
+            ModelKind::Tiny | ModelKind::Retriever => (4, 2, 64),
             ModelKind::Ranker => (4, 1, 128),
             ModelKind::Qwen2Shape => (2, 2, 128),
         };
@@ -182,7 +199,12 @@ mod tests {
     #[test]
     fn every_recipe_keeps_2_kib_a_token_in_bf16() {
         // tiny: 4 layers x 2 KV heads x 64; the shape model: 2 x 2 x 128; the ranker: 4 x 1 x 128.
-        for kind in [ModelKind::Tiny, ModelKind::Qwen2Shape, ModelKind::Ranker] {
+        for kind in [
+            ModelKind::Tiny,
+            ModelKind::Qwen2Shape,
+            ModelKind::Ranker,
+            ModelKind::Retriever,
+        ] {
             assert_eq!(kind.recipe_geometry().token_bytes(2), 2048, "{kind:?}");
         }
         assert_eq!(

@@ -3,12 +3,16 @@
 //! index built from `--items` with `recache items index`'s defaults, and for the peers one
 //! text prompt per user whose tokens are exactly the prompt recache's `/v1/retrieve` builds
 //! for that user (`pad* user instruction`, padded in front to whole KV blocks), checked
-//! against the engine's tokenizer before anything is measured.
+//! against the engine's tokenizer before anything is measured. With the trained retrieval
+//! model (`--testbed-model retriever`) the users are held-out users written as their items'
+//! codes ([`crate::retrieve::codes`]), the index is the one the model was trained on, the
+//! peers get the same tokens as a token-id prompt, and each user's last item is what the
+//! rows' Recall@10 looks for.
 
 use std::path::PathBuf;
 
 use recache::harness::{RETRIEVE_INSTRUCTION, RetrieveIndex};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::super::args::PeersArgs;
 use super::super::replicas::Replicas;
@@ -34,9 +38,11 @@ pub struct RetrieveLoad {
     /// recache's `--retrieve-align` (0: no padding) and `--retrieve-pad-token`.
     pub align: usize,
     pub pad: u32,
-    /// The peers' text prompts, one per user.
-    pub texts: Vec<String>,
+    /// The peers' prompts (text, or token ids for code users), one per user.
+    pub prompts: Vec<Value>,
     pub mean_prompt_tokens: f64,
+    /// The popularity baseline's (recall, NDCG) at 10 on the same users (code users only).
+    pub popularity: Option<(f64, f64)>,
 }
 
 /// Tokens of `text` as vLLM's completions API reads a text prompt (its tokenizer's
@@ -74,6 +80,9 @@ pub async fn build(
                 .into(),
         ));
     };
+    if let Some(path) = args.testbed_model.retrieval_index() {
+        return codes(args, client, replicas, (data, items), &path).await;
+    }
     let users = users::load_from(data, items, args.requests, HISTORY, SEED)?;
     eprintln!(
         "[peers] retrieve: building the index of {} (recache items index defaults) ...",
@@ -152,8 +161,59 @@ pub async fn build(
         _keep: keep,
         align,
         pad,
-        texts,
+        prompts: texts.into_iter().map(Value::from).collect(),
         mean_prompt_tokens,
+        popularity: None,
+    })
+}
+
+/// The load for the trained retrieval model: code users, its own index, token-id prompts.
+async fn codes(
+    args: &PeersArgs,
+    client: &HttpClient,
+    replicas: &Replicas,
+    (data, items): (&std::path::Path, &std::path::Path),
+    index_path: &std::path::Path,
+) -> Result<RetrieveLoad, BenchError> {
+    let index = RetrieveIndex::load(index_path).map_err(|e| {
+        BenchError::Setup(format!("the retrieval model's index (`up` writes it): {e}"))
+    })?;
+    let c = crate::retrieve::codes::load(data, items, &index, args.requests, HISTORY, SEED)?;
+    let popularity = Some(crate::retrieve::codes::popularity(&c.users, &c.popular));
+    let (upstream, model) = (&replicas.urls[0], &replicas.model);
+    let [pad] = http::tokenize(client, upstream, model, "\n").await?[..] else {
+        return Err(BenchError::Setup(
+            "the engine does not write \"\\n\" as one token".into(),
+        ));
+    };
+    let align = testbed::BLOCK_TOKENS as usize;
+    let prompts: Vec<Vec<u32>> = (c.users.iter())
+        .filter_map(|u| u.base_tokens())
+        .map(|b| padded(&b, align, pad))
+        .collect();
+    let mean_prompt_tokens =
+        prompts.iter().map(Vec::len).sum::<usize>() as f64 / prompts.len().max(1) as f64;
+    // A copy the load owns, so the run does not depend on the testbed's file staying put.
+    let tmp =
+        tempfile::NamedTempFile::new().map_err(BenchError::io("creating a temporary index"))?;
+    std::fs::copy(index_path, tmp.path()).map_err(BenchError::io("copying the index"))?;
+    let keep = tmp.into_temp_path();
+    eprintln!(
+        "[peers] retrieve: {} held-out users as item codes, {mean_prompt_tokens:.0} prompt \
+         tokens on average (align {align}, pad token {pad}), the model's index of {} items",
+        c.users.len(),
+        index.file.items.len()
+    );
+    Ok(RetrieveLoad {
+        users: c.users,
+        index,
+        index_path: keep.to_path_buf(),
+        _keep: keep,
+        align,
+        pad,
+        prompts: prompts.into_iter().map(|p| json!(p)).collect(),
+        mean_prompt_tokens,
+        popularity,
     })
 }
 
@@ -168,14 +228,16 @@ impl RetrieveLoad {
             users: vec![User {
                 id: id.into(),
                 text: text.into(),
+                ..User::default()
             }],
             index,
             index_path: keep.to_path_buf(),
             _keep: keep,
             align: 0,
             pad: 0,
-            texts: vec![format!("padded {text}")],
+            prompts: vec![Value::from(format!("padded {text}"))],
             mean_prompt_tokens: 1.0,
+            popularity: None,
         }
     }
 }

@@ -91,11 +91,16 @@ fn bodies(s: System, load: &RetrieveLoad, model: &str, width: usize) -> Vec<Arc<
     match s {
         System::Recache | System::RecacheLoop => (load.users.iter())
             .map(|u| {
-                Arc::new(json!({"model": model, "user": {"id": u.id, "text": u.text},
-                    "beam_width": width, "top_k": k}))
+                let (user, instruction) = u.request();
+                let mut b = json!({"model": model, "user": user, "beam_width": width,
+                    "top_k": k});
+                if let Some(i) = instruction {
+                    b["instruction"] = i;
+                }
+                Arc::new(b)
             })
             .collect(),
-        System::Peer(_) | System::Direct => (load.texts.iter())
+        System::Peer(_) | System::Direct => (load.prompts.iter())
             .map(|t| {
                 Arc::new(json!({"model": model, "prompt": t, "use_beam_search": true,
                     "n": width, "max_tokens": load.index.depth, "temperature": 0,
@@ -161,7 +166,7 @@ pub async fn one(
             next += 1;
         }
         progress.inc(1);
-        let (_, ms, got) = joined.map_err(|e| BenchError::Setup(format!("a retrieval: {e}")))?;
+        let (i, ms, got) = joined.map_err(|e| BenchError::Setup(format!("a retrieval: {e}")))?;
         let read = match got {
             Ok((200, v)) => match s {
                 System::Recache | System::RecacheLoop => score::recache_items(&load.index, &v, k),
@@ -173,6 +178,9 @@ pub async fn one(
         match read {
             Ok(items) => {
                 tally.add(&items);
+                if let Some(t) = load.users.get(i).and_then(|u| u.target.as_deref()) {
+                    tally.score(&items, t);
+                }
                 lat.push(ms);
             }
             Err(e) => {
@@ -220,6 +228,10 @@ pub async fn one(
     row["index_items"] = json!(load.index.file.items.len());
     row["max_tokens"] = json!(load.index.depth);
     row["own_traffic"] = crate::own_traffic::json(&counted.own);
+    if let Some((r, g)) = load.popularity {
+        row["popularity_recall_at_10"] = json!(r);
+        row["popularity_ndcg_at_10"] = json!(g);
+    }
     row["model"] = json!(replicas.model);
     Ok(row)
 }

@@ -80,6 +80,10 @@ pub struct Tally {
     pub invalid: usize,
     /// Distinct valid items per retrieval, summed.
     pub valid: usize,
+    /// Retrievals that had an item to find, and the recall and NDCG at 10 summed over them.
+    pub scored: usize,
+    pub recall: f64,
+    pub ndcg: f64,
 }
 
 impl Tally {
@@ -91,6 +95,14 @@ impl Tally {
         valid.sort_unstable();
         valid.dedup();
         self.valid += valid.len();
+    }
+
+    /// One retrieval's quality against the item it should find.
+    pub fn score(&mut self, items: &[Option<String>], target: &str) {
+        let (r, g) = crate::retrieve::codes::hit(items, target);
+        self.scored += 1;
+        self.recall += r;
+        self.ndcg += g;
     }
 
     /// Invalid over returned; None when nothing was returned.
@@ -135,6 +147,10 @@ impl Run {
             "invalid_share": self.tally.invalid_share(),
             "valid_items": self.tally.valid, "returned": self.tally.returned,
             "invalid": self.tally.invalid,
+            "recall_at_10": (self.tally.scored > 0)
+                .then(|| self.tally.recall / self.tally.scored as f64),
+            "ndcg_at_10": (self.tally.scored > 0)
+                .then(|| self.tally.ndcg / self.tally.scored as f64),
             "latency_p50_ms": quantile(&self.latencies_ms, 0.5),
             "latency_p99_ms": quantile(&self.latencies_ms, 0.99),
             "ttft_p50_ms": null, "ttft_p99_ms": null,

@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 DATA = "amazon/Beauty.txt"
 ITEMS = "items/Industrial_and_Scientific.item.json"
-VERSION = 1  # bump when the training code changes what it makes
+VERSION = 2  # bump when the training code changes what it makes
 
 
 def digest(path):
@@ -53,11 +53,12 @@ def check_export(trainer, compact, full):
     """The served model's full-vocabulary log-probabilities equal the trained ones."""
     import random, torch
     ids, mask, rows, cols, gold = trainer.batch(random.Random(1), trainer.train[:4])
-    back = torch.tensor([trainer.pad] + list(range(32767, trainer.hi + 1)))[ids]
+    back = trainer.full_ids()[ids]
     with torch.no_grad():
         a = -torch.nn.functional.cross_entropy(
             torch.cat([compact.model(input_ids=ids, attention_mask=mask)
-                       .last_hidden_state[rows, cols] @ compact.lm_head.weight[1:].T,
+                       .last_hidden_state[rows, cols]
+                       @ compact.lm_head.weight[1:1 + trainer.out_rows].T,
                        torch.full((len(gold), 1), trainer.other)], 1), gold, reduction="none")
         lp = torch.log_softmax(full(input_ids=back, attention_mask=mask).logits[rows, cols], -1)
         b = lp[torch.arange(len(gold)), back[rows, cols + 1]]

@@ -1,8 +1,9 @@
 //! Users as the trained retrieval model reads them (`up --model retriever`;
 //! `examples/testbed/retriever/prompt.py` is the other side of this contract): a held-out
 //! user's most recent items before the one to retrieve, each written as its semantic-ID code
-//! with [`SEP`] between them, sent as `user.tokens` with `[SEP]` as the instruction; the item
-//! to retrieve is the user's last one. Beauty's item `i` is catalog item `keys[i mod n]` (the
+//! and then its own id token ([`ID_BASE`] + its id in the interaction file), with [`SEP`]
+//! between items, sent as `user.tokens` with `[SEP]` as the instruction; the item to
+//! retrieve is the user's last one. Beauty's item `i` is catalog item `keys[i mod n]` (the
 //! titled items by numeric key: the title `bench gr` gives it). Also the popularity baseline
 //! and the Recall@10 / NDCG@10 of one answer.
 
@@ -19,6 +20,8 @@ use crate::rng::Rng;
 
 /// The separator token: one below the index's default token base, so no code uses it.
 pub const SEP: u32 = 32767;
+/// Item `i` of the interaction file is token `ID_BASE + i` (the ranker's convention).
+pub const ID_BASE: u32 = 20480;
 /// Ranking depth of the quality figures.
 pub const AT: usize = 10;
 
@@ -86,17 +89,14 @@ pub fn load(
     let mut users = Vec::with_capacity(n.min(pool.len()));
     while users.len() < n && !pool.is_empty() {
         let (id, its) = pool.swap_remove(rng.below(pool.len()));
-        let (last, past) = its.split_last().expect("at least 2 items");
-        let mut tokens = Vec::new();
-        for (k, &i) in past[past.len().saturating_sub(history)..]
-            .iter()
-            .enumerate()
-        {
-            if k > 0 {
-                tokens.push(SEP);
-            }
-            tokens.extend_from_slice(code(i)?.1);
-        }
+        let Some((last, past)) = its.split_last() else {
+            continue;
+        };
+        let recent = &past[past.len().saturating_sub(history)..];
+        let pairs = (recent.iter())
+            .map(|&i| Ok((code(i)?.1, i)))
+            .collect::<Result<Vec<_>, BenchError>>()?;
+        let tokens = user_tokens(&pairs)?;
         users.push(User {
             id: id.to_string(),
             text: String::new(),
@@ -111,6 +111,28 @@ pub fn load(
         )));
     }
     Ok(CodeUsers { users, popular })
+}
+
+/// `c(h1) id(h1) SEP … c(hn) id(hn)` of (code, item id) pairs: `/v1/retrieve`'s
+/// `user.tokens` (`retriever/prompt.py`'s `user_tokens`).
+pub fn user_tokens(history: &[(&[u32], u64)]) -> Result<Vec<u32>, BenchError> {
+    let mut tokens = Vec::new();
+    for (k, (code, i)) in history.iter().enumerate() {
+        if k > 0 {
+            tokens.push(SEP);
+        }
+        tokens.extend_from_slice(code);
+        let id = (u32::try_from(*i).ok())
+            .filter(|i| *i < SEP - ID_BASE)
+            .ok_or_else(|| {
+                BenchError::Setup(format!(
+                    "item {i} has no id token (ids below {})",
+                    SEP - ID_BASE
+                ))
+            })?;
+        tokens.push(ID_BASE + id);
+    }
+    Ok(tokens)
 }
 
 /// One ranking's (recall, NDCG) at [`AT`] for `target`: 1 and 1/log2(1 + rank) when it is
@@ -138,6 +160,14 @@ pub fn popularity(users: &[User], popular: &[String]) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_user_is_each_items_code_and_id_token_with_sep_between() {
+        // The same case is asserted on the Python side (test_retriever_recipe.py).
+        let got = user_tokens(&[(&[5, 6], 0), (&[7, 8, 9], 3)]).expect("tokens");
+        assert_eq!(got, vec![5, 6, ID_BASE, SEP, 7, 8, 9, ID_BASE + 3]);
+        assert!(user_tokens(&[(&[5], u64::from(SEP - ID_BASE))]).is_err());
+    }
 
     #[test]
     fn a_hit_counts_by_its_rank_and_a_miss_or_an_invalid_item_is_zero() {

@@ -3,9 +3,12 @@ serve it (`bench/src/retrieve/codes.rs` builds the same tokens; tests/tests/engi
 does not need it).
 
 A user is their most recent `history` items before the one to retrieve, each written as its
-semantic-ID code (the index's `code`, 2 or 3 tokens) with SEP between them; `/v1/retrieve`
-gets those as `user.tokens` and `[SEP]` as `instruction`, so the model reads
-`pad… c(h1) SEP c(h2) SEP … c(hn) SEP` and writes the next item's code (TIGER's layout).
+semantic-ID code (the index's `code`, 2 or 3 tokens) then its own id token (ID_BASE + its
+Beauty id: the codes come from another catalog's titles, so they say nothing of how Beauty's
+items follow each other and the id carries that), with SEP between items; `/v1/retrieve` gets
+those as `user.tokens` and `[SEP]` as `instruction`, so the model reads
+`pad… c(h1) id(h1) SEP … c(hn) id(hn) SEP` and writes the next item's code (TIGER's layout
+with an id token per item).
 recache pads the front to whole KV blocks with the pad token; training draws 0..31 pad tokens
 per sequence, so any padding reads alike. Beauty's item `i` is catalog item `keys[i mod n]`
 (the n titled items sorted by numeric key: the title `bench gr` gives it).
@@ -13,6 +16,7 @@ per sequence, so any padding reads alike. Beauty's item `i` is catalog item `key
 import json
 
 SEP = 32767  # one below the index's default token base (32768): no code uses it
+ID_BASE = 20480  # Beauty item i is token ID_BASE + i (the ranker's convention), below SEP
 HISTORY = 20
 
 
@@ -39,11 +43,19 @@ def catalog_keys(items_path):
     return keys
 
 
-def user_tokens(history_codes):
-    """`c(h1) SEP c(h2) … c(hn)`: `/v1/retrieve`'s user.tokens (the instruction is [SEP])."""
+def id_token(item):
+    if not 0 <= item < SEP - ID_BASE:
+        raise SystemExit(f"item id {item} has no id token (ids below {SEP - ID_BASE})")
+    return ID_BASE + item
+
+
+def user_tokens(history):
+    """`c(h1) id(h1) SEP … c(hn) id(hn)` of (code, Beauty id) pairs: `/v1/retrieve`'s
+    user.tokens (the instruction is [SEP])."""
     out = []
-    for n, code in enumerate(history_codes):
+    for n, (code, item) in enumerate(history):
         if n:
             out.append(SEP)
         out.extend(code)
+        out.append(id_token(item))
     return out

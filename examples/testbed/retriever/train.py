@@ -2,9 +2,10 @@
 item's semantic-ID code after a user's history of codes (retriever/prompt.py), on Amazon
 Beauty's training users (ranker/data.py's split: held-out and dev users never train).
 
-Every sequence `pad^r c(x1) SEP c(x2) … SEP c(xm)` (a user's last HISTORY + 1 items) trains
+Every sequence `pad^r c(x1) id(x1) SEP … SEP c(xm) id(xm)` (a user's last HISTORY + 1 items) trains
 every code token after a SEP at once; batches are drawn in groups of similar length. Training
-runs on a compact vocabulary (the pad token, SEP and the code tokens, ~275 ids); `export`
+runs on a compact vocabulary (the pad token, SEP, the code tokens and the item id tokens);
+`export`
 writes them into the testbed tokenizer's 65,536 ids. The loss is the full-vocabulary
 cross-entropy of the served model, whose output rows outside [SEP, highest code token] are
 zero: those ~65k rows are one class of logit log(count) + 0, so the engine's log-probabilities
@@ -30,8 +31,11 @@ class Trainer:
         self.codes = [codes[keys[i % len(keys)]] for i in range(max(data.items) + 1)]
         self.catalog = codes  # catalog id -> code
         self.hi = max(t for c in codes.values() for t in c)
-        self.vocab = self.hi - P.SEP + 2  # compact ids: 0 the pad token, 1 + (id - SEP)
-        self.other = math.log(CONFIG["vocab_size"] - (self.vocab - 1))
+        # Compact ids: 0 the pad token, 1 + (t - SEP) for SEP and the codes (the output rows),
+        # then the item id tokens.
+        self.out_rows = self.hi - P.SEP + 1
+        self.vocab = 1 + self.out_rows + len(self.codes)
+        self.other = math.log(CONFIG["vocab_size"] - self.out_rows)
         self.train, self.dev = [], []
         for (uid, items), split in zip(data.users, data.split):
             if split == "train":
@@ -54,7 +58,13 @@ class Trainer:
         return Qwen2ForCausalLM(Qwen2Config(**{**CONFIG, "vocab_size": vocab or self.vocab}))
 
     def compact(self, tokens):
-        return [0 if t == self.pad else 1 + t - P.SEP for t in tokens]
+        return [0 if t == self.pad else 1 + t - P.SEP if t >= P.SEP
+                else 1 + self.out_rows + t - P.ID_BASE for t in tokens]
+
+    def full_ids(self):
+        """The testbed tokenizer's id of each compact id."""
+        return torch.tensor([self.pad] + list(range(P.SEP, self.hi + 1))
+                            + [P.id_token(i) for i in range(len(self.codes))])
 
     def export(self, m):
         """The compact model in the testbed tokenizer's ids: input rows where the ids are
@@ -64,11 +74,12 @@ class Trainer:
         state = {k: v for k, v in m.state_dict().items()
                  if k not in ("model.embed_tokens.weight", "lm_head.weight")}
         full.load_state_dict(state, strict=False)
-        ids = torch.tensor([self.pad] + list(range(P.SEP, self.hi + 1)))
+        ids = self.full_ids()
+        out = slice(1, 1 + self.out_rows)
         with torch.no_grad():
             full.model.embed_tokens.weight[ids] = m.model.embed_tokens.weight
             full.lm_head.weight.zero_()
-            full.lm_head.weight[ids[1:]] = m.lm_head.weight[1:]
+            full.lm_head.weight[ids[out]] = m.lm_head.weight[out]
         return full
 
     def batch(self, rng, users):
@@ -83,6 +94,7 @@ class Trainer:
                 if n:
                     t.extend(range(len(s) - 1, len(s) - 1 + len(code)))
                 s.extend(code)
+                s.extend(self.compact([P.id_token(it)]))
             seqs.append(s)
             targets.append(t)
         T = max(map(len, seqs))
@@ -100,7 +112,7 @@ class Trainer:
 
     def loss(self, m, ids, mask, rows, cols, gold):
         h = m.model(input_ids=ids, attention_mask=mask).last_hidden_state[rows, cols]
-        logits = h @ m.lm_head.weight[1:].T
+        logits = h @ m.lm_head.weight[1:1 + self.out_rows].T
         full = torch.cat([logits, torch.full((len(gold), 1), self.other)], 1)
         return F.cross_entropy(full, gold)
 
@@ -136,7 +148,7 @@ class Trainer:
         return m, self.export(m)
 
     def prompt(self, history):
-        return P.user_tokens([self.codes[i] for i in history[-P.HISTORY:]]) + [P.SEP]
+        return P.user_tokens([(self.codes[i], i) for i in history[-P.HISTORY:]]) + [P.SEP]
 
     @torch.no_grad()
     def search(self, m, prompt, width, k=10):

@@ -8,7 +8,8 @@ synth`: no ../shared needed) and its `recache items index`, it trains the recipe
 - the served model's full-vocabulary log-probabilities equal the trained ones (the export
   check's bound), its output rows outside the trained range are zero, and the index it was
   trained on is in the checkpoint;
-- the prompt is `c(h1) SEP c(h2) ...` (what `bench retrieve --prompt codes` sends);
+- the prompt is `c(h1) id(h1) SEP c(h2) id(h2) ...` (what `bench retrieve --prompt codes`
+  sends);
 - `--ready` says yes for that recipe and no for another, without training.
 Each run takes ~15 s on 2 cores.
 """
@@ -48,7 +49,8 @@ def main():
         sys.exit(f"{TOKENIZER} missing: run examples/testbed/up --install-only first")
     sys.path.insert(0, TESTBED)
     from retriever import prompt
-    assert prompt.user_tokens([[5, 6], [7, 8, 9]]) == [5, 6, prompt.SEP, 7, 8, 9]
+    assert prompt.user_tokens([([5, 6], 0), ([7, 8, 9], 3)]) == [
+        5, 6, prompt.ID_BASE, prompt.SEP, 7, 8, 9, prompt.ID_BASE + 3]
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "data")
         index = synth(data)

@@ -101,6 +101,7 @@ pub fn load(
             id: id.to_string(),
             text: String::new(),
             tokens: Some(tokens),
+            instruction: vec![SEP],
             target: Some(code(*last)?.0),
         });
     }

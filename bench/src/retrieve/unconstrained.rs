@@ -21,6 +21,7 @@ pub struct Outcome {
     pub fanout: usize,
 }
 
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     client: &HttpClient,
     upstream: &str,
@@ -79,7 +80,7 @@ pub async fn run(
         }
         if let Some(Some(t)) = targets.get(n) {
             let items: Vec<Option<String>> = (beams.iter().take(top_k))
-                .map(|(c, _)| crate::peers::retrieve::score::item_of(index, c).map(str::to_string))
+                .map(|(c, _)| item_of(index, c))
                 .collect();
             hits += super::codes::hit(&items, t).0;
             scored += 1;
@@ -109,6 +110,19 @@ pub fn is_item(index: &RetrieveIndex, code: &[u32]) -> bool {
         }
     }
     false
+}
+
+/// The item a prefix of `code` is the whole code of.
+fn item_of(index: &RetrieveIndex, code: &[u32]) -> Option<String> {
+    let mut node = 0i32;
+    for &t in code {
+        let (toks, kids) = index.trie.children(node);
+        node = kids[toks.binary_search(&(t as i32)).ok()?];
+        if let Some(&pos) = index.leaf_item.get(&node) {
+            return Some(index.file.items[pos].id.clone());
+        }
+    }
+    None
 }
 
 /// `Value` helper for the unconstrained search's answers.

@@ -11,13 +11,15 @@ use crate::error::BenchError;
 use crate::gr::workload;
 use crate::rng::Rng;
 
-/// One user's retrieval prompt: text, or token ids with [`super::codes::SEP`] as the
-/// instruction.
+/// One user's retrieval prompt: text (the default instruction follows), or token ids with
+/// their own instruction tokens.
 #[derive(Debug, Clone, Default)]
 pub struct User {
     pub id: String,
     pub text: String,
     pub tokens: Option<Vec<u32>>,
+    /// The instruction tokens that follow `tokens`.
+    pub instruction: Vec<u32>,
     /// The catalog id of the item to retrieve, where quality is measured.
     pub target: Option<String>,
 }
@@ -28,7 +30,7 @@ impl User {
         match &self.tokens {
             Some(t) => (
                 json!({"id": self.id, "tokens": t}),
-                Some(json!([super::codes::SEP])),
+                Some(json!(self.instruction)),
             ),
             None => (json!({"id": self.id, "text": self.text}), None),
         }
@@ -37,7 +39,7 @@ impl User {
     /// The prompt recache builds before padding: its tokens for a code user; None for text.
     pub fn base_tokens(&self) -> Option<Vec<u32>> {
         let mut t = self.tokens.clone()?;
-        t.push(super::codes::SEP);
+        t.extend_from_slice(&self.instruction);
         Some(t)
     }
 }

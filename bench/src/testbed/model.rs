@@ -106,7 +106,8 @@ impl ModelKind {
     /// its config.json says once made, used before it is.
     pub fn recipe_geometry(self) -> KvGeometry {
         let (layers, kv_heads, head_dim) = match self {
-            ModelKind::Tiny | ModelKind::Retriever => (4, 2, 64),
+            ModelKind::Tiny => (4, 2, 64),
+            ModelKind::Retriever => (4, 2, 64),
             ModelKind::Ranker => (4, 1, 128),
             ModelKind::Qwen2Shape => (2, 2, 128),
         };

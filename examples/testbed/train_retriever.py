@@ -19,7 +19,7 @@ Written to a temp dir and renamed into place with a stamp of the recipe and the 
 data, catalog and index, so a change retrains and a crash never leaves a checkpoint that later
 runs would trust.
 """
-import argparse, hashlib, json, os, shutil, sys, time
+import argparse, json, os, shutil, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -27,17 +27,7 @@ DATA = "amazon/Beauty.txt"
 ITEMS = "items/Industrial_and_Scientific.item.json"
 VERSION = 2  # bump when the training code changes what it makes
 
-
-def digest(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()[:16]
-
-
-def log(s):
-    print(s, file=sys.stderr, flush=True)
+from train_ranker import digest, log  # noqa: E402  (the same stamp digests and stderr log)
 
 
 def recipe(hp, data_dir, index):

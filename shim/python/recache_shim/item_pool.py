@@ -15,7 +15,8 @@ Requests say what they want in ``kv_transfer_params`` (recache writes them):
   segment, computed alone from position 0; its K/V is captured under KEY.
 - ranking: ``{"recache_pool": {"segments": [[KEY, start, len(, pos)], ..], "evict": [..],
   "cold": [KEY..]}}`` — the item segments of an item-as-prefix prompt, in prompt order from
-  token 0. ``pos`` (default 0, the shared start every entry was computed at) is the RoPE
+  token 0; or of a user-as-prefix one, from the end of the user's profile (padded to whole
+  blocks): claimed only when the engine's own prefix cache holds everything before them. ``pos`` (default 0, the shared start every entry was computed at) is the RoPE
   position the entry's first token takes: K is re-rotated by ``pos`` on load, so a pooled item
   can also sit after a user prefix. ``cold`` (optional): keys recache believes are in the
   store (``item_cold``); used only when this engine has a ``store`` config.
@@ -205,7 +206,8 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         cold = p.get("cold") if self.cold.enabled else None
         try:
             end, run = self.sched.match(prompt, p["segments"],
-                                        set(map(str, cold)) if isinstance(cold, list) else ())
+                                        set(map(str, cold)) if isinstance(cold, list) else (),
+                                        num_computed_tokens)
         except (TypeError, ValueError, IndexError, KeyError) as e:  # malformed: claim nothing
             logger.warning("recache item pool: bad segments in %s: %s", request.request_id, e)
             return 0, False

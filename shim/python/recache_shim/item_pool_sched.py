@@ -40,11 +40,14 @@ class SchedulerState:
         self.to_evict = []
         self.clear = True
 
-    def match(self, prompt: list[int], segments, cold=()) -> tuple[int, list[tuple]]:
+    def match(self, prompt: list[int], segments, cold=(), cached: int = 0) -> tuple[int, list[tuple]]:
         """Leading run of resident segments: (end token, [(key, start, len, pos)]); a segment
         whose key is in ``cold`` and not resident with these tokens continues the run as a
-        cold part ``(key, start, len, pos, its prompt tokens)``."""
-        end, run = 0, []
+        cold part ``(key, start, len, pos, its prompt tokens)``. The run starts at token 0 or,
+        after a user prefix, where the first segment starts if that is at most ``cached`` (the
+        engine's own prefix-cache hit: loaded tokens must continue what the engine holds)."""
+        first = int(segments[0][1]) if segments else 0
+        end, run = (first if 0 < first <= cached else 0), []
         for seg in segments:
             key, start, n = str(seg[0]), int(seg[1]), int(seg[2])
             pos = int(seg[3]) if len(seg) > 3 else 0

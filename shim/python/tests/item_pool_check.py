@@ -17,7 +17,11 @@ What it compares, for one item-as-prefix prompt `[L0 I0][L1 I1]..[U][instr]`:
   position, recache's ``--rank-pool-recompute ...:pos=true``) against the reference with
   every segment at its token index (still no attention across segments);
 - `pool_link` / `ref_link`: ``link:k=2`` — every item's first two tokens sent again after the
-  pooled run and computed there in context.
+  pooled run and computed there in context;
+- `pool_after_user` / `ref_after`: the user-first prompt with the pool, `[U][L0 I0]..[instr]`
+  with U whole blocks the engine caches first (a request of U alone), the segments after it
+  with ``pos`` = len(U) (their shared start there) — the connector loads what continues the
+  engine's own prefix hit.
 Checks: |pool - ref_pool| <= tol (label log-probabilities, nats), and the same for pos and
 link; the pooled request reports
 every segment loaded (kv_transfer_params) and raises vllm:external_prefix_cache_hits_total;
@@ -54,15 +58,16 @@ def score(upstream, model, tokens, labels, salt, params=None):
     return [top[f"token_id:{l}"] for l in labels], out
 
 
-def reference(model, tokens, labels, segments, true_pos=False):
+def reference(model, tokens, labels, segments, true_pos=False, base=0):
     """Label log-probs at the last position under the pool's layout (segments=[] → causal);
-    `true_pos`: segments keep their token index as position (K re-rotated by the connector)."""
+    `true_pos`: segments keep their token index as position (K re-rotated by the connector);
+    `base`: the shared start position of the segments (after a user prefix)."""
     n = len(tokens)
     pos = torch.arange(n)
     allowed = torch.ones(n, n).tril().bool()
     for start, length in segments:
         if not true_pos:
-            pos[start:start + length] = torch.arange(length)
+            pos[start:start + length] = torch.arange(length) + base
         # A segment's tokens see only their own segment (causal), nothing before it.
         allowed[start:start + length, :start] = False
     mask = torch.zeros(1, 1, n, n)
@@ -113,6 +118,14 @@ def main():
     link = [t for seg in items for t in seg[:2]]
     linked = tokens[:run] + link + tokens[run:]
     pool_link, _ = score(up, a.model, linked, labels, f"{tag}-link", params)
+    # After a cached user prefix (whole blocks): the user-first prompt with the pool.
+    lead = word(-(-a.user_tokens // 32) * 32)
+    after = lead + [t for seg in items for t in seg] + word(12)
+    post(up + "/v1/completions", {"model": a.model, "prompt": lead + word(1), "max_tokens": 1,
+                                   "cache_salt": f"{tag}-u"})
+    shifted = [[k, st + len(lead), n, len(lead)] for k, st, n in segments]
+    pool_after, answer_after = score(up, a.model, after, labels, f"{tag}-u",
+                                     {"recache_pool": {"segments": shifted}})
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(a.model_dir, dtype=torch.float32,
@@ -121,7 +134,11 @@ def main():
     ref_causal = reference(model, tokens, labels, [])
     ref_pos = reference(model, tokens, labels, spans, true_pos=True)
     ref_link = reference(model, linked, labels, spans)
+    after_spans = [(st + len(lead), n) for st, n in spans]
+    ref_after = reference(model, after, labels, after_spans, base=len(lead))
+    ref_after_causal = reference(model, after, labels, [])
     d = lambda x, y: max(abs(p - q) for p, q in zip(x, y))
+    info_after = (answer_after.get("kv_transfer_params") or {}).get("recache_pool", {})
     info = (answer.get("kv_transfer_params") or {}).get("recache_pool", {})
     item_region = sum(len(s) for s in items)
     out = {
@@ -136,6 +153,9 @@ def main():
         "pool_pos_vs_ref_pool": d(pool_pos, ref_pool),
         "pool_link_vs_ref_link": d(pool_link, ref_link),
         "ref_link_vs_ref_pool": d(ref_link, ref_pool),
+        "pool_after_user_vs_ref": d(pool_after, ref_after),
+        "ref_after_user_vs_causal": d(ref_after, ref_after_causal),
+        "after_user_loaded_tokens": info_after.get("loaded_tokens"),
         "loaded_tokens": info.get("loaded_tokens"),
         "item_region_tokens": item_region,
         "external_hits_delta": ext1 - ext0,
@@ -154,6 +174,10 @@ def main():
         "link tokens match their reference": out["pool_link_vs_ref_link"] <= a.tol,
         "link tokens change the scores": out["ref_link_vs_ref_pool"] > a.tol,
         "every item token loaded": out["loaded_tokens"] == item_region,
+        "after a cached user: matches its reference": out["pool_after_user_vs_ref"] <= a.tol,
+        "after a cached user: the reference is not causal": out["ref_after_user_vs_causal"] > a.tol,
+        "after a cached user: every item token loaded":
+            out["after_user_loaded_tokens"] == item_region,
         "engine counted external hits": out["external_hits_delta"] >= item_region,
     }
     out["failed"] = [k for k, ok in checks.items() if not ok]

@@ -77,8 +77,13 @@ def test_scheduler_claims_only_the_resident_leading_run():
     # Same key, other tokens (e.g. another label): never claimed.
     other = [10, 11, 13] + prompt[3:]
     assert st.match(other, segs) == (0, [])
-    # Segments must tile the prompt from token 0.
+    # Segments must tile the prompt from token 0 ...
     assert st.match(prompt, [["b", 3, 2]]) == (0, [])
+    # ... or from the end of what the engine's prefix cache holds (a cached user prefix).
+    assert st.match(prompt, [["b", 3, 2]], cached=3) == (5, [("b", 3, 2, 0)])
+    assert st.match(prompt, [["b", 3, 2], ["c", 5, 3, 3]], cached=4) == (
+        8, [("b", 3, 2, 0), ("c", 5, 3, 3)])
+    assert st.match(prompt, [["b", 3, 2]], cached=2) == (0, [])
     st.evict(["b"])
     assert st.match(prompt, segs)[0] == 3 and st.to_evict == ["b"]
     assert st.bytes == 200

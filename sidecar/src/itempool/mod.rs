@@ -224,30 +224,33 @@ impl ItemPool {
             .collect()
     }
 
-    /// The `kv_transfer_params` of an item-first prompt whose item segments (label + item
-    /// tokens) start at token 0 with the given lengths, in prompt order. The first `resident`
+    /// The `kv_transfer_params` of a prompt whose item segments (label + item tokens) start
+    /// at token `at` (0 item-first; a user-first prompt's whole-block profile length) with the
+    /// given lengths, in prompt order. The first `resident`
     /// are the pooled run; `link` tokens (the recompute setting's, computed in context) follow
     /// it, so later segments start that much later. Each segment's `pos` is where `spec`
-    /// puts its K in RoPE position space (0: the shared start it was filled at). `cold` are
+    /// puts its K in RoPE position space (`at`: the shared start of the items). `cold` are
     /// the keys of the run another replica's pool holds: the connector reads them from the
     /// store (`"cold"`, sent only when there are some).
+    #[allow(clippy::too_many_arguments)]
     pub fn request(
         &self,
         keys: Vec<String>,
         lens: &[usize],
+        at: usize,
         resident: usize,
         link: usize,
         spec: recompute::RecomputeSpec,
         cold: Vec<String>,
     ) -> PoolUse {
-        let mut start = 0;
+        let mut start = at;
         let segments: Vec<Value> = (keys.iter().zip(lens).enumerate())
             .map(|(i, (k, &n))| {
                 if i == resident {
                     start += link;
                 }
-                let s = if spec.true_positions {
-                    json!([k, start, n, spec.segment_pos(start)])
+                let s = if spec.true_positions || at > 0 {
+                    json!([k, start, n, spec.segment_pos(start).max(at)])
                 } else {
                     json!([k, start, n])
                 };

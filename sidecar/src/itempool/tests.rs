@@ -82,6 +82,7 @@ fn segments_tile_the_item_region_and_carry_evictions() {
     let used = p.request(
         keys(&["m/1", "m/2"]),
         &[3, 4],
+        0,
         2,
         0,
         Default::default(),
@@ -107,6 +108,7 @@ fn residency_and_forgetting_what_the_engine_lacks() {
     let used = p.request(
         keys(&["a", "b", "c"]),
         &[2, 2, 2],
+        0,
         3,
         0,
         Default::default(),

@@ -1,7 +1,9 @@
-//! The item-first prompt for one replica's item pool: resident items lead (each keeps its
+//! The prompt for one replica's item pool: resident items lead (each keeps its
 //! pool label; their order does not matter, each was computed alone), then the pool
 //! recompute setting's link tokens, then the other items hot-first, the user and the
-//! instruction. With a store, items another replica's pool holds follow the local ones in the
+//! instruction. A user-first prompt puts the same item run after the user's profile (padded
+//! to whole blocks, so the engine's prefix cache can hold all of it): the connector loads
+//! the pooled items after a cached profile, so a returning user reuses both sides. With a store, items another replica's pool holds follow the local ones in the
 //! pooled run, with that pool's labels, marked cold ([`crate::itempool::cold`]). Shared by the
 //! pipeline and the quality guard's shadow scoring, so both build the same tokens for the
 //! same pool state; it records nothing (no hotness, no fills).
@@ -34,6 +36,8 @@ pub struct Parts<'a> {
     pub hot_first: &'a [usize],
     pub hot_keys: &'a [String],
     pub label_base: u32,
+    /// The user leads (`user` then is the profile padded to whole blocks).
+    pub user_first: bool,
 }
 
 /// Builds the prompt for replica `r`'s pool (and, with a store, what it reads from it).
@@ -62,8 +66,12 @@ pub fn build_with(pool: &ItemPool, held: Held, parts: &Parts<'_>, spec: Recomput
         .collect();
     let slot_labels: Vec<Option<u32>> = perm.iter().map(|&j| held.labels[j]).collect();
     let labels = layout::labels(parts.label_base, &slot_labels);
+    let (kind, at) = match parts.user_first {
+        true => (PrefixKind::User, parts.user.len()),
+        false => (PrefixKind::Item, 0),
+    };
     let mut prompt = layout::build_labeled(
-        PrefixKind::Item,
+        kind,
         parts.user,
         parts.items,
         &order,
@@ -71,9 +79,9 @@ pub fn build_with(pool: &ItemPool, held: Held, parts: &Parts<'_>, spec: Recomput
         &labels,
     );
     let lens: Vec<usize> = order.iter().map(|&i| parts.items[i].len() + 1).collect();
-    let run: usize = lens[..resident].iter().sum();
+    let run: usize = at + lens[..resident].iter().sum::<usize>();
     let segments: Vec<&[u32]> = (lens[..resident].iter())
-        .scan(0, |at, &n| {
+        .scan(at, |at, &n| {
             let s = *at;
             *at += n;
             Some(&prompt.tokens[s..s + n])
@@ -82,7 +90,7 @@ pub fn build_with(pool: &ItemPool, held: Held, parts: &Parts<'_>, spec: Recomput
     let link = spec.link_tokens(&segments);
     let link_tokens = link.len();
     prompt.tokens.splice(run..run, link);
-    let pool = pool.request(keys, &lens, resident, link_tokens, spec, cold);
+    let pool = pool.request(keys, &lens, at, resident, link_tokens, spec, cold);
     Pooled {
         prompt,
         pool,

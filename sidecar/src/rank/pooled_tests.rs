@@ -44,6 +44,7 @@ fn link_tokens_follow_the_pooled_run_and_shift_later_segments() {
         hot_first: &[0, 1],
         hot_keys: &hot_keys,
         label_base: 100,
+        user_first: false,
     };
     let held = || pool.held(&hot_keys);
     let plain = build_with(&pool, held(), &parts, RecomputeSpec::default());
@@ -101,6 +102,7 @@ fn cold_items_follow_the_local_ones_with_their_pools_labels() {
         hot_first: &[0, 1, 2],
         hot_keys: &hot_keys,
         label_base: 100,
+        user_first: false,
     };
     let built = build(&pools, 1, &parts, RecomputeSpec::default());
     assert_eq!(built.order, [1, 0, 2], "local b, cold a, then c");
@@ -120,4 +122,41 @@ fn cold_items_follow_the_local_ones_with_their_pools_labels() {
         serde_json::json!(["m/b"])
     );
     assert_eq!(pools.metrics.cold_items.get(), 2);
+}
+
+#[test]
+fn user_first_puts_the_pooled_run_after_the_padded_profile() {
+    let pool = pool_holding(&["m/b"]);
+    let (a, b): (&[u32], &[u32]) = (&[10, 11], &[20, 21]);
+    let items = [a, b];
+    let hot_keys = vec!["m/a".to_string(), "m/b".to_string()];
+    let parts = Parts {
+        user: &[1, 2, 0, 0],
+        items: &items,
+        instruction: &[9],
+        hot_first: &[0, 1],
+        hot_keys: &hot_keys,
+        label_base: 100,
+        user_first: true,
+    };
+    let built = build_with(
+        &pool,
+        pool.held(&hot_keys),
+        &parts,
+        RecomputeSpec::default(),
+    );
+    let b_label = built.prompt.tokens[4];
+    assert!(b_label >= 1000, "b is pooled and keeps its pool label");
+    assert_eq!(
+        built.prompt.tokens,
+        vec![1, 2, 0, 0, b_label, 20, 21, 101, 10, 11, 9]
+    );
+    let segs = &built.pool.params["recache_pool"]["segments"];
+    assert_eq!(
+        segs[0],
+        serde_json::json!(["m/b", 4, 3, 4]),
+        "the run starts after the profile, its K at the shared start there"
+    );
+    assert_eq!(segs[1], serde_json::json!(["m/a", 7, 3, 4]));
+    assert_eq!(built.resident, 1);
 }

@@ -48,6 +48,9 @@ pub struct GrHint {
     /// pool holds them): a cold item costs about what a local one does, so this orders
     /// replicas only after cost, placement and load (empty: none).
     pub cold: Vec<usize>,
+    /// Leading keys a replica must hold before its pool supplies anything (a user-first
+    /// prompt's profile; 0 item-first).
+    pub pooled_after: usize,
     /// The replica the prompt was built for (its item pool's labels): the client sends it
     /// there first, without asking the rule again.
     pub replica: Option<usize>,
@@ -109,7 +112,10 @@ impl ReplicaChoice for Gr {
             Some(gr) => {
                 let per = affinity(replicas, gr);
                 let near = |i: usize| per.get(i).copied().unwrap_or(0);
-                let pooled = |i: usize| gr.pooled.get(i).copied().unwrap_or(0) as f64;
+                let pooled = |i: usize, held: usize| match held >= gr.pooled_after {
+                    true => gr.pooled.get(i).copied().unwrap_or(0) as f64,
+                    false => 0.0,
+                };
                 let cold = |i: usize| gr.cold.get(i).copied().unwrap_or(0);
                 self.prefix
                     .choose_with(replicas, tried, hint, near, pooled, cold)

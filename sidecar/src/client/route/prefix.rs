@@ -106,7 +106,7 @@ impl ReplicaChoice for Prefix {
         tried: &[usize],
         hint: &RouteHint<'_>,
     ) -> Option<usize> {
-        self.choose_with(replicas, tried, hint, |_| 0, |_| 0.0, |_| 0)
+        self.choose_with(replicas, tried, hint, |_| 0, |_, _| 0.0, |_| 0)
     }
 }
 
@@ -115,8 +115,9 @@ impl Prefix {
     /// `affinity` wins before load does (the `gr` rule's home replicas; 0 for plain `prefix`),
     /// on a replica with an exact KV-event mirror only while its recent share is at most the
     /// mean.
-    /// `supplied(i)`: prompt tokens replica `i` supplies beyond its prefix cache (the `gr`
-    /// rule's item pools; 0 for plain `prefix`), taken off its cost.
+    /// `supplied(i, held)`: prompt tokens replica `i` supplies beyond its prefix cache, given
+    /// the `held` leading keys it caches (the `gr` rule's item pools; 0 for plain `prefix`),
+    /// taken off its cost.
     /// `dearer(i)`: among replicas equal in cost, placement and load, fewer wins (the `gr`
     /// rule's items read from the store; 0 for plain `prefix`).
     pub(super) fn choose_with(
@@ -125,7 +126,7 @@ impl Prefix {
         tried: &[usize],
         hint: &RouteHint<'_>,
         affinity: impl Fn(usize) -> usize,
-        supplied: impl Fn(usize) -> f64,
+        supplied: impl Fn(usize, usize) -> f64,
         dearer: impl Fn(usize) -> usize,
     ) -> Option<usize> {
         let n = replicas.len();
@@ -179,8 +180,9 @@ impl Prefix {
                 let cost = if imbalanced {
                     0.0
                 } else {
-                    let cached = cached_keys(&replicas[i], &s.sent[i], hint, now, ttl) as f64;
-                    (tokens - cached * per_key - supplied(i)).max(0.0)
+                    let cached = cached_keys(&replicas[i], &s.sent[i], hint, now, ttl);
+                    let supply = supplied(i, cached);
+                    (tokens - cached as f64 * per_key - supply).max(0.0)
                 };
                 let near = std::cmp::Reverse(if imbalanced || !placed(i) {
                     0

@@ -120,6 +120,7 @@ async fn score(
                 hot_first: &hot_first,
                 hot_keys: &hot_keys,
                 label_base: base,
+                user_first: false,
             };
             // With several replicas, the probe uses (and is pinned to) the first one's pool.
             let built = pooled::build(pools, 0, &parts, spec);

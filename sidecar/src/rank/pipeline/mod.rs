@@ -147,12 +147,29 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, E
         .decisions
         .with_label_values(&[kind.as_str(), rule])
         .inc();
-    let target = pool::target(state, &r, pools, kind, &held);
+    // A user-first prompt with the pool: items after the profile, padded to whole blocks.
+    let lead = match (pools, kind) {
+        (Some(_), PrefixKind::User) => pool::padded(&user, pad_token(state, req).await, BLOCK),
+        _ => None,
+    };
+    let target = match kind == PrefixKind::Item || lead.is_some() {
+        true => pool::target(state, &r, pools, lead.as_deref(), &held),
+        false => None,
+    };
     if kind == PrefixKind::Item {
         rank.item_prefixes.record(&r.hot_keys);
     }
     rank.popularity.record(&r.keys);
-    let built = build(rank, &r, pools, kind, target, &held.hot_pool, spec);
+    let built = build(
+        rank,
+        &r,
+        pools,
+        kind,
+        target,
+        &held.hot_pool,
+        spec,
+        lead.as_deref(),
+    );
     let Built {
         order,
         mut prompt,
@@ -178,7 +195,7 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, E
         pooled,
         link_tokens,
         spec,
-        user_len: user.len(),
+        user_len: lead.as_ref().map_or(user.len(), Vec::len),
         item_lens,
         route,
     };
@@ -186,6 +203,18 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, E
         sink.write(&prepared.trace_line(req, sink.block(), sink.now_ms()));
     }
     Ok(prepared)
+}
+
+/// Block size the user-first pooled prompt pads its profile to: vLLM's on the testbed (16,
+/// GPU vLLM's default, divides it).
+const BLOCK: usize = crate::client::route::keys::TOKENS_PER_KEY;
+
+/// The token a user-first pooled prompt pads the profile with: the last token of " " in the
+/// request's model (cached like the instruction); None where it has none.
+async fn pad_token(state: &Arc<Ranker>, req: &Validated) -> Option<u32> {
+    let space = crate::engine::api::TextOrTokens::Text(" ".into());
+    let t = tokens::resolve(&state.engine, req.model.as_deref(), "pad", "", &space).await;
+    t.ok().and_then(|t| t.last().copied())
 }
 
 /// A built prompt: request indices in prompt order, the prompt, and with the item pool the
@@ -198,8 +227,10 @@ struct Built {
     link_tokens: usize,
 }
 
-/// The prompt in layout `kind`: an item-first one with the item pool is built for replica
-/// `target`'s pool (`hot_pool`: the hot-first items' pool keys); others with positional labels.
+/// The prompt in layout `kind`: an item-first one with the item pool, or a user-first one
+/// with a padded profile (`lead`), is built for replica `target`'s pool (`hot_pool`: the
+/// hot-first items' pool keys); others with positional labels.
+#[allow(clippy::too_many_arguments)]
 fn build(
     rank: &RankState,
     r: &Request<'_>,
@@ -208,10 +239,13 @@ fn build(
     target: Option<usize>,
     hot_pool: &[String],
     spec: RecomputeSpec,
+    lead: Option<&[u32]>,
 ) -> Built {
-    if let (Some(ps), PrefixKind::Item) = (pools, kind) {
+    let pooled = kind == PrefixKind::Item || lead.is_some();
+    if let (Some(ps), true) = (pools, pooled) {
         let parts = Parts {
-            user: r.user,
+            user: lead.unwrap_or(r.user),
+            user_first: lead.is_some(),
             items: &r.items,
             instruction: r.instruction,
             hot_first: &r.hot_first,

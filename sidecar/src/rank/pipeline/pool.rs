@@ -11,7 +11,6 @@ use crate::itempool::recompute::RecomputeSpec;
 use crate::itempool::replicas::Pools;
 use crate::itempool::{self, Wanted};
 use crate::rank::layout;
-use crate::rank::select::PrefixKind;
 use crate::rank::{RankState, Ranker};
 
 /// What the replicas' pools supply of a request's items (all empty without a usable pool).
@@ -89,23 +88,34 @@ pub(super) fn residency(pools: Option<&Pools>, r: &Request<'_>, spec: RecomputeS
     }
 }
 
-/// The replica an item-first prompt with per-replica pools is built for: the routing rule's
-/// pick, else the best-placed pool; None for other prompts.
+/// The replica a prompt with per-replica pools is built for: the routing rule's pick, else
+/// the best-placed pool; None with one pool or none. `lead`: a user-first prompt's padded
+/// profile.
 pub(super) fn target(
     state: &Ranker,
     r: &Request<'_>,
     pools: Option<&Pools>,
-    kind: PrefixKind,
+    lead: Option<&[u32]>,
     held: &Residency,
 ) -> Option<usize> {
-    match (pools, kind) {
-        (Some(ps), PrefixKind::Item) if ps.len() > 1 => {
+    match pools {
+        Some(ps) if ps.len() > 1 => {
             let pool = (&held.supplied[..], &held.cold[..]);
-            let pick = super::route::pick_replica(state, r, pool);
+            let pick = super::route::pick_replica(state, r, pool, lead);
             pick.or(held.best)
         }
         _ => None,
     }
+}
+
+/// A user-first prompt's profile padded with `pad` to whole blocks of `block` tokens: the
+/// engine's prefix cache keeps whole blocks only, and the pooled items loaded after a
+/// profile must continue what it holds. None without a pad token.
+pub(super) fn padded(user: &[u32], pad: Option<u32>, block: usize) -> Option<Vec<u32>> {
+    let pad = pad?;
+    let mut lead = user.to_vec();
+    lead.resize(user.len().div_ceil(block.max(1)) * block.max(1), pad);
+    Some(lead)
 }
 
 /// Offers every candidate to the replicas' pools (user-first requests' too: they are the

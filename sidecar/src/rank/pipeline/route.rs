@@ -10,24 +10,27 @@ use crate::rank::api::Validated;
 use crate::rank::layout;
 use crate::rank::select::PrefixKind;
 
-/// Where an item-first prompt goes when every replica has its own item pool: the routing
-/// rule's pick now, before the prompt is built for that replica's pool. The rule sees the
-/// prompt's length and, under `gr`, what each replica's pool would supply and how many of
-/// those items it would read from the store (`pool`: supplied tokens, cold items).
+/// Where a prompt served from the item pool goes when every replica has its own pool: the
+/// routing rule's pick now, before the prompt is built for that replica's pool. The rule sees
+/// the prompt's length and, under `gr`, what each replica's pool would supply and how many of
+/// those items it would read from the store (`pool`: supplied tokens, cold items). `lead`:
+/// a user-first prompt's padded profile, whose keys the rule matches; a pool supplies there
+/// only after all of them (the connector loads only what continues the engine's hit).
 pub(super) fn pick_replica(
     state: &Ranker,
     r: &Request<'_>,
     pool: (&[usize], &[usize]),
+    lead: Option<&[u32]>,
 ) -> Option<usize> {
-    let mut gr = hint(state, r.req, PrefixKind::Item, &r.keys);
+    let kind = lead.map_or(PrefixKind::Item, |_| PrefixKind::User);
+    let mut gr = hint(state, r.req, kind, &r.keys);
     gr.pooled = pool.0.to_vec();
     gr.cold = pool.1.to_vec();
-    // The prompt's length; no keys: its leading items depend on the replica it goes to.
-    let tokens = RouteKeys {
-        keys: Vec::new(),
-        tokens: layout::item_tokens(&r.items) + r.instruction.len(),
-        token_ids: true,
-    };
+    // The prompt's length; item-first, no keys: its leading items depend on the replica.
+    let mut tokens = RouteKeys::from_tokens(&[lead.unwrap_or_default().to_vec()]);
+    tokens.tokens += layout::item_tokens(&r.items) + r.instruction.len();
+    tokens.token_ids = true;
+    gr.pooled_after = tokens.keys.len();
     let hint = RouteHint {
         path: state.engine.dialect.scoring_path(),
         keys: &tokens,

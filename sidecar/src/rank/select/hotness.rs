@@ -10,7 +10,8 @@
 //! Which prefixes are cached: with an [`EngineView`] (recache follows the engine's KV events)
 //! the engine's own cache — a user counts as cached while the first block of its user-first
 //! prompt is; a user whose prefix is cached goes user-first whenever that cached run is at
-//! least the reusable item side (the larger hit now). Without one, a model of the engine:
+//! least the reusable item side (the larger hit now), or wholly cached where the item pool
+//! serves after it (both sides reused). Without one, a model of the engine:
 //! prefixes admitted into a `user_cache_tokens` budget, the coldest (lowest f, ties by id) with
 //! f_p < f_u dropped to make room.
 //!
@@ -155,7 +156,11 @@ impl Hotness {
             PrefixKind::User
         };
         if engine.cached_user_tokens > 0 {
-            return if engine.cached_user_tokens >= reusable_items {
+            // Whole blocks of the profile are all the engine can hold of it.
+            let whole = engine.cached_user_tokens + 32 > input.user_tokens;
+            return if engine.cached_user_tokens >= reusable_items
+                || (input.pool_after_user && whole)
+            {
                 user_first(state)
             } else {
                 PrefixKind::Item

@@ -9,6 +9,7 @@ fn ask(s: &Hotness, user: &str, u: usize) -> PrefixKind {
         item_tokens: 100,
         reusable_item_tokens: 100,
         engine: None,
+        pool_after_user: false,
     })
 }
 
@@ -62,6 +63,7 @@ fn ask_with(s: &Hotness, user: &str) -> PrefixKind {
         item_tokens: 200,
         reusable_item_tokens: 200,
         engine: None,
+        pool_after_user: false,
     })
 }
 
@@ -104,7 +106,32 @@ fn ask_engine(
             user_block: Some(block),
             cache,
         }),
+        pool_after_user: false,
     })
+}
+
+#[test]
+fn a_wholly_cached_user_goes_first_where_the_pool_serves_after_it() {
+    let s = Hotness::new(100, 400, true);
+    let cache = Cache([3].into(), 400);
+    let ask = |cached_user_tokens, after| {
+        s.choose(&SelectInput {
+            user: "c",
+            user_tokens: 40,
+            item_tokens: 100,
+            reusable_item_tokens: 100,
+            engine: Some(EngineView {
+                cached_user_tokens,
+                user_block: Some(3),
+                cache: &cache,
+            }),
+            pool_after_user: after,
+        })
+    };
+    // Items-first reuses more than the 32 cached profile tokens ...
+    assert_eq!(ask(32, false), PrefixKind::Item);
+    // ... unless the pool serves the items after the (whole) profile: both are reused.
+    assert_eq!(ask(32, true), PrefixKind::User);
 }
 
 #[test]

@@ -52,6 +52,9 @@ pub struct SelectInput<'a> {
     pub reusable_item_tokens: usize,
     /// The engine's cache as its KV events show it; None when recache does not follow them.
     pub engine: Option<EngineView<'a>>,
+    /// The item pool also serves a user-first prompt, after its cached profile
+    /// (`rank::pooled`): there a wholly cached user reuses both sides.
+    pub pool_after_user: bool,
 }
 
 /// Asks the engine-cache snapshot whether a block is cached.

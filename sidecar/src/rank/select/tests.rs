@@ -38,6 +38,7 @@ fn fixed_and_agnostic_rules() {
         item_tokens: i,
         reusable_item_tokens: i,
         engine: None,
+        pool_after_user: false,
     };
     let agn = agnostic::Agnostic;
     assert_eq!(agn.choose(&input(2000, 1800)), PrefixKind::User);

@@ -136,6 +136,9 @@ pub struct PeersArgs {
     /// gr: users of the returning-user stream (BAT's stream draws from every user of --data)
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub gr_users: u16,
+    /// gr: the streams to run, in order: bat (BAT's, one-off users) and returning
+    #[arg(long, value_delimiter = ',', default_value = "bat,returning")]
+    pub gr_streams: Vec<String>,
     /// gr: each replica's KV in 32-token blocks, engine cache and item pool together (equal
     /// memory: recache's replicas give their pool's items' worth of them to the pool)
     #[arg(long, default_value_t = 1024)]

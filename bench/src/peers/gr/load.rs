@@ -121,6 +121,13 @@ pub async fn build(
             "--workloads gr needs --data FILE (user histories) and --items FILE (titles)".into(),
         ));
     };
+    if let Some(bad) =
+        (args.gr_streams.iter()).find(|s| !["bat", "returning"].contains(&s.as_str()))
+    {
+        return Err(BenchError::Setup(format!(
+            "--gr-streams: unknown stream {bad:?} (bat, returning)"
+        )));
+    }
     let mut out = Vec::new();
     for (workload, stream, users) in [
         ("gr", "bat", None),
@@ -130,6 +137,9 @@ pub async fn build(
             Some(usize::from(args.gr_users)),
         ),
     ] {
+        if !args.gr_streams.iter().any(|s| s == stream) {
+            continue;
+        }
         let load = gr_load::build(
             client,
             upstream,

@@ -23,6 +23,9 @@ pub enum Mode {
     /// BAT: hotness-aware selection with its admission test and the item KV pool (τ_i counts
     /// the resident items).
     BatPool,
+    /// Always user-as-prefix with the item KV pool: pooled items are loaded after the user's
+    /// profile once the engine caches it (a returning user reuses both sides).
+    UpPool,
 }
 
 /// What one mode sends.
@@ -45,6 +48,7 @@ impl Mode {
             Mode::BatAdmit => "bat-admit",
             Mode::IpPool => "ip-pool",
             Mode::BatPool => "bat-pool",
+            Mode::UpPool => "up-pool",
         }
     }
 
@@ -55,7 +59,7 @@ impl Mode {
 
     /// Whether the mode uses the engine's item KV pool.
     pub fn uses_pool(self) -> bool {
-        matches!(self, Mode::IpPool | Mode::BatPool)
+        matches!(self, Mode::IpPool | Mode::BatPool | Mode::UpPool)
     }
 
     /// `pool_items`: items recache keeps resident in the pool modes.
@@ -67,7 +71,7 @@ impl Mode {
             ..Default::default()
         };
         let (kind, request_mode) = match self {
-            Mode::Re | Mode::Up => (SelectorKind::UserPrefix, "user_prefix"),
+            Mode::Re | Mode::Up | Mode::UpPool => (SelectorKind::UserPrefix, "user_prefix"),
             Mode::Ip | Mode::IpPool => (SelectorKind::ItemPrefix, "item_prefix"),
             Mode::Agnostic => (SelectorKind::Agnostic, "auto"),
             Mode::Bat | Mode::BatAdmit | Mode::BatPool => (SelectorKind::Bat, "auto"),
@@ -82,7 +86,8 @@ impl Mode {
                     rank_item_pool: self.uses_pool().then_some(pool_items),
                     ..Default::default()
                 },
-                rank_item_reuse: (self == Mode::BatPool).then_some(ItemReuse::Pool),
+                rank_item_reuse: matches!(self, Mode::BatPool | Mode::UpPool)
+                    .then_some(ItemReuse::Pool),
                 ..selector(kind)
             },
             request_mode,

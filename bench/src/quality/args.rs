@@ -91,6 +91,11 @@ pub struct QualityArgs {
     /// item-first prompt orders its items by what earlier requests asked for
     #[arg(long)]
     pub reorder: bool,
+    /// Every user is ranked twice, its second request scored: a returning user's view, where
+    /// layouts reuse its cached profile (`up-pool`: the pooled items after it). Users go in
+    /// chunks of 32, each chunk's first visits before its second ones
+    #[arg(long)]
+    pub revisit: bool,
     /// Bootstrap resamples over users for every row's 95% interval (`ci95`, `vs`); drawn
     /// from a fixed seed, so a rerun gives the same intervals
     #[arg(long, default_value_t = 1000)]

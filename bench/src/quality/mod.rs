@@ -115,7 +115,7 @@ pub async fn run(args: QualityArgs) -> Result<(), BenchError> {
         upstream: upstream.clone(),
         kv_events: args.kv_events.clone(),
     };
-    let arrivals = vec![0.0; bodies.len()];
+
     let how = Resampling {
         resamples: args.bootstrap,
         seed: args.seed ^ BOOTSTRAP_SALT,
@@ -140,7 +140,9 @@ pub async fn run(args: QualityArgs) -> Result<(), BenchError> {
                 nonce,
             };
             let order = send_order(cases.len(), args.reorder, repeat, args.seed);
-            let sent: Vec<Arc<Value>> = order.iter().map(|&i| bodies[i].clone()).collect();
+            let visits = visits(&order, args.revisit);
+            let sent: Vec<Arc<Value>> = visits.iter().map(|&(i, _)| bodies[i].clone()).collect();
+            let arrivals = vec![0.0; sent.len()];
             let mut group = Vec::new();
             for &mode in &args.layouts {
                 let run = measure::Run {
@@ -154,8 +156,10 @@ pub async fn run(args: QualityArgs) -> Result<(), BenchError> {
                 let (result, answers) = measure::run_mode_answers(&ctx, run).await?;
                 // Back in the users' own order, whatever order they were sent in.
                 let mut ranks = vec![None; cases.len()];
-                for (&i, a) in order.iter().zip(&answers) {
-                    ranks[i] = a.as_ref().and_then(|a| answer_rank(a, cases[i].target));
+                for (&(i, scored), a) in visits.iter().zip(&answers) {
+                    if scored {
+                        ranks[i] = a.as_ref().and_then(|a| answer_rank(a, cases[i].target));
+                    }
                 }
                 group.push(Row::layout(mode.name(), ranks, &result, repeat, how));
             }
@@ -195,6 +199,25 @@ fn send_order(n: usize, reorder: bool, repeat: usize, seed: u64) -> Vec<usize> {
         crate::rng::Rng::new(seed ^ REORDER_SALT ^ repeat as u64).shuffle(&mut order);
     }
     order
+}
+
+/// Users per chunk with `--revisit`: their first visits, then their second ones. Small
+/// enough that a chunk's profiles stay in a testbed engine's cache between the two.
+const REVISIT_CHUNK: usize = 32;
+
+/// What a run sends, in order: (case index, whether its answer is scored). Without
+/// `revisit` each user once; with it each chunk of users twice, the second visit scored.
+fn visits(order: &[usize], revisit: bool) -> Vec<(usize, bool)> {
+    if !revisit {
+        return order.iter().map(|&i| (i, true)).collect();
+    }
+    (order.chunks(REVISIT_CHUNK))
+        .flat_map(|c| {
+            c.iter()
+                .map(|&i| (i, false))
+                .chain(c.iter().map(|&i| (i, true)))
+        })
+        .collect()
 }
 
 /// Sets every row's `vs` against each row of `against` (another layout's).
@@ -244,6 +267,18 @@ mod tests {
         let mut sorted = second.clone();
         sorted.sort_unstable();
         assert_eq!(sorted, own, "a permutation");
+    }
+
+    #[test]
+    fn a_revisit_sends_each_chunk_twice_and_scores_the_second() {
+        assert_eq!(visits(&[2, 0], false), [(2, true), (0, true)]);
+        let order: Vec<usize> = (0..40).collect();
+        let v = visits(&order, true);
+        assert_eq!(v.len(), 80);
+        assert_eq!(v[31], (31, false));
+        assert_eq!(v[32], (0, true));
+        assert_eq!(v[64], (32, false));
+        assert_eq!(v[79], (39, true));
     }
 
     #[test]

@@ -137,6 +137,7 @@ impl Hotness {
                 self.window,
                 input.user_tokens,
                 input.reusable_item_tokens,
+                input.pool_after_user,
             )
     }
 

@@ -102,15 +102,18 @@ impl Returns {
     /// Whether an uncached user with `f` visits, `user` profile tokens and `items` reusable
     /// item tokens saves more over its expected later visits (within `window` requests) by
     /// going user-first now.
-    pub fn repays(&self, f: u64, window: usize, user: usize, items: usize) -> bool {
+    /// `after`: the pool also serves a user-first prompt after its cached profile, so a
+    /// later visit gains the whole profile (τ_u), not τ_u − τ_i.
+    pub fn repays(&self, f: u64, window: usize, user: usize, items: usize, after: bool) -> bool {
         if items == 0 {
             return true; // nothing given up now
         }
-        if user <= items {
-            return false;
-        }
+        let gain = match after {
+            true => user,
+            false => user.saturating_sub(items),
+        };
         let r = self.share(f, window).min(0.999);
-        r / (1.0 - r) * (user - items) as f64 > items as f64
+        gain > 0 && r / (1.0 - r) * gain as f64 > items as f64
     }
 }
 

@@ -16,13 +16,13 @@ fn rounds(r: &mut Returns, users: &[&str], rounds: u64) {
 fn no_returns_seen_assumes_none() {
     let mut r = Returns::default();
     assert_eq!(r.share(1, 1000), 0.0);
-    assert!(!r.repays(1, 1000, 4000, 1900));
+    assert!(!r.repays(1, 1000, 4000, 1900, false));
     for u in 0..50 {
         r.visit(&format!("once-{u}"), 1);
     }
     assert_eq!(r.rate(1), 0.0);
-    assert!(!r.repays(1, 1000, 9000, 1900));
-    assert!(r.repays(1, 1000, 100, 0), "nothing to give up now");
+    assert!(!r.repays(1, 1000, 9000, 1900, false));
+    assert!(r.repays(1, 1000, 100, 0, false), "nothing to give up now");
 }
 
 /// Four regulars: as soon as they come back, the users still waiting for their next visit
@@ -39,8 +39,15 @@ fn regulars_read_as_regulars_while_the_stream_is_young() {
     // A 1,000-request window: back almost surely, so a profile longer than the pooled items
     // goes user-first on the third visit (returns over users who reached 3 said under ½ here: item-first).
     assert!(r.share(3, 1000) > 0.99, "{}", r.share(3, 1000));
-    assert!(r.repays(3, 1000, 2000, 1900));
-    assert!(!r.repays(3, 1000, 1900, 1900), "nothing to gain later");
+    assert!(r.repays(3, 1000, 2000, 1900, false));
+    assert!(
+        !r.repays(3, 1000, 1900, 1900, false),
+        "nothing to gain later"
+    );
+    // With the pool after the profile, a later visit reuses the items as well: the profile
+    // is all it gains over item-first, and all it has to repay.
+    assert!(r.repays(3, 1000, 1900, 1900, true));
+    assert!(r.repays(3, 1000, 500, 1900, true));
 }
 
 /// One-off users with a few returns: the chance is about the share that came back.
@@ -60,7 +67,7 @@ fn a_few_returns_among_many_one_off_users_stay_a_small_chance() {
     }
     let share = r.share(1, window as usize);
     assert!(share > 0.01 && share < 0.15, "{share}");
-    assert!(!r.repays(1, window as usize, 4000, 1900));
+    assert!(!r.repays(1, window as usize, 4000, 1900, false));
 }
 
 #[test]

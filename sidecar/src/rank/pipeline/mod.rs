@@ -180,7 +180,8 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, E
     let readout = req.readout.unwrap_or(rank.config.readout);
     super::readout::apply(&mut prompt, &r.items, &r.keys, readout, pool_use.is_some())?;
     let item_lens: Vec<usize> = order.iter().map(|&i| r.items[i].len() + 1).collect();
-    keep_in_shadow(state, kind, &prompt, &r.items, link_tokens);
+    let lead_len = lead.as_ref().map(Vec::len);
+    keep_in_shadow(state, kind, &prompt, &r.items, link_tokens, lead_len);
     pool::offer(state, &r, &items);
     let mut route = route::hint(state, req, kind, &r.keys);
     if target.is_some() {
@@ -276,8 +277,9 @@ fn build(
     }
 }
 
-/// Tells the engine loop's shadow cache what recache wants kept: a user-first prompt whole,
-/// an item-first one only up to its items (the user part after them is reusable by nobody
+/// Tells the engine loop's shadow cache what recache wants kept: a user-first prompt whole
+/// (with the pool, only its padded profile: the items after it come from the pool), an
+/// item-first one only up to its items (the user part after them is reusable by nobody
 /// else). With eviction steering the rest goes first, which is what makes a refused
 /// admission keep the cache for the admitted users.
 fn keep_in_shadow(
@@ -286,12 +288,13 @@ fn keep_in_shadow(
     prompt: &Prompt,
     items: &[&[u32]],
     link_tokens: usize,
+    lead_len: Option<usize>,
 ) {
     let Some(kvloop) = &state.kvloop else {
         return;
     };
     let keep = match kind {
-        PrefixKind::User => prompt.tokens.clone(),
+        PrefixKind::User => prompt.tokens[..lead_len.unwrap_or(prompt.tokens.len())].to_vec(),
         PrefixKind::Item => {
             let items_end = (layout::item_tokens(items) + link_tokens).min(prompt.tokens.len());
             prompt.tokens[..items_end].to_vec()

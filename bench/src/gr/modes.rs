@@ -24,7 +24,8 @@ pub enum Mode {
     /// the resident items).
     BatPool,
     /// Always user-as-prefix with the item KV pool: pooled items are loaded after the user's
-    /// profile once the engine caches it (a returning user reuses both sides).
+    /// profile once the engine caches it (a returning user reuses both sides;
+    /// `--rank-pool-after-user`, for a model trained with that layout).
     UpPool,
 }
 
@@ -88,6 +89,7 @@ impl Mode {
                 },
                 rank_item_reuse: matches!(self, Mode::BatPool | Mode::UpPool)
                     .then_some(ItemReuse::Pool),
+                rank_pool_after_user: self == Mode::UpPool,
                 ..selector(kind)
             },
             request_mode,

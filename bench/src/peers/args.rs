@@ -136,6 +136,10 @@ pub struct PeersArgs {
     /// gr: users of the returning-user stream (BAT's stream draws from every user of --data)
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub gr_users: u16,
+    /// gr: recache's item pool also serves user-first prompts, after the user's cached
+    /// profile (`recache serve --rank-pool-after-user`: for a model trained with that layout)
+    #[arg(long)]
+    pub pool_after_user: bool,
     /// gr: the streams to run, in order: bat (BAT's, one-off users) and returning
     #[arg(long, value_delimiter = ',', default_value = "bat,returning")]
     pub gr_streams: Vec<String>,

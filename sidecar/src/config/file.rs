@@ -58,6 +58,7 @@ pub(super) struct FileConfig {
     rank_pool_costs: Option<String>,
     rank_trace_out: Option<PathBuf>,
     rank_pool_recompute: Option<String>,
+    rank_pool_after_user: Option<bool>,
     rank_readout: Option<crate::rank::readout::Readout>,
     rank_quality_sample: Option<f64>,
     rank_quality_min: Option<f64>,
@@ -148,6 +149,8 @@ impl ServeArgs {
                 rank_pool_recompute: (rank.rank_pool_recompute.clone())
                     .or(file.rank_pool_recompute),
                 rank_readout: rank.rank_readout.or(file.rank_readout),
+                rank_pool_after_user: rank.rank_pool_after_user
+                    || file.rank_pool_after_user.unwrap_or(false),
                 rank_quality_sample: rank.rank_quality_sample.or(file.rank_quality_sample),
                 rank_quality_min: rank.rank_quality_min.or(file.rank_quality_min),
             },

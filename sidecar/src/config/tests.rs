@@ -63,6 +63,7 @@ fn each_unusable_value_names_its_setting() {
         (&format!("{on}kv_block_size = 0"), "--kv-block-size"),
         ("max_header_bytes = 10", "--max-header-bytes"),
         ("slo_dispatch_threshold = 1.5", "--slo-dispatch-threshold"),
+        ("rank_pool_after_user = true", "--rank-pool-after-user"),
         ("slo_rank_deadline = \"0ms\"", "--slo-rank-deadline"),
         (
             "engine = \"sglang\"\nslo_engine_priority = true",

@@ -139,6 +139,11 @@ pub struct RankArgs {
     /// with "readout" [default: auto]
     #[arg(long, env = "RECACHE_RANK_READOUT", value_enum)]
     pub rank_readout: Option<super::readout::Readout>,
+    /// The item pool also serves user-first prompts: pooled items after the user's cached
+    /// profile (padded to whole blocks). Only for a model trained with that layout: the
+    /// testbed ranker, trained without it, ranks no better than chance there (docs/ranking.md)
+    #[arg(long, env = "RECACHE_RANK_POOL_AFTER_USER")]
+    pub rank_pool_after_user: bool,
     /// Quality guard: share of pool-served rankings scored again user-first in the
     /// background (0 = off); agreement per model in /metrics and /ready [default: 0.01]
     #[arg(long, env = "RECACHE_RANK_QUALITY_SAMPLE", value_name = "F")]
@@ -170,6 +175,8 @@ pub struct RankConfig {
     pub readout: super::readout::Readout,
     /// `--rank-quality-sample`, `--rank-quality-min`.
     pub quality: super::guard::GuardConfig,
+    /// `--rank-pool-after-user`.
+    pub pool_after_user: bool,
 }
 
 impl Default for RankConfig {
@@ -234,6 +241,7 @@ impl RankArgs {
                 sample: self.rank_quality_sample.unwrap_or(DEFAULT_QUALITY_SAMPLE),
                 min: self.rank_quality_min.unwrap_or(DEFAULT_QUALITY_MIN),
             },
+            pool_after_user: self.rank_pool_after_user,
         })
     }
 
@@ -274,6 +282,9 @@ impl RankArgs {
             setting: e.setting,
             why: e.why,
         })?;
+        if self.rank_pool_after_user && !self.pool.enabled() {
+            return invalid("--rank-pool-after-user", "needs --rank-item-pool N (N > 0)");
+        }
         if let Some(f) = self.rank_quality_sample
             && !(0.0..=1.0).contains(&f)
         {

@@ -29,7 +29,8 @@ const STALL: Duration = Duration::from_secs(90);
 /// and the catalog.
 pub fn recache_setup(args: &PeersArgs, replicas: &Replicas, stream: &Stream) -> RecacheSetup {
     let blocks = stream.sets.recache.kv_blocks;
-    let rank = gr_load::rank_args(blocks as usize, args.max_model_len, stream.pool_items);
+    let mut rank = gr_load::rank_args(blocks as usize, args.max_model_len, stream.pool_items);
+    rank.rank_pool_after_user = args.pool_after_user;
     let mut extra = rank_flags(&rank);
     // A split that pools nothing (the stream's users take the budget) runs bat alone.
     if stream.pool_items > 0 {
@@ -68,10 +69,14 @@ pub fn rank_flags(r: &RankArgs) -> Vec<String> {
         ),
         ("--rank-item-reuse", r.rank_item_reuse.and_then(name)),
     ];
-    (pairs.into_iter())
+    let mut flags: Vec<String> = (pairs.into_iter())
         .filter_map(|(flag, v)| Some([flag.to_string(), v?]))
         .flatten()
-        .collect()
+        .collect();
+    if r.rank_pool_after_user {
+        flags.push("--rank-pool-after-user".into());
+    }
+    flags
 }
 
 async fn metrics(client: &HttpClient, base: &str) -> Result<String, BenchError> {

@@ -59,7 +59,7 @@ pub(super) fn layout(
         item_tokens,
         reusable_item_tokens,
         engine,
-        pool_after_user: pool_supplied.is_some(),
+        pool_after_user: pool_supplied.is_some() && rank.config.pool_after_user,
     };
     let kind = rank.selector.choose(&input);
     tracing::debug!(?input, ?kind, "rank: prefix chosen");

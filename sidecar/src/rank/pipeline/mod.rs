@@ -149,7 +149,9 @@ pub async fn prepare(state: &Arc<Ranker>, req: &Validated) -> Result<Prepared, E
         .inc();
     // A user-first prompt with the pool: items after the profile, padded to whole blocks.
     let lead = match (pools, kind) {
-        (Some(_), PrefixKind::User) => pool::padded(&user, pad_token(state, req).await, BLOCK),
+        (Some(_), PrefixKind::User) if rank.config.pool_after_user => {
+            pool::padded(&user, pad_token(state, req).await, BLOCK)
+        }
         _ => None,
     };
     let target = match kind == PrefixKind::Item || lead.is_some() {

@@ -118,6 +118,7 @@ pub fn plan(args: &GrArgs, data: &Data, past: &[Planned]) -> Result<Memory, Benc
         item_tokens,
         data,
         past,
+        after_user: false,
     })
     .map_err(|e| BenchError::Setup(format!("--kv-bytes {asked}: {e}")))?;
     let mut chosen = split.pool;

@@ -3,16 +3,29 @@
 //! peers --workloads gr` both size their pooled engines with it.
 //!
 //! What an object is worth is how often it is *read*. A cached user prefix is read on the
-//! user's repeat visits. A pooled item is read on every visit that names it: an item-first
-//! prompt leads with the pooled items, and a user-first one loads them after the user's
-//! cached profile (`rank::pooled`), so a regular's repeat visits read the pool too. (Before
-//! recache pooled items after a user prefix, a kept user's later visits read no pooled item
-//! and the split was taken to a fixed point over the kept users; git keeps it.)
+//! user's repeat visits. A pooled item is read only by item-first prompts: a user whose prefix
+//! the engine keeps goes user-first on its later visits and reads no pooled item then. So the
+//! split is taken to a fixed point: the users the last split kept ask for items on their
+//! first visit only (nothing of theirs is cached yet), every other user on each visit; item
+//! frequencies are counted again and the split redone until the kept users stop changing.
+//! It starts from every user with a repeat visit kept and can only drop users (fewer kept
+//! users raise item values, which push more users out), so a few rounds settle it, at the
+//! largest set of users the split keeps when their requests read no pooled items. Starting
+//! from none kept would stop at the first split's answer whenever the regulars' own requests
+//! make the items look hotter than the regulars (every request names the hot items). On a
+//! stream of one-off users nothing changes.
+//!
+//! With `after_user` (recache's `--rank-pool-after-user`) a user-first prompt loads the pooled
+//! items after the user's cached profile, so every visit reads the pool: items count on every
+//! visit and no fixed point is needed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::budget::{self, Demand, Split, SplitError, SplitInput};
 use super::workload::{Data, Planned};
+
+/// Rounds at most (the kept users shrink each round; this only bounds a pathological input).
+const MAX_ROUNDS: usize = 16;
 
 /// What the split is decided from.
 #[derive(Clone, Copy)]
@@ -27,14 +40,18 @@ pub struct PastBudget<'a> {
     pub item_tokens: u64,
     pub data: &'a Data,
     pub past: &'a [Planned],
+    /// Every visit reads the pool (`--rank-pool-after-user`).
+    pub after_user: bool,
 }
 
-/// Item and user frequencies of `past` per request: items on every visit, users by repeat
+/// Item and user frequencies of `past` per request: items counted on the visits that read
+/// the pool (a `kept` user's first visit only, every visit of the others), users by repeat
 /// visits. Users come back sorted by id, with their ids.
 pub fn demands(
     data: &Data,
     past: &[Planned],
     item_tokens: u64,
+    kept: &HashSet<u64>,
 ) -> (Vec<Demand>, Vec<u64>, Vec<Demand>) {
     let n = past.len().max(1) as f64;
     let mut item_seen: HashMap<u64, u64> = HashMap::new();
@@ -44,8 +61,10 @@ pub fn demands(
             .entry(p.user)
             .or_insert((0, p.profile_tokens as u64));
         e.0 += 1;
-        for i in &p.items {
-            *item_seen.entry(*i).or_default() += 1;
+        if e.0 == 1 || !kept.contains(&p.user) {
+            for i in &p.items {
+                *item_seen.entry(*i).or_default() += 1;
+            }
         }
     }
     let items = data
@@ -68,16 +87,36 @@ pub fn demands(
     (items, ids, users)
 }
 
-/// BAT's split of `b.kv_bytes`: `pool` indexes `b.data.items`.
+/// BAT's split of `b.kv_bytes` at the fixed point: `pool` indexes `b.data.items`.
 pub fn split(b: &PastBudget<'_>) -> Result<Split, SplitError> {
-    let (items, _, users) = demands(b.data, b.past, b.item_tokens);
-    budget::split(&SplitInput {
-        kv_bytes: b.kv_bytes,
-        token_bytes: b.token_bytes,
-        working_tokens: b.working_tokens,
-        items: &items,
-        users: &users,
-    })
+    let (_, ids, users) = demands(b.data, b.past, b.item_tokens, &HashSet::new());
+    // Kept users read no pooled item on later visits, unless the pool serves after them.
+    let mut kept: HashSet<u64> = (ids.iter().zip(&users))
+        .filter(|(_, u)| u.freq > 0.0 && !b.after_user)
+        .map(|(id, _)| *id)
+        .collect();
+    let mut last = None;
+    for _ in 0..MAX_ROUNDS {
+        let (items, ids, users) = demands(b.data, b.past, b.item_tokens, &kept);
+        let s = budget::split(&SplitInput {
+            kv_bytes: b.kv_bytes,
+            token_bytes: b.token_bytes,
+            working_tokens: b.working_tokens,
+            items: &items,
+            users: &users,
+        })?;
+        let now: HashSet<u64> = match b.after_user {
+            true => HashSet::new(),
+            false => s.users.iter().map(|&i| ids[i]).collect(),
+        };
+        let settled = now == kept;
+        (kept, last) = (now, Some(s));
+        if settled {
+            break;
+        }
+    }
+    // MAX_ROUNDS >= 1: the loop ran.
+    last.ok_or(SplitError::NoTokenBytes)
 }
 
 #[cfg(test)]
@@ -104,15 +143,79 @@ mod tests {
     }
 
     #[test]
-    fn items_count_on_every_visit_users_on_repeat_ones() {
+    fn items_count_on_the_visits_that_read_the_pool() {
         let d = data(vec![10, 20, 30]);
         let past = [p(1, 100, &[10, 20]), p(1, 100, &[10]), p(2, 100, &[30, 10])];
-        let (items, ids, users) = demands(&d, &past, 19);
+        let (items, ids, users) = demands(&d, &past, 19, &HashSet::new());
         let f: Vec<f64> = items.iter().map(|d| d.freq).collect();
         assert_eq!(f, [1.0, 1.0 / 3.0, 1.0 / 3.0]);
         assert_eq!(ids, [1, 2]);
         let u: Vec<f64> = users.iter().map(|d| d.freq).collect();
         assert_eq!(u, [1.0 / 3.0, 0.0]);
+        // User 1 kept: its second visit goes user-first and reads no pooled item.
+        let (items, _, _) = demands(&d, &past, 19, &HashSet::from([1]));
+        let f: Vec<f64> = items.iter().map(|d| d.freq).collect();
+        assert_eq!(f, [2.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0]);
+    }
+
+    /// Two regulars whose every request names the same hot items: the first split pools the
+    /// items ahead of the second user, the fixed point sees that kept users read none of them
+    /// and leaves the engine both profiles.
+    #[test]
+    fn regulars_keep_their_profiles_ahead_of_the_items_they_name() {
+        let d = data((0..60).collect());
+        let mut past = Vec::new();
+        for r in 0..100u64 {
+            let mut items: Vec<u64> = (0..20).collect();
+            items.push(20 + r % 40);
+            past.push(p(r % 2, 400, &items));
+        }
+        let b = PastBudget {
+            kv_bytes: 900,
+            token_bytes: 1,
+            working_tokens: 0,
+            item_tokens: 10,
+            data: &d,
+            past: &past,
+            after_user: false,
+        };
+        let (items, _, users) = demands(&d, &past, 10, &HashSet::new());
+        let first = budget::split(&SplitInput {
+            kv_bytes: 900,
+            token_bytes: 1,
+            working_tokens: 0,
+            items: &items,
+            users: &users,
+        })
+        .expect("split");
+        assert_eq!(first.users.len(), 1, "without the fixed point: {first:?}");
+        let s = split(&b).expect("split");
+        assert_eq!(s.users.len(), 2, "{s:?}");
+        assert_eq!(s.user_tokens, 800);
+        assert_eq!(s.pool.len(), 10, "the rest of the budget: {s:?}");
+    }
+
+    #[test]
+    fn with_the_pool_after_the_profile_items_count_on_every_visit() {
+        let d = data((0..60).collect());
+        let mut past = Vec::new();
+        for r in 0..100u64 {
+            let mut items: Vec<u64> = (0..20).collect();
+            items.push(20 + r % 40);
+            past.push(p(r % 2, 400, &items));
+        }
+        let b = PastBudget {
+            kv_bytes: 900,
+            token_bytes: 1,
+            working_tokens: 0,
+            item_tokens: 10,
+            data: &d,
+            past: &past,
+            after_user: true,
+        };
+        // The first split's answer: the hot items read on every visit come before a profile.
+        let s = split(&b).expect("split");
+        assert_eq!(s.users.len(), 1, "{s:?}");
     }
 
     #[test]
@@ -126,6 +229,7 @@ mod tests {
             item_tokens: 10,
             data: &d,
             past: &past,
+            after_user: false,
         };
         let s = split(&b).expect("split");
         assert!(s.users.is_empty());

@@ -57,6 +57,8 @@ pub struct Budget {
     pub token_bytes: u64,
     /// Tokens the engine needs for the requests in flight.
     pub working_tokens: u64,
+    /// recache's pool also serves user-first prompts (`--rank-pool-after-user`).
+    pub after_user: bool,
 }
 
 /// An item of the past period: its id as requests send it, title tokens and how many
@@ -198,6 +200,7 @@ fn split_past(
         item_tokens: ITEM_TOKENS as u64 + 1,
         data,
         past,
+        after_user: budget.after_user,
     })
 }
 

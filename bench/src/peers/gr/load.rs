@@ -77,6 +77,7 @@ fn past_choice(args: &PeersArgs, token_bytes: u64) -> Past {
             kv_bytes: Sets::budget_bytes(args.gr_kv_blocks, token_bytes),
             token_bytes,
             working_tokens: memory::working_tokens(args.max_model_len),
+            after_user: args.pool_after_user,
         }),
     }
 }

@@ -175,27 +175,35 @@ mod tests {
         assert_eq!(f, [0.5, 0.5, 0.0]);
     }
 
-    /// Two regulars whose every request names the same hot items: the first split pools the
-    /// items ahead of the second user, the fixed point sees that kept users read none of them
-    /// and leaves the engine both profiles.
-    #[test]
-    fn regulars_keep_their_profiles_ahead_of_the_items_they_name() {
-        let d = data((0..60).collect());
-        let mut past = Vec::new();
-        for r in 0..100u64 {
-            let mut items: Vec<u64> = (0..20).collect();
-            items.push(20 + r % 40);
-            past.push(p(r % 2, 400, &items));
-        }
-        let b = PastBudget {
+    /// Two regulars whose every request names the same 20 hot items and one of 40 others.
+    fn regulars() -> (Data, Vec<Planned>) {
+        let past = (0..100u64)
+            .map(|r| {
+                let mut items: Vec<u64> = (0..20).collect();
+                items.push(20 + r % 40);
+                p(r % 2, 400, &items)
+            })
+            .collect();
+        (data((0..60).collect()), past)
+    }
+
+    fn past_budget<'a>(d: &'a Data, past: &'a [Planned], after_user: bool) -> PastBudget<'a> {
+        PastBudget {
             kv_bytes: 900,
             token_bytes: 1,
             working_tokens: 0,
             item_tokens: 10,
-            data: &d,
-            past: &past,
-            after_user: false,
-        };
+            data: d,
+            past,
+            after_user,
+        }
+    }
+
+    /// The first split pools the hot items ahead of the second user, the fixed point sees
+    /// that kept users read none of them and leaves the engine both profiles.
+    #[test]
+    fn regulars_keep_their_profiles_ahead_of_the_items_they_name() {
+        let (d, past) = regulars();
         let (items, _, users) = demands(&d, &past, 10, &HashSet::new());
         let first = budget::split(&SplitInput {
             kv_bytes: 900,
@@ -206,7 +214,7 @@ mod tests {
         })
         .expect("split");
         assert_eq!(first.users.len(), 1, "without the fixed point: {first:?}");
-        let s = split(&b).expect("split");
+        let s = split(&past_budget(&d, &past, false)).expect("split");
         assert_eq!(s.users.len(), 2, "{s:?}");
         assert_eq!(s.user_tokens, 800);
         assert_eq!(s.pool.len(), 10, "the rest of the budget: {s:?}");
@@ -214,24 +222,9 @@ mod tests {
 
     #[test]
     fn with_the_pool_after_the_profile_items_count_on_every_visit() {
-        let d = data((0..60).collect());
-        let mut past = Vec::new();
-        for r in 0..100u64 {
-            let mut items: Vec<u64> = (0..20).collect();
-            items.push(20 + r % 40);
-            past.push(p(r % 2, 400, &items));
-        }
-        let b = PastBudget {
-            kv_bytes: 900,
-            token_bytes: 1,
-            working_tokens: 0,
-            item_tokens: 10,
-            data: &d,
-            past: &past,
-            after_user: true,
-        };
+        let (d, past) = regulars();
         // The first split's answer: the hot items read on every visit come before a profile.
-        let s = split(&b).expect("split");
+        let s = split(&past_budget(&d, &past, true)).expect("split");
         assert_eq!(s.users.len(), 1, "{s:?}");
     }
 

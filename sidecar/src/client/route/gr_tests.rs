@@ -221,3 +221,47 @@ fn cold_items_count_as_supplied_and_order_only_ties() {
     };
     assert_eq!(choose(&gr), Some(1), "supply before cold");
 }
+
+/// A returning user that sends most requests, its profile cached: counted by work (`gr`'s
+/// default) it stays on one replica, as each of its requests computes only its tail, and the
+/// new users balance around it; counted by requests the bound sends part of its requests to
+/// the other replica, which computes the whole profile there.
+#[test]
+fn a_cached_regular_stays_put_under_the_work_bound() {
+    let hot_on_one = |spec: &str| {
+        let rule = build(Routing::from_spec(spec).expect("spec"));
+        let reps = set(&["http://a:1", "http://b:2"]);
+        let (regular, newcomer) = (user("regular"), user("newcomer"));
+        let mut hot = [0usize; 2];
+        for n in 0..400u32 {
+            // Three in four requests are the regular's: its 1,024-token profile, then 128
+            // tokens of its own; the rest are new users' 1,152 tokens.
+            let (tokens, gr): (Vec<u32>, _) = match n % 4 {
+                3 => (
+                    (0..1152).map(|t| (1000 + n) * 100_000 + t).collect(),
+                    &newcomer,
+                ),
+                _ => (
+                    (0..1024)
+                        .chain((0..128).map(|t| (2000 + n) * 100_000 + t))
+                        .collect(),
+                    &regular,
+                ),
+            };
+            let keys = RouteKeys::from_tokens(&[tokens]);
+            let hint = RouteHint {
+                path: "",
+                keys: &keys,
+                gr: Some(gr),
+            };
+            let i = rule.choose(&reps, &[], &hint).expect("some");
+            if n % 4 != 3 {
+                hot[i] += 1;
+            }
+        }
+        *hot.iter().max().expect("two") as f64 / 300.0
+    };
+    let (work, requests) = (hot_on_one("gr"), hot_on_one("gr:bound=requests"));
+    assert!(work >= 0.99, "by work the regular stays: {work}");
+    assert!(requests <= 0.9, "by requests it is spread: {requests}");
+}

@@ -1,6 +1,8 @@
 //! `recache serve` settings from the outside: the TOML file reaches the ranking and engine-loop
-//! settings, flag beats environment beats file, and README.md's configuration table matches
-//! the flags clap knows (a flag added without its row, or a row left after a flag went, fails).
+//! settings, flag beats environment beats file, docs/configuration.md's table (every setting,
+//! with its variable and TOML key) matches the flags clap knows (a flag added without its row,
+//! or a row left after a flag went, fails), README.md's compact configuration table names only
+//! flags clap knows, and README.md's example file resolves.
 //!
 //! Its own test binary, so the environment variables set here reach no other test.
 
@@ -70,7 +72,7 @@ fn flag_beats_environment_beats_file() {
     assert_eq!(k.block_size, 4, "file beats default");
 }
 
-/// README.md's `recache serve` configuration section.
+/// The `recache serve` configuration section of README.md.
 fn readme_section() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
     let readme = std::fs::read_to_string(path).expect("README.md");
@@ -85,14 +87,29 @@ fn readme_section() -> String {
         .to_string()
 }
 
-/// The rows of the configuration table, as (flag cell, env cell, TOML key cell).
-fn readme_rows() -> Vec<(String, String, String)> {
-    readme_section()
-        .lines()
+/// docs/configuration.md, the page with every setting.
+fn configuration_page() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/configuration.md");
+    std::fs::read_to_string(path).expect("docs/configuration.md")
+}
+
+/// The cells of a configuration table's rows (the lines starting with "| `--").
+fn table_rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
         .filter(|l| l.starts_with("| `--"))
         .map(|l| {
             // `\|` inside a cell is an escaped bar, not a column break.
-            let cells: Vec<String> = l.replace("\\|", "/").split('|').map(String::from).collect();
+            l.replace("\\|", "/").split('|').map(String::from).collect()
+        })
+        .collect()
+}
+
+/// The rows of docs/configuration.md's table, as (flag cell, env cell, TOML key cell).
+fn configuration_page_rows() -> Vec<(String, String, String)> {
+    table_rows(&configuration_page())
+        .into_iter()
+        .map(|cells| {
+            assert!(cells.len() >= 7, "five columns: {cells:?}");
             (cells[1].clone(), cells[2].clone(), cells[3].clone())
         })
         .collect()
@@ -109,9 +126,16 @@ fn names_in(cell: &str, start: &str) -> Vec<String> {
         .collect()
 }
 
+/// `--name` of every long flag `recache serve` takes.
+fn clap_flags() -> Vec<String> {
+    (serve_command().get_arguments())
+        .filter_map(|arg| arg.get_long().map(|long| format!("--{long}")))
+        .collect()
+}
+
 #[test]
-fn readme_configuration_table_matches_clap() {
-    let rows = readme_rows();
+fn configuration_page_table_matches_clap() {
+    let rows = configuration_page_rows();
     let listed = |column: fn(&(String, String, String)) -> &String, start: &str| -> Vec<String> {
         rows.iter()
             .flat_map(|r| names_in(column(r), start))
@@ -127,18 +151,21 @@ fn readme_configuration_table_matches_clap() {
     for arg in command.get_arguments() {
         let Some(long) = arg.get_long() else { continue };
         let flag = format!("--{long}");
-        assert!(flags.contains(&flag), "README's table lacks {flag}");
+        assert!(
+            flags.contains(&flag),
+            "docs/configuration.md's table lacks {flag}"
+        );
         let env = arg.get_env().expect("every serve flag has a variable");
         let env = env.to_str().expect("ascii");
         assert!(
             envs.iter().any(|e| e == env),
-            "README's table lacks {env} ({flag})"
+            "docs/configuration.md's table lacks {env} ({flag})"
         );
         if long != "config" {
             let key = long.replace('-', "_");
             assert!(
                 keys.contains(&key),
-                "README's table lacks TOML key {key} ({flag})"
+                "docs/configuration.md's table lacks TOML key {key} ({flag})"
             );
         }
         known.push((flag, env.to_string(), long.replace('-', "_")));
@@ -146,20 +173,40 @@ fn readme_configuration_table_matches_clap() {
     for flag in &flags {
         assert!(
             known.iter().any(|(f, _, _)| f == flag),
-            "README lists {flag}, clap has no such flag"
+            "docs/configuration.md lists {flag}, clap has no such flag"
         );
     }
     for env in &envs {
         assert!(
             known.iter().any(|(_, e, _)| e == env),
-            "README lists {env}, clap reads no such variable"
+            "docs/configuration.md lists {env}, clap reads no such variable"
         );
     }
     for key in &keys {
         assert!(
             known.iter().any(|(_, _, k)| k == key),
-            "README lists TOML key {key}, no flag has it"
+            "docs/configuration.md lists TOML key {key}, no flag has it"
         );
+    }
+}
+
+#[test]
+fn readme_compact_table_names_only_known_flags() {
+    let rows = table_rows(&readme_section());
+    assert!(
+        !rows.is_empty(),
+        "README's configuration section has a table"
+    );
+    let known = clap_flags();
+    for cells in &rows {
+        let flags = names_in(&cells[1], "--");
+        assert!(!flags.is_empty(), "a row without a flag: {cells:?}");
+        for flag in flags {
+            assert!(
+                known.contains(&flag),
+                "README's table lists {flag}, clap has no such flag"
+            );
+        }
     }
 }
 

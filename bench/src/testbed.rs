@@ -36,6 +36,25 @@ pub struct Layout {
     pub pool_bytes: u64,
 }
 
+/// How an engine's item pool keeps K/V in host memory (`up --item-pool-codec`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum PoolCodec {
+    /// The engine's own 16-bit rows.
+    #[default]
+    Bf16,
+    /// int8 rows with a scale per token and KV head: about twice the items in the same bytes.
+    Int8,
+}
+
+impl PoolCodec {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Bf16 => "bf16",
+            Self::Int8 => "int8",
+        }
+    }
+}
+
 /// A running engine of the testbed.
 #[derive(Debug, Clone)]
 pub struct Instance {
@@ -51,6 +70,7 @@ pub struct Testbed {
     block_bytes: u64,
     /// The item pool's store (`up --pool-store`) of every engine started with a pool.
     pool_store: Option<String>,
+    pool_codec: PoolCodec,
     /// `up --max-logprobs` of every engine started from now on [the testbed's default, 200].
     max_logprobs: Option<u64>,
     /// `up --retrieve-plugin` on every engine started from now on.
@@ -72,6 +92,7 @@ impl Testbed {
             dir: dir.to_path_buf(),
             block_bytes,
             pool_store: None,
+            pool_codec: PoolCodec::Bf16,
             max_logprobs: None,
             retrieve_plugin: false,
             model: None,
@@ -83,6 +104,12 @@ impl Testbed {
     /// master's `host:port` or `redis://HOST:PORT`, as `up --pool-store` takes it).
     pub fn with_pool_store(mut self, store: Option<String>) -> Self {
         self.pool_store = store;
+        self
+    }
+
+    /// Engines started with an item pool from now on keep it as `codec` says.
+    pub fn with_pool_codec(mut self, codec: PoolCodec) -> Self {
+        self.pool_codec = codec;
         self
     }
 
@@ -135,6 +162,9 @@ impl Testbed {
                 "--item-pool-bytes",
                 &layout.pool_bytes.to_string(),
             ]);
+            if self.pool_codec != PoolCodec::Bf16 {
+                cmd.args(["--item-pool-codec", self.pool_codec.name()]);
+            }
             if let Some(store) = &self.pool_store {
                 cmd.args(["--pool-store", store]);
             }

@@ -72,7 +72,7 @@ def vllm_command(a, port, kv_port):
            "--kv-events-config", json.dumps(kv_cfg)]
     if a.item_pool_bytes > 0:
         # recache_shim.item_pool (installed by `up --item-pool`): item KV reused at any position.
-        extra = {"pool_bytes": a.item_pool_bytes}
+        extra = {"pool_bytes": a.item_pool_bytes, "pool_codec": a.item_pool_codec}
         if a.pool_store_url:
             extra["store"] = {"url": a.pool_store_url}
         elif a.pool_store_master:
@@ -191,6 +191,8 @@ def main():
     ap.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
     ap.add_argument("--item-pool-bytes", type=int, default=0,
                     help="> 0: load recache's item KV pool connector with this host budget")
+    ap.add_argument("--item-pool-codec", choices=["bf16", "int8"], default="bf16",
+                    help="how the item pool keeps K/V in host memory (recache_shim.item_codec)")
     ap.add_argument("--pool-store-master", default="",
                     help="the item pool's cold tier: Mooncake Store master HOST:RPC_PORT")
     ap.add_argument("--pool-store-url", default="",

@@ -5,7 +5,8 @@
 //!    with every item loaded from the pool against the tiny HF Qwen2 (float32) computing the
 //!    same tokens under the pool's layout (items at a shared start position, no attention
 //!    across items, user and instruction after them at their token index); tolerance 0.05 nats
-//!    (measured: ~0.003, the same as vLLM bf16 vs float32 on the plain causal prompt);
+//!    (measured: ~0.003, the same as vLLM bf16 vs float32 on the plain causal prompt); the
+//!    same with the pool kept as int8 (`--item-pool-codec int8`);
 //! 2. through recache (`--rank-item-pool`): an item-first request fills the pool in the
 //!    background; the next one with the same items (another user, another salt) gets every
 //!    item from the pool (vLLM's external hits), answers every candidate, and a repeat scores
@@ -54,21 +55,8 @@ fn request(model: &str, user: &str, salt: &str) -> Value {
            "mode": "item_prefix", "cache_salt": salt})
 }
 
-fn scores(v: &Value) -> Vec<(String, f64)> {
-    let mut s: Vec<(String, f64)> = v["ranking"]
-        .as_array()
-        .expect("ranking")
-        .iter()
-        .map(|r| (r["id"].to_string(), r["score"].as_f64().expect("score")))
-        .collect();
-    s.sort_by(|a, b| a.0.cmp(&b.0));
-    s
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
-async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
-    let tb = Testbed::up("it-pool", &["--item-pool"]);
+/// `item_pool_check.py` against `tb`: pooled scores against the HF reference of each layout.
+fn layout_check(tb: &Testbed) {
     let home = testbed_home();
     let repo = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let check = Command::new(home.join("venv-vllm/bin/python"))
@@ -90,6 +78,36 @@ async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
         "item_pool_check failed: {out}\n{}",
         String::from_utf8_lossy(&check.stderr)
     );
+}
+
+/// The pool kept as int8 (`up --item-pool-codec int8`): every layout still matches its
+/// reference within the same tolerance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
+async fn int8_pool_matches_the_layout_reference() {
+    let tb = Testbed::up(
+        "it-pool-int8",
+        &["--item-pool", "--item-pool-codec", "int8"],
+    );
+    layout_check(&tb);
+}
+
+fn scores(v: &Value) -> Vec<(String, f64)> {
+    let mut s: Vec<(String, f64)> = v["ranking"]
+        .as_array()
+        .expect("ranking")
+        .iter()
+        .map(|r| (r["id"].to_string(), r["score"].as_f64().expect("score")))
+        .collect();
+    s.sort_by(|a, b| a.0.cmp(&b.0));
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
+async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
+    let tb = Testbed::up("it-pool", &["--item-pool"]);
+    layout_check(&tb);
 
     let args = ServeArgs {
         upstream: vec![tb.upstream.clone()],

@@ -31,6 +31,9 @@ pub struct SplitInput<'a> {
     pub kv_bytes: u64,
     /// KV bytes of one token (all layers, K and V).
     pub token_bytes: u64,
+    /// Bytes of one token in the item pool (`token_bytes`, or less where the pool keeps
+    /// its K/V in fewer bits: `--pool-codec int8`).
+    pub pool_token_bytes: u64,
     /// Tokens the engine needs for the requests in flight (concurrency × longest prompt).
     pub working_tokens: u64,
     /// Catalog items, any order: per-request access frequency and tokens (label included).
@@ -67,29 +70,36 @@ pub enum SplitError {
 }
 
 pub fn split(input: &SplitInput<'_>) -> Result<Split, SplitError> {
-    if input.token_bytes == 0 {
+    if input.token_bytes == 0 || input.pool_token_bytes == 0 {
         return Err(SplitError::NoTokenBytes);
     }
     let have = input.kv_bytes / input.token_bytes;
+    // Bytes, since a pooled token and a cached one need not take the same.
     let mut free = have
         .checked_sub(input.working_tokens)
         .ok_or(SplitError::TooSmall {
             kv_bytes: input.kv_bytes,
             have,
             need: input.working_tokens,
-        })?;
-    // (value per token, is a user, index); items first at equal value.
+        })?
+        * input.token_bytes;
+    // What a token of each kind takes, relative to an engine token: value per byte.
+    let (item_size, user_size) = (
+        input.pool_token_bytes as f64 / input.token_bytes as f64,
+        1.0,
+    );
+    // (value per unit of memory, is a user, index); items first at equal value.
     let mut all: Vec<(f64, bool, usize)> = input
         .items
         .iter()
         .enumerate()
-        .map(|(i, d)| (d.freq.max(0.0), false, i))
+        .map(|(i, d)| (d.freq.max(0.0) / item_size, false, i))
         .chain(
             input
                 .users
                 .iter()
                 .enumerate()
-                .map(|(i, d)| (d.freq.max(0.0), true, i)),
+                .map(|(i, d)| (d.freq.max(0.0) / user_size, true, i)),
         )
         .collect();
     all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
@@ -106,24 +116,23 @@ pub fn split(input: &SplitInput<'_>) -> Result<Split, SplitError> {
             // Nothing the past period read: what no object earns stays with the engine.
             break;
         }
-        let tokens = if is_user {
-            input.users[i].tokens
-        } else {
-            input.items[i].tokens
+        let (tokens, bytes) = match is_user {
+            true => (input.users[i].tokens, input.token_bytes),
+            false => (input.items[i].tokens, input.pool_token_bytes),
         };
-        if tokens > free {
-            // A smaller object further down may still fit, but it is worth less per token
+        if tokens * bytes > free {
+            // A smaller object further down may still fit, but it is worth less per byte
             // than this one; the budget's edge is here.
             out.threshold = value;
             break;
         }
-        free -= tokens;
+        free -= tokens * bytes;
         if is_user {
             out.user_tokens += tokens;
             out.users.push(i);
         } else {
             out.pool.push(i);
-            out.pool_bytes += tokens * input.token_bytes;
+            out.pool_bytes += tokens * bytes;
         }
     }
     out.engine_bytes = input.kv_bytes - out.pool_bytes;
@@ -145,6 +154,7 @@ mod tests {
         let input = SplitInput {
             kv_bytes: 100 * 2,
             token_bytes: 2,
+            pool_token_bytes: 2,
             working_tokens: 40,
             items: &items,
             users: &users,
@@ -167,6 +177,7 @@ mod tests {
         let input = SplitInput {
             kv_bytes: 30,
             token_bytes: 1,
+            pool_token_bytes: 1,
             working_tokens: 0,
             items: &items,
             users: &users,
@@ -184,6 +195,7 @@ mod tests {
         let input = SplitInput {
             kv_bytes: 100,
             token_bytes: 1,
+            pool_token_bytes: 1,
             working_tokens: 0,
             items: &items,
             users: &users,
@@ -198,6 +210,7 @@ mod tests {
         let input = SplitInput {
             kv_bytes: 40,
             token_bytes: 1,
+            pool_token_bytes: 1,
             working_tokens: 0,
             items: &items,
             users: &[],
@@ -207,11 +220,32 @@ mod tests {
         assert_eq!(s.threshold, 0.2);
     }
 
+    /// A pool that keeps a token in a quarter of the bytes makes an item worth four times
+    /// as much per byte: it now beats a user that beat it token for token.
+    #[test]
+    fn a_smaller_pool_token_is_worth_more_per_byte() {
+        let (items, users) = ([d(0.06, 10)], [d(0.1, 10)]);
+        let input = |pool_token_bytes| SplitInput {
+            kv_bytes: 12 * 4,
+            token_bytes: 4,
+            pool_token_bytes,
+            working_tokens: 0,
+            items: &items,
+            users: &users,
+        };
+        let full = split(&input(4)).expect("split");
+        assert_eq!((full.pool, full.users), (vec![], vec![0]));
+        let small = split(&input(1)).expect("split");
+        assert_eq!((small.pool, small.users), (vec![0], vec![]));
+        assert_eq!((small.pool_bytes, small.engine_bytes), (10, 38));
+    }
+
     #[test]
     fn refuses_a_budget_below_the_working_set() {
         let input = SplitInput {
             kv_bytes: 10,
             token_bytes: 1,
+            pool_token_bytes: 1,
             working_tokens: 11,
             items: &[],
             users: &[],
@@ -222,6 +256,7 @@ mod tests {
         ));
         let zero = SplitInput {
             token_bytes: 0,
+            pool_token_bytes: 0,
             ..input
         };
         assert_eq!(split(&zero), Err(SplitError::NoTokenBytes));

@@ -114,6 +114,7 @@ pub fn plan(args: &GrArgs, data: &Data, past: &[Planned]) -> Result<Memory, Benc
     let split = past_split::split(&PastBudget {
         kv_bytes,
         token_bytes: args.token_bytes(),
+        pool_token_bytes: args.token_bytes(),
         working_tokens: working,
         item_tokens,
         data,

@@ -42,6 +42,8 @@ pub struct PastBudget<'a> {
     pub kv_bytes: u64,
     /// KV bytes of one token.
     pub token_bytes: u64,
+    /// Bytes of one token in the item pool (less than `token_bytes` with `--pool-codec int8`).
+    pub pool_token_bytes: u64,
     /// Tokens the engine needs for the requests in flight, whatever it caches.
     pub working_tokens: u64,
     /// Tokens an item takes in the pool (its label included).
@@ -113,6 +115,7 @@ pub fn split(b: &PastBudget<'_>) -> Result<Split, SplitError> {
         let s = budget::split(&SplitInput {
             kv_bytes: b.kv_bytes,
             token_bytes: b.token_bytes,
+            pool_token_bytes: b.pool_token_bytes,
             working_tokens: b.working_tokens,
             items: &items,
             users: &users,
@@ -191,6 +194,7 @@ mod tests {
         PastBudget {
             kv_bytes: 900,
             token_bytes: 1,
+            pool_token_bytes: 1,
             working_tokens: 0,
             item_tokens: 10,
             data: d,
@@ -208,6 +212,7 @@ mod tests {
         let first = budget::split(&SplitInput {
             kv_bytes: 900,
             token_bytes: 1,
+            pool_token_bytes: 1,
             working_tokens: 0,
             items: &items,
             users: &users,
@@ -235,6 +240,7 @@ mod tests {
         let b = PastBudget {
             kv_bytes: 150,
             token_bytes: 1,
+            pool_token_bytes: 1,
             working_tokens: 20,
             item_tokens: 10,
             data: &d,

@@ -201,15 +201,19 @@ pub fn max_share(per_replica: &[f64]) -> f64 {
 
 impl Replicas {
     /// `--replicas` testbed engines named `{name}-r{i}`, each with `layout` (the gr
-    /// workload's replica sets: engine cache and item pool); `kv_bytes` counts both.
+    /// workload's replica sets: engine cache and item pool, kept as `codec` says);
+    /// `kv_bytes` counts both.
     pub async fn start_layout(
         args: &PeersArgs,
         client: &HttpClient,
         name: &str,
         layout: Layout,
+        codec: testbed::PoolCodec,
     ) -> Result<Self, BenchError> {
         let block_bytes = testbed::BLOCK_TOKENS * args.model()?.kv_token_bytes;
-        let mut tb = Testbed::new(&args.testbed_dir, block_bytes)?.with_model(args.testbed_model);
+        let mut tb = Testbed::new(&args.testbed_dir, block_bytes)?
+            .with_model(args.testbed_model)
+            .with_pool_codec(codec);
         let (mut urls, mut kv_events) = (Vec::new(), Vec::new());
         for i in 0..args.replicas {
             let inst = tb.start_named(&format!("{name}-r{i}"), layout)?;

@@ -55,6 +55,8 @@ pub struct Budget {
     /// KV bytes in all (engine cache + pool), whole blocks.
     pub kv_bytes: u64,
     pub token_bytes: u64,
+    /// Bytes of one token in the item pool (`token_bytes` unless `--pool-codec` says less).
+    pub pool_token_bytes: u64,
     /// Tokens the engine needs for the requests in flight.
     pub working_tokens: u64,
     /// recache's pool also serves user-first prompts (`--rank-pool-after-user`).
@@ -196,6 +198,7 @@ fn split_past(
     past_split::split(&PastBudget {
         kv_bytes: budget.kv_bytes,
         token_bytes: budget.token_bytes,
+        pool_token_bytes: budget.pool_token_bytes,
         working_tokens: budget.working_tokens,
         item_tokens: ITEM_TOKENS as u64 + 1,
         data,

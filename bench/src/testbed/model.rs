@@ -127,6 +127,8 @@ pub struct Model {
     pub served: String,
     /// KV bytes of one token (all layers, K and V) in the engine's dtype.
     pub kv_token_bytes: u64,
+    /// Its KV cache's shape.
+    pub geometry: KvGeometry,
 }
 
 impl Model {
@@ -148,7 +150,18 @@ impl Model {
             kind,
             served,
             kv_token_bytes: geometry.token_bytes(elem_bytes(&dtype, cpu_has_bf16)),
+            geometry,
         })
+    }
+
+    /// Host bytes of one token in the item pool kept as `codec` says (`int8`: each token's
+    /// row of one KV head as int8 with a 2-byte scale, `recache_shim.item_codec`).
+    pub fn pool_token_bytes(&self, codec: super::PoolCodec) -> u64 {
+        let g = self.geometry;
+        match codec {
+            super::PoolCodec::Bf16 => self.kv_token_bytes,
+            super::PoolCodec::Int8 => g.layers * g.kv_heads * 2 * (g.head_dim + 2),
+        }
     }
 }
 

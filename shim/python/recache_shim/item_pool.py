@@ -7,7 +7,9 @@ Load it with::
       "kv_connector_extra_config": {"pool_bytes": 268435456}}'
 
 (``device_tier_bytes`` in the same object: on a GPU engine, that much GPU memory also holds the
-hottest entries, loaded in one launch for all layers: ``paged_kv.DeviceTier``.)
+hottest entries, loaded in one launch for all layers: ``paged_kv.DeviceTier``. ``pool_codec``:
+``bf16``, the default, or ``int8``, which keeps about twice the items in the same bytes on the
+CPU path: ``item_codec``.)
 
 Requests say what they want in ``kv_transfer_params`` (recache writes them):
 
@@ -95,6 +97,7 @@ from vllm.v1.metrics.cache_hit_source import CacheHitSource
 
 from .item_cold_loads import (ColdLoads, add_cold_stats, blocks_of, is_cold, merge_counts,
                               served_name)
+from .item_codec import CODECS
 from .item_pool_sched import SchedulerState  # noqa: F401  (tests import it from here)
 from .item_pool_store import Entry, PoolStore, SlotIO, split_kv
 from .paged_kv import LayoutError, PagedBackend, RopeSpec, rope_shift
@@ -177,6 +180,10 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         # the engine's KV cache that much smaller (--kv-cache-memory) to keep memory equal.
         self.tier_bytes = int(extra.get("device_tier_bytes", 0))
         self.rope = _model_rope(vllm_config)
+        self.codec = str(extra.get("pool_codec", "bf16"))
+        if self.codec not in CODECS:
+            raise ValueError(f"recache item pool: unknown pool_codec {self.codec!r} "
+                             f"(one of {', '.join(CODECS)})")
         self.cold = ColdLoads(extra.get("store"), served_name(vllm_config))
         if role == KVConnectorRole.WORKER:
             self.cold.start()  # the client's set-up, in the background
@@ -306,6 +313,9 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         if getattr(layers[0][1], "isa", None) is not None:
             self.cpu_attn = True  # vLLM's CPU attention: item_pool_store's slot I/O
             return None
+        if self.codec != "bf16":  # the arena's rows are the kernel's: no codec there yet
+            logger.warning("recache item pool: pool_codec %s is CPU-path only; this engine's "
+                           "arena keeps %s rows", self.codec, layers[0][2].dtype)
         try:
             kv0 = layers[0][2]
             self.paged = PagedBackend({n: kv for n, _, kv in layers}, kv0.shape[3] // 2,
@@ -372,9 +382,9 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
             for slots, parts in writes:
                 ks, vs = [], []
                 for e, off, n, pos in parts:
-                    k = e.k[name][off:off + n]
+                    k, v = e.rows(name, off, n)
                     ks.append(rope_shift(k, pos, self.rope) if pos else k)
-                    vs.append(e.v[name][off:off + n])
+                    vs.append(v)
                 io.write(kc, vc, slots, torch.cat(ks), torch.cat(vs))
         self.load_s += time.perf_counter() - t0
 
@@ -432,9 +442,10 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
             e = self.captured.pop(op.req_id, None)
             if e is not None and e.k:
                 e.tokens = tuple(op.tokens)
-                self.store.put(op.key, e)
-                self.stored_out.append((op.req_id, op.key, e.nbytes))
-                self.cold.write_through(op.key, e)
+                kept = e.encoded(self.codec)
+                self.store.put(op.key, kept)
+                self.stored_out.append((op.req_id, op.key, kept.nbytes))
+                self.cold.write_through(op.key, e)  # the store keeps the engine's rows
         if meta.stores:
             self.fill_s += time.perf_counter() - t0
         self.captured.clear()

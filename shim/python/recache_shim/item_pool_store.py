@@ -1,7 +1,8 @@
 """Host-memory item KV pool and the slot I/O of vLLM's CPU paged KV cache (torch only).
 
 Owns: the pool's entries (per item: the segment's token ids and one K and one V tensor per
-layer, ``[tokens, kv_heads, head_dim]``), its byte accounting, and reading/writing token rows
+layer, ``[tokens, kv_heads, head_dim]``, or those rows as ``item_codec`` keeps them), its byte
+accounting, and reading/writing token rows
 of a CPU attention layer's cache.
 
 Why a probe: vLLM's CPU attention (0.32) does not store K token-major; ``vec``/``vec16``
@@ -17,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+
+from . import item_codec
 
 
 def split_kv(kv_layer: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -109,8 +112,18 @@ class Entry:
 
     @property
     def nbytes(self) -> int:
-        ts = (*self.k.values(), *self.v.values())
-        return sum(t.numel() * t.element_size() for t in ts)
+        return sum(item_codec.nbytes(t) for t in (*self.k.values(), *self.v.values()))
+
+    def rows(self, layer: str, off: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """K and V rows ``off .. off + n`` of ``layer`` in the engine's dtype."""
+        return (item_codec.rows(self.k[layer], off, n), item_codec.rows(self.v[layer], off, n))
+
+    def encoded(self, codec: str) -> "Entry":
+        """This entry with every layer kept as ``codec`` says (itself for ``bf16``)."""
+        if codec == "bf16":
+            return self
+        enc = lambda d: {name: item_codec.encode(t, codec) for name, t in d.items()}  # noqa: E731
+        return Entry(self.tokens, enc(self.k), enc(self.v))
 
 
 class PoolStore:

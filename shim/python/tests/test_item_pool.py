@@ -100,6 +100,34 @@ def test_budget_drops_least_recently_used_and_refill_cancels_eviction():
     assert "b" not in st.to_evict and "b" in st.index
 
 
+def test_int8_codec_keeps_rows_within_half_a_step_in_about_half_the_bytes():
+    from recache_shim import item_codec
+
+    torch.manual_seed(3)
+    k = (torch.randn(19, 2, 128) * torch.linspace(0.1, 30, 128)).to(torch.bfloat16)
+    k[4, 1] = 0  # a row of zeros decodes to zeros
+    kept = item_codec.encode(k, "int8")
+    back = item_codec.rows(kept, 0, 19)
+    assert back.dtype == torch.bfloat16 and back.shape == k.shape
+    step = k.float().abs().amax(-1, keepdim=True) / 127
+    # Half an int8 step, plus the bf16 rounding of the decoded value.
+    err = (back.float() - k.float()).abs()
+    assert bool((err <= step / 2 + k.float().abs() / 128 + 1e-6).all()), err.max()
+    assert bool((back[4, 1] == 0).all())
+    assert torch.equal(item_codec.rows(kept, 5, 3), back[5:8])
+    assert item_codec.nbytes(kept) == 19 * 2 * (128 + 2)  # bf16: 19 * 2 * 256
+    assert item_codec.encode(k, "bf16") is k
+    e = Entry(tokens=(1,) * 19, k={"l0": k}, v={"l0": k.clone()}).encoded("int8")
+    assert e.nbytes == 2 * 19 * 2 * 130
+    ek, ev = e.rows("l0", 2, 4)
+    assert torch.equal(ek, back[2:6]) and torch.equal(ev, back[2:6])
+    try:
+        item_codec.encode(k, "fp4")
+        raise AssertionError("an unknown codec must be refused")
+    except ValueError as err:
+        assert "fp4" in str(err)
+
+
 def test_listing_has_committed_entries_only():
     st = SchedulerState(budget_bytes=1000)
     assert st.listing() == []

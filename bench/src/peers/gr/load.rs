@@ -70,12 +70,13 @@ impl Drop for Stream {
 
 /// Which past-period items recache pools: `--pool-items`' hottest, else BAT's split of one
 /// replica's budget (`--gr-kv-blocks`) after the working set.
-fn past_choice(args: &PeersArgs, token_bytes: u64) -> Past {
+fn past_choice(args: &PeersArgs, token_bytes: u64, pool_token_bytes: u64) -> Past {
     match args.pool_items {
         Some(n) => Past::Hottest(n),
         None => Past::Split(gr_load::Budget {
             kv_bytes: Sets::budget_bytes(args.gr_kv_blocks, token_bytes),
             token_bytes,
+            pool_token_bytes,
             working_tokens: memory::working_tokens(args.max_model_len),
             after_user: args.pool_after_user,
         }),
@@ -86,10 +87,12 @@ fn past_choice(args: &PeersArgs, token_bytes: u64) -> Past {
 fn split_json(args: &PeersArgs, load: &gr_load::GrLoad) -> Value {
     match &load.split {
         Some(s) => json!({"rule": "bat", "pool_items": s.pool.len(),
+            "pool_codec": args.pool_codec.name(),
             "working_tokens": memory::working_tokens(args.max_model_len),
             "user_tokens": s.user_tokens, "kept_users": s.users.len(),
             "threshold": s.threshold}),
-        None => json!({"rule": "--pool-items", "pool_items": load.past.len()}),
+        None => json!({"rule": "--pool-items", "pool_items": load.past.len(),
+            "pool_codec": args.pool_codec.name()}),
     }
 }
 
@@ -109,13 +112,14 @@ pub fn check(args: &PeersArgs) -> Result<(), BenchError> {
 }
 
 /// Builds the BAT stream and the returning-user stream on the engine at `upstream`, whose
-/// model keeps `token_bytes` of KV a token.
+/// model keeps `token_bytes` of KV a token (`pool_token_bytes` in recache's item pools).
 pub async fn build(
     args: &PeersArgs,
     client: &HttpClient,
     upstream: &str,
     model: &str,
     token_bytes: u64,
+    pool_token_bytes: u64,
 ) -> Result<Vec<Stream>, BenchError> {
     let (Some(data), Some(items)) = (&args.data, &args.items) else {
         return Err(BenchError::Setup(
@@ -151,7 +155,7 @@ pub async fn build(
             users,
             args.max_model_len,
             1,
-            past_choice(args, token_bytes),
+            past_choice(args, token_bytes, pool_token_bytes),
         )
         .await?;
         let pool_items = args.pool_items.unwrap_or(load.past.len());
@@ -160,6 +164,7 @@ pub async fn build(
             pool_items,
             args.max_model_len,
             token_bytes,
+            pool_token_bytes,
         )?;
         let progress = crate::progress::Progress::new(
             load.bodies.len() as u64,

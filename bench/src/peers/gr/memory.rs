@@ -56,16 +56,18 @@ impl Sets {
     }
 
     /// `kv_blocks` per replica in all, each token `token_bytes` of KV; recache's pool holds
-    /// `pool_items` items. The engine must still hold one `max_model_len` prompt (vLLM keeps
-    /// one block as its null block).
+    /// `pool_items` items of `pool_token_bytes` a token (`--pool-codec`). The engine must
+    /// still hold one `max_model_len` prompt (vLLM keeps one block as its null block).
     pub fn split(
         kv_blocks: u64,
         pool_items: usize,
         max_model_len: usize,
         token_bytes: u64,
+        pool_token_bytes: u64,
     ) -> Result<Self, BenchError> {
         let block_bytes = BLOCK_TOKENS * token_bytes.max(1);
-        let pool_blocks = (pool_items as u64 * ITEM_TOKENS * token_bytes).div_ceil(block_bytes);
+        let pool_blocks =
+            (pool_items as u64 * ITEM_TOKENS * pool_token_bytes).div_ceil(block_bytes);
         let need = (max_model_len as u64).div_ceil(BLOCK_TOKENS) + 1;
         let engine = kv_blocks.saturating_sub(pool_blocks);
         if engine < need {
@@ -100,7 +102,7 @@ mod tests {
 
     #[test]
     fn both_sets_get_the_same_bytes() {
-        let s = Sets::split(1024, 1000, 8192, 2048).expect("fits");
+        let s = Sets::split(1024, 1000, 8192, 2048, 2048).expect("fits");
         // 1,000 items x 19 tokens x 2 KiB = 593.75 blocks: 594 whole blocks.
         assert_eq!(s.recache.kv_blocks, 1024 - 594);
         assert_eq!(s.peers.kv_blocks, 1024);
@@ -113,7 +115,7 @@ mod tests {
     /// same count here, as block and item both scale), bytes follow the model's.
     #[test]
     fn the_split_is_in_the_models_own_bytes() {
-        let half = Sets::split(1024, 1000, 8192, 1024).expect("fits");
+        let half = Sets::split(1024, 1000, 8192, 1024, 1024).expect("fits");
         assert_eq!(half.recache.kv_blocks, 1024 - 594);
         assert_eq!(half.block_bytes, 32 * 1024);
         assert_eq!(half.replica_bytes(half.peers), 1025 * 32 * 1024);
@@ -123,13 +125,24 @@ mod tests {
         );
     }
 
+    /// An int8 pool (1,040 bytes a token of the shape model against 2,048) takes about half
+    /// the blocks for the same items.
+    #[test]
+    fn a_smaller_pool_token_takes_fewer_blocks() {
+        let s = Sets::split(1024, 1000, 8192, 2048, 1040).expect("fits");
+        // 1,000 x 19 x 1,040 bytes = 301.6 blocks of 64 KiB: 302.
+        assert_eq!(s.recache.kv_blocks, 1024 - 302);
+        assert_eq!(s.replica_bytes(s.recache), s.replica_bytes(s.peers));
+    }
+
     /// The split's working set leaves the engine at least what the refusal below asks.
     #[test]
     fn the_working_set_is_a_prompt_a_step_its_pooled_run_and_the_null_block() {
         assert_eq!(working_tokens(8192), 8192 + 2048 + 1900 + 32);
         let budget = Sets::budget_bytes(1024, 2048);
         let items = (budget / 2048 - working_tokens(8192)) / ITEM_TOKENS;
-        let s = Sets::split(1024, items as usize, 8192, 2048).expect("what the split can pool");
+        let s =
+            Sets::split(1024, items as usize, 8192, 2048, 2048).expect("what the split can pool");
         assert!(
             s.recache.kv_blocks * 32 + 32 >= working_tokens(8192),
             "{s:?}"
@@ -138,8 +151,8 @@ mod tests {
 
     #[test]
     fn a_pool_that_leaves_no_room_for_a_prompt_is_refused() {
-        let err = Sets::split(600, 1000, 8192, 2048).expect_err("6 blocks left");
+        let err = Sets::split(600, 1000, 8192, 2048, 2048).expect_err("6 blocks left");
         assert!(err.to_string().contains("--gr-kv-blocks 600"), "{err}");
-        assert!(Sets::split(600, 0, 8192, 2048).is_ok());
+        assert!(Sets::split(600, 0, 8192, 2048, 2048).is_ok());
     }
 }

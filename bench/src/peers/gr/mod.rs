@@ -27,6 +27,7 @@ use crate::peers::replicas::Replicas;
 use crate::peers::report;
 use crate::peers::system::System;
 use crate::stats::Spread;
+use crate::testbed::PoolCodec;
 use memory::Sets;
 
 /// Row numbers the gr summaries carry beside report's own (medians, `*_range`).
@@ -65,14 +66,24 @@ pub async fn run(
         0,
         args.max_model_len,
         model.kv_token_bytes,
+        model.kv_token_bytes,
     )?;
-    let theirs = Replicas::start_layout(args, &client, "peers-gr-peers", plain.peers).await?;
+    // The peers' one-block pool is never read: it keeps the engines' rows as they are.
+    let theirs = Replicas::start_layout(
+        args,
+        &client,
+        "peers-gr-peers",
+        plain.peers,
+        PoolCodec::Bf16,
+    )
+    .await?;
     let streams = load::build(
         args,
         &client,
         &theirs.urls[0],
         &theirs.model,
         model.kv_token_bytes,
+        model.pool_token_bytes(args.pool_codec),
     )
     .await?;
     let theirs = match systems.iter().any(|s| *s != System::Recache) {
@@ -89,7 +100,7 @@ pub async fn run(
             let name = format!("peers-gr-recache-{}", stream.stream);
             ours = Some((
                 layout,
-                Replicas::start_layout(args, &client, &name, layout).await?,
+                Replicas::start_layout(args, &client, &name, layout, args.pool_codec).await?,
             ));
         }
         let Some((_, ours)) = &ours else {

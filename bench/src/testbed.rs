@@ -44,6 +44,8 @@ pub enum PoolCodec {
     Bf16,
     /// int8 rows with a scale per token and KV head: about twice the items in the same bytes.
     Int8,
+    /// 4-bit values with a scale per 32: 3.56x the items at head_dim 128, a coarser step.
+    Int4,
 }
 
 impl PoolCodec {
@@ -51,6 +53,7 @@ impl PoolCodec {
         match self {
             Self::Bf16 => "bf16",
             Self::Int8 => "int8",
+            Self::Int4 => "int4",
         }
     }
 }

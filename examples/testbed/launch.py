@@ -191,7 +191,7 @@ def main():
     ap.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
     ap.add_argument("--item-pool-bytes", type=int, default=0,
                     help="> 0: load recache's item KV pool connector with this host budget")
-    ap.add_argument("--item-pool-codec", choices=["bf16", "int8"], default="bf16",
+    ap.add_argument("--item-pool-codec", choices=["bf16", "int8", "int4"], default="bf16",
                     help="how the item pool keeps K/V in host memory (recache_shim.item_codec)")
     ap.add_argument("--pool-store-master", default="",
                     help="the item pool's cold tier: Mooncake Store master HOST:RPC_PORT")

@@ -161,6 +161,10 @@ impl Model {
         match codec {
             super::PoolCodec::Bf16 => self.kv_token_bytes,
             super::PoolCodec::Int8 => g.layers * g.kv_heads * 2 * (g.head_dim + 2),
+            // Two values a byte and a 2-byte scale per 32 values.
+            super::PoolCodec::Int4 => {
+                g.layers * g.kv_heads * 2 * (g.head_dim / 2 + g.head_dim / 16)
+            }
         }
     }
 }

@@ -97,6 +97,7 @@ from vllm.v1.metrics.cache_hit_source import CacheHitSource
 
 from .item_cold_loads import (ColdLoads, add_cold_stats, blocks_of, is_cold, merge_counts,
                               served_name)
+from . import item_codec
 from .item_codec import CODECS
 from .item_pool_sched import SchedulerState  # noqa: F401  (tests import it from here)
 from .item_pool_store import Entry, PoolStore, SlotIO, split_kv
@@ -380,13 +381,22 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         for name, _, kv in layers:
             kc, vc = split_kv(kv)
             for slots, parts in writes:
-                ks, vs = [], []
-                for e, off, n, pos in parts:
-                    k, v = e.rows(name, off, n)
-                    ks.append(rope_shift(k, pos, self.rope) if pos else k)
-                    vs.append(v)
-                io.write(kc, vc, slots, torch.cat(ks), torch.cat(vs))
+                k = item_codec.gather([(e.k[name], off, n) for e, off, n, _ in parts])
+                v = item_codec.gather([(e.v[name], off, n) for e, off, n, _ in parts])
+                io.write(kc, vc, slots, self._shifted(k, parts), v)
         self.load_s += time.perf_counter() - t0
+
+    def _shifted(self, k: torch.Tensor, parts) -> torch.Tensor:
+        """``k`` (the parts' rows in order) with each part re-rotated by its ``pos``: once for
+        all where they share it (a user-first prompt's pooled run)."""
+        pos = {p for *_, p in parts}
+        if pos == {0}:
+            return k
+        if len(pos) == 1:
+            return rope_shift(k, pos.pop(), self.rope)
+        rows = k.split([n for _, _, n, _ in parts])
+        return torch.cat([rope_shift(r, p, self.rope) if p else r
+                          for r, (*_, p) in zip(rows, parts)])
 
     def _failed(self, slots) -> None:
         self.load_errors |= blocks_of(slots, self.block_size)

@@ -114,10 +114,6 @@ class Entry:
     def nbytes(self) -> int:
         return sum(item_codec.nbytes(t) for t in (*self.k.values(), *self.v.values()))
 
-    def rows(self, layer: str, off: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """K and V rows ``off .. off + n`` of ``layer`` in the engine's dtype."""
-        return (item_codec.rows(self.k[layer], off, n), item_codec.rows(self.v[layer], off, n))
-
     def encoded(self, codec: str) -> "Entry":
         """This entry with every layer kept as ``codec`` says (itself for ``bf16``)."""
         if codec == "bf16":

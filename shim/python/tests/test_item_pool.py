@@ -100,7 +100,7 @@ def test_budget_drops_least_recently_used_and_refill_cancels_eviction():
     assert "b" not in st.to_evict and "b" in st.index
 
 
-def test_int8_codec_keeps_rows_within_half_a_step_in_about_half_the_bytes():
+def test_codecs_keep_rows_within_half_a_step_in_fewer_bytes():
     from recache_shim import item_codec
 
     torch.manual_seed(3)
@@ -119,8 +119,20 @@ def test_int8_codec_keeps_rows_within_half_a_step_in_about_half_the_bytes():
     assert item_codec.encode(k, "bf16") is k
     e = Entry(tokens=(1,) * 19, k={"l0": k}, v={"l0": k.clone()}).encoded("int8")
     assert e.nbytes == 2 * 19 * 2 * 130
-    ek, ev = e.rows("l0", 2, 4)
-    assert torch.equal(ek, back[2:6]) and torch.equal(ev, back[2:6])
+    # One decode for many parts equals each part decoded alone, in order; bf16 parts too.
+    parts = [(e.k["l0"], 2, 4), (e.k["l0"], 11, 3), (e.v["l0"], 0, 1)]
+    assert torch.equal(item_codec.gather(parts), torch.cat([back[2:6], back[11:14], back[0:1]]))
+    assert torch.equal(item_codec.gather([(k, 1, 2), (kept, 3, 1)]),
+                       torch.cat([k[1:3], back[3:4]]))
+    # int4: a step of the group's absolute maximum / 7, two values a byte, a scale per 32.
+    kept4 = item_codec.encode(k, "int4")
+    back4 = item_codec.rows(kept4, 0, 19)
+    assert back4.shape == k.shape and torch.equal(item_codec.rows(kept4, 5, 3), back4[5:8])
+    step4 = k.float().unflatten(-1, (4, 32)).abs().amax(-1, keepdim=True) / 7
+    err4 = (back4.float() - k.float()).unflatten(-1, (4, 32)).abs()
+    assert bool((err4 <= step4 / 2 + k.float().unflatten(-1, (4, 32)).abs() / 128 + 1e-6).all())
+    assert bool((back4[4, 1] == 0).all())
+    assert item_codec.nbytes(kept4) == 19 * 2 * (64 + 4 * 2)
     try:
         item_codec.encode(k, "fp4")
         raise AssertionError("an unknown codec must be refused")

@@ -138,7 +138,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - --kv-events-config
 - {{ toJson $events | quote }}
 {{- if .Values.itemPool.enabled }}
-{{- $extra := dict "pool_bytes" (int64 .Values.itemPool.bytes) }}
+{{- $extra := dict "pool_bytes" (int64 .Values.itemPool.bytes) "pool_codec" (.Values.itemPool.codec | default "bf16") }}
 {{- if .Values.itemPool.store.enabled }}
 {{- $_ := set $extra "store" (include "recache.storeConfig" . | fromJson) }}
 {{- end }}

@@ -37,10 +37,6 @@ class Int8Rows:
     scale: torch.Tensor
     dtype: torch.dtype
 
-    @property
-    def shape(self) -> torch.Size:
-        return self.q.shape
-
     def nbytes(self) -> int:
         return self.q.numel() * self.q.element_size() + self.scale.numel() * self.scale.element_size()
 
@@ -57,11 +53,6 @@ class Int4Rows:
     q: torch.Tensor
     scale: torch.Tensor
     dtype: torch.dtype
-
-    @property
-    def shape(self) -> torch.Size:
-        n, h, half = self.q.shape
-        return torch.Size((n, h, 2 * half))
 
     def nbytes(self) -> int:
         return self.q.numel() + self.scale.numel() * self.scale.element_size()

@@ -222,10 +222,10 @@ fn cold_items_count_as_supplied_and_order_only_ties() {
     assert_eq!(choose(&gr), Some(1), "supply before cold");
 }
 
-/// A returning user that sends most requests, its profile cached, among new users: counted
-/// by work (`bound=work`) it stays on one replica, as each of its requests computes only its
-/// tail, and the new users balance around it; counted by requests (the default) the bound
-/// sends part of its requests to the other replica, which computes the whole profile there.
+/// A returning user that sends most requests, its profile cached: counted by work (`gr`'s
+/// default) it stays on one replica, as each of its requests computes only its tail, and the
+/// new users balance around it; counted by requests the bound sends part of its requests to
+/// the other replica, which computes the whole profile there.
 #[test]
 fn a_cached_regular_stays_put_under_the_work_bound() {
     let hot_on_one = |spec: &str| {
@@ -261,7 +261,7 @@ fn a_cached_regular_stays_put_under_the_work_bound() {
         }
         *hot.iter().max().expect("two") as f64 / 300.0
     };
-    let (work, requests) = (hot_on_one("gr:bound=work"), hot_on_one("gr"));
+    let (work, requests) = (hot_on_one("gr"), hot_on_one("gr:bound=requests"));
     assert!(work >= 0.99, "by work the regular stays: {work}");
     assert!(requests <= 0.9, "by requests it is spread: {requests}");
 }

@@ -116,8 +116,9 @@ pub enum Routing {
         balance: f64,
         #[serde(default = "default_queue_gap")]
         queue_gap: usize,
-        /// What the load bound counts: `requests` (default) or `work`.
-        #[serde(default = "bound_requests")]
+        /// What the load bound counts: `work` (default: a returning user served from its
+        /// cached profile weighs its small cost) or `requests`.
+        #[serde(default = "bound_work")]
         bound: prefix::Bound,
         /// Share of item accesses the replicated (hot) items cover; the rest are sharded.
         #[serde(default = "default_hot_share")]
@@ -146,6 +147,9 @@ fn default_queue_gap() -> usize {
 }
 fn bound_requests() -> prefix::Bound {
     prefix::Bound::Requests
+}
+fn bound_work() -> prefix::Bound {
+    prefix::Bound::Work
 }
 fn default_hot_share() -> f64 {
     0.5
@@ -182,7 +186,7 @@ impl Routing {
             ttl_s: default_ttl_s(),
             balance: default_balance(),
             queue_gap: default_queue_gap(),
-            bound: bound_requests(),
+            bound: bound_work(),
             hot_share: default_hot_share(),
             pool_hot_share: None,
         }

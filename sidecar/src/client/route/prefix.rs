@@ -12,11 +12,11 @@
 //! **Bounded load** (consistent hashing with bounded loads, Mirrokni et al. 2018): a replica
 //! whose share of recent load (an exponentially decayed sum over about [`WINDOW`] decisions)
 //! would exceed `1 + balance` times the mean is skipped while another is available, so one hot
-//! prefix cannot pull all traffic to one replica. Load is counted per [`Bound`]: requests (the
-//! default), or the work each request added where it went (its cost, at least one key), so a
-//! hot prompt served from cache weighs what it costs, not a whole request. (Measured on the
-//! peers' returning-user stream, where every request costs about the same, `work` changed
-//! nothing: docs/peers.md.)
+//! prefix cannot pull all traffic to one replica. Load is counted per [`Bound`]: requests
+//! (`prefix`'s default), or the work each request added where it went (its cost, at least one
+//! key: `gr`'s default), so a hot prompt served from cache weighs what it costs, not a whole
+//! request: a request-count bound sent a dominant returning user's every third request to a
+//! replica that had to compute its whole profile again (docs/peers.md).
 //!
 //! **What is cached where**: for a token-id prompt on a replica whose KV-event mirror is
 //! `exact` ([`crate::client::mirror`]), the mirror (plus what was sent there in the last

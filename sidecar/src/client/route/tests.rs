@@ -198,6 +198,6 @@ fn routing_specs_parse_and_bad_ones_name_the_problem() {
             .map(|p| p.bound)
     };
     assert_eq!(bound("prefix"), Some(prefix::Bound::Requests));
-    assert_eq!(bound("gr"), Some(prefix::Bound::Requests));
-    assert_eq!(bound("gr:bound=work"), Some(prefix::Bound::Work));
+    assert_eq!(bound("gr"), Some(prefix::Bound::Work));
+    assert_eq!(bound("gr:bound=requests"), Some(prefix::Bound::Requests));
 }

@@ -102,9 +102,6 @@ pub enum Routing {
         /// cache.
         #[serde(default = "default_queue_gap")]
         queue_gap: usize,
-        /// What the load bound counts: `requests` (default) or `work`.
-        #[serde(default = "bound_requests")]
-        bound: prefix::Bound,
     },
     /// `prefix` for ranking prompts with user / item placement ([`gr`]).
     Gr {
@@ -116,10 +113,6 @@ pub enum Routing {
         balance: f64,
         #[serde(default = "default_queue_gap")]
         queue_gap: usize,
-        /// What the load bound counts: `work` (default: a returning user served from its
-        /// cached profile weighs its small cost) or `requests`.
-        #[serde(default = "bound_work")]
-        bound: prefix::Bound,
         /// Share of item accesses the replicated (hot) items cover; the rest are sharded.
         #[serde(default = "default_hot_share")]
         hot_share: f64,
@@ -145,12 +138,6 @@ fn default_balance() -> f64 {
 fn default_queue_gap() -> usize {
     8
 }
-fn bound_requests() -> prefix::Bound {
-    prefix::Bound::Requests
-}
-fn bound_work() -> prefix::Bound {
-    prefix::Bound::Work
-}
 fn default_hot_share() -> f64 {
     0.5
 }
@@ -158,7 +145,7 @@ fn default_hot_share() -> f64 {
 /// A routing spec that cannot be used.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "routing {spec:?}: {why} (rules: least-loaded, prefix[:blocks=N][:ttl_s=S][:balance=B][:queue_gap=G][:bound=requests|work], gr[:hot_share=H][:pool_hot_share=P][:<prefix's keys>])"
+    "routing {spec:?}: {why} (rules: least-loaded, prefix[:blocks=N][:ttl_s=S][:balance=B][:queue_gap=G], gr[:hot_share=H][:pool_hot_share=P][:<prefix's keys>])"
 )]
 pub struct BadRouting {
     pub spec: String,
@@ -175,7 +162,6 @@ impl Routing {
             ttl_s: default_ttl_s(),
             balance: default_balance(),
             queue_gap: default_queue_gap(),
-            bound: bound_requests(),
         }
     }
 
@@ -186,7 +172,6 @@ impl Routing {
             ttl_s: default_ttl_s(),
             balance: default_balance(),
             queue_gap: default_queue_gap(),
-            bound: bound_work(),
             hot_share: default_hot_share(),
             pool_hot_share: None,
         }
@@ -201,21 +186,18 @@ impl Routing {
                 ttl_s,
                 balance,
                 queue_gap,
-                bound,
             }
             | Self::Gr {
                 blocks,
                 ttl_s,
                 balance,
                 queue_gap,
-                bound,
                 ..
             } => Some(prefix::PrefixParams {
                 blocks,
                 ttl: Duration::from_secs_f64(ttl_s),
                 balance,
                 queue_gap,
-                bound,
             }),
         }
     }

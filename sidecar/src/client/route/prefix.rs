@@ -10,13 +10,9 @@
 //! `least-loaded`: docs/routing.md.)
 //!
 //! **Bounded load** (consistent hashing with bounded loads, Mirrokni et al. 2018): a replica
-//! whose share of recent load (an exponentially decayed sum over about [`WINDOW`] decisions)
-//! would exceed `1 + balance` times the mean is skipped while another is available, so one hot
-//! prefix cannot pull all traffic to one replica. Load is counted per [`Bound`]: requests
-//! (`prefix`'s default), or the work each request added where it went (its cost, at least one
-//! key: `gr`'s default), so a hot prompt served from cache weighs what it costs, not a whole
-//! request: a request-count bound sent a dominant returning user's every third request to a
-//! replica that had to compute its whole profile again (docs/peers.md).
+//! whose share of recent requests (an exponentially decayed count over about
+//! [`WINDOW`] requests) would exceed `1 + balance` times the mean is skipped while another is
+//! available, so one hot prefix cannot pull all traffic to one replica.
 //!
 //! **What is cached where**: for a token-id prompt on a replica whose KV-event mirror is
 //! `exact` ([`crate::client::mirror`]), the mirror (plus what was sent there in the last
@@ -51,19 +47,6 @@ pub struct PrefixParams {
     pub balance: f64,
     /// Outstanding-request gap past which the least loaded replica wins regardless of cache.
     pub queue_gap: usize,
-    /// What the load bound counts.
-    pub bound: Bound,
-}
-
-/// What the load bound counts per decision (`--routing ...:bound=requests|work`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Bound {
-    /// One per request.
-    Requests,
-    /// The request's cost on the replica it went to (prompt tokens not cached there), at
-    /// least one key's worth.
-    Work,
 }
 
 #[derive(Debug)]
@@ -76,7 +59,7 @@ pub struct Prefix {
 #[derive(Debug, Default)]
 struct State {
     sent: Vec<Sent>,
-    /// Decayed load per replica, in [`Bound`]'s unit.
+    /// Decayed request counts per replica.
     recent: Vec<f64>,
 }
 
@@ -161,30 +144,16 @@ impl Prefix {
             return None;
         }
         let tokens = hint.keys.tokens as f64;
-        let per_key = hint.keys.tokens_per_key() as f64;
         let load = |i: usize| replicas[i].in_flight();
         let (lo, hi) = candidates.iter().fold((usize::MAX, 0), |(lo, hi), &i| {
             (lo.min(load(i)), hi.max(load(i)))
         });
         let imbalanced = hi - lo > self.params.queue_gap;
-        // The prompt tokens each candidate would compute (its prefix cache and `supplied` off).
-        let costs: Vec<f64> = (candidates.iter())
-            .map(|&i| {
-                let cached = cached_keys(&replicas[i], &s.sent[i], hint, now, ttl);
-                (tokens - cached as f64 * per_key - supplied(i, cached)).max(0.0)
-            })
-            .collect();
-        let charge = |cost: f64| match self.params.bound {
-            Bound::Requests => 1.0,
-            Bound::Work => cost.max(per_key),
-        };
         let total: f64 = candidates.iter().map(|&i| s.recent[i]).sum();
-        let n_cand = candidates.len() as f64;
-        // The bound in units of this request's mean charge (1 when counting requests),
-        // rounded up, as in the paper: with few requests counted, a bound below 2 would
+        // Rounded up, as in the paper: with few requests counted, a bound below 2 would
         // refuse a replica its second request.
-        let unit = costs.iter().map(|&c| charge(c)).sum::<f64>() / n_cand;
-        let limit = ((1.0 + self.params.balance) * (total + unit) / n_cand / unit).ceil() * unit;
+        let limit = ((1.0 + self.params.balance) * (total + 1.0) / candidates.len() as f64).ceil();
+        let per_key = hint.keys.tokens_per_key() as f64;
         // A placement preference (the `gr` rule's homes) exists so that the next request, from
         // this recache or another one, finds the prompt where it went. Where the replica's KV
         // events are mirrored exactly, every instance sees what it holds anyway, so there the
@@ -198,18 +167,23 @@ impl Prefix {
         // Key: cost, placement, load, then what makes equal supply dearer (`dearer`: cold
         // items), recent share, index.
         type Key = (f64, std::cmp::Reverse<usize>, usize, usize, f64, usize);
-        let mut best: Option<(Key, f64)> = None;
+        let mut best: Option<Key> = None;
         // Per candidate (replica, cost, over the bound), for the debug trace of the decision.
         let trace = tracing::enabled!(target: "recache::route", tracing::Level::DEBUG);
         let mut seen: Vec<(usize, f64, bool)> = Vec::new();
         for pass in 0..2 {
-            for (&i, &true_cost) in candidates.iter().zip(&costs) {
-                let over = s.recent[i] + charge(true_cost) > limit;
+            for &i in &candidates {
                 // First pass: only replicas within the load bound.
-                if pass == 0 && over {
+                if pass == 0 && s.recent[i] + 1.0 > limit {
                     continue;
                 }
-                let cost = if imbalanced { 0.0 } else { true_cost };
+                let cost = if imbalanced {
+                    0.0
+                } else {
+                    let cached = cached_keys(&replicas[i], &s.sent[i], hint, now, ttl);
+                    let supply = supplied(i, cached);
+                    (tokens - cached as f64 * per_key - supply).max(0.0)
+                };
                 let near = std::cmp::Reverse(if imbalanced || !placed(i) {
                     0
                 } else {
@@ -217,24 +191,24 @@ impl Prefix {
                 });
                 let key = (cost, near, load(i), dearer(i), s.recent[i], i);
                 if trace {
-                    seen.push((i, cost, over));
+                    seen.push((i, cost, s.recent[i] + 1.0 > limit));
                 }
-                if best.is_none_or(|(b, _)| {
-                    (key.0, key.1, key.2, key.3, key.4) < (b.0, b.1, b.2, b.3, b.4)
-                }) {
-                    best = Some((key, true_cost));
+                if best
+                    .is_none_or(|b| (key.0, key.1, key.2, key.3, key.4) < (b.0, b.1, b.2, b.3, b.4))
+                {
+                    best = Some(key);
                 }
             }
             if best.is_some() {
                 break;
             }
         }
-        let ((_, _, _, _, _, chosen), chosen_cost) = best?;
+        let (_, _, _, _, _, chosen) = best?;
         tracing::debug!(target: "recache::route", chosen, imbalanced, limit, recent = ?s.recent,
             candidates = ?seen, user = ?hint.gr.map(|g| (g.user, g.user_first)), "route decision");
         let decay = 1.0 - 1.0 / WINDOW;
         s.recent.iter_mut().for_each(|r| *r *= decay);
-        s.recent[chosen] += charge(chosen_cost);
+        s.recent[chosen] += 1.0;
         s.sent[chosen].touch(&hint.keys.keys, now, self.params.blocks);
         Some(chosen)
     }

@@ -137,7 +137,6 @@ fn prefix_bounds_a_hot_prompts_share() {
         ttl_s: 600.0,
         balance,
         queue_gap: 8,
-        bound: prefix::Bound::Requests,
     });
     let reps = set(&["http://a:1", "http://b:2"]);
     let hot = prompt(3, 1024);
@@ -168,7 +167,6 @@ fn routing_specs_parse_and_bad_ones_name_the_problem() {
             ttl_s: 600.0,
             balance: 0.5,
             queue_gap: 8,
-            bound: prefix::Bound::Requests,
         }
     );
     for (spec, says) in [
@@ -180,7 +178,6 @@ fn routing_specs_parse_and_bad_ones_name_the_problem() {
         ("prefix:blocks", "key=value"),
         ("gr:hot_share=1.5", "hot_share"),
         ("prefix:hot_share=0.5", "unknown field"),
-        ("gr:bound=tokens", "unknown variant"),
     ] {
         let e = Routing::from_spec(spec).expect_err(spec).to_string();
         assert!(e.contains(says), "{spec}: {e}");
@@ -191,13 +188,4 @@ fn routing_specs_parse_and_bad_ones_name_the_problem() {
     assert_eq!((gr.name(), gr.hot_share()), ("gr", Some(0.8)));
     assert_eq!(gr.prefix_params().map(|p| p.blocks), Some(512));
     assert_eq!(Routing::prefix().hot_share(), None);
-    let bound = |spec: &str| {
-        Routing::from_spec(spec)
-            .ok()?
-            .prefix_params()
-            .map(|p| p.bound)
-    };
-    assert_eq!(bound("prefix"), Some(prefix::Bound::Requests));
-    assert_eq!(bound("gr"), Some(prefix::Bound::Work));
-    assert_eq!(bound("gr:bound=requests"), Some(prefix::Bound::Requests));
 }

@@ -13,7 +13,7 @@ use std::process::Command;
 use crate::error::BenchError;
 
 pub mod model;
-pub use model::{MODEL_ENV, Model, ModelKind};
+pub use model::{MODEL_ENV, Model, ModelKind, PoolCodec};
 
 /// The testbed's scripts, relative to the repository root (`--testbed-dir`'s default).
 pub const DIR: &str = "examples/testbed";
@@ -34,28 +34,6 @@ pub struct Layout {
     pub kv_blocks: u64,
     /// Host bytes of the item pool's connector; 0 = no connector.
     pub pool_bytes: u64,
-}
-
-/// How an engine's item pool keeps K/V in host memory (`up --item-pool-codec`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum PoolCodec {
-    /// The engine's own 16-bit rows.
-    #[default]
-    Bf16,
-    /// int8 rows with a scale per token and KV head: about twice the items in the same bytes.
-    Int8,
-    /// 4-bit values with a scale per 32: 3.56x the items at head_dim 128, a coarser step.
-    Int4,
-}
-
-impl PoolCodec {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Bf16 => "bf16",
-            Self::Int8 => "int8",
-            Self::Int4 => "int4",
-        }
-    }
 }
 
 /// A running engine of the testbed.

@@ -32,7 +32,7 @@ pub struct SplitInput<'a> {
     /// KV bytes of one token (all layers, K and V).
     pub token_bytes: u64,
     /// Bytes of one token in the item pool (`token_bytes`, or less where the pool keeps
-    /// its K/V in fewer bits: `--pool-codec int8`).
+    /// its K/V in fewer bits: `--pool-codec int8|int4`).
     pub pool_token_bytes: u64,
     /// Tokens the engine needs for the requests in flight (concurrency × longest prompt).
     pub working_tokens: u64,
@@ -83,11 +83,8 @@ pub fn split(input: &SplitInput<'_>) -> Result<Split, SplitError> {
             need: input.working_tokens,
         })?
         * input.token_bytes;
-    // What a token of each kind takes, relative to an engine token: value per byte.
-    let (item_size, user_size) = (
-        input.pool_token_bytes as f64 / input.token_bytes as f64,
-        1.0,
-    );
+    // A pooled token's size in engine tokens: value per engine token's worth of bytes.
+    let item_size = input.pool_token_bytes as f64 / input.token_bytes as f64;
     // (value per unit of memory, is a user, index); items first at equal value.
     let mut all: Vec<(f64, bool, usize)> = input
         .items
@@ -99,7 +96,7 @@ pub fn split(input: &SplitInput<'_>) -> Result<Split, SplitError> {
                 .users
                 .iter()
                 .enumerate()
-                .map(|(i, d)| (d.freq.max(0.0) / user_size, true, i)),
+                .map(|(i, d)| (d.freq.max(0.0), true, i)),
         )
         .collect();
     all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));

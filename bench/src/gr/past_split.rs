@@ -42,7 +42,7 @@ pub struct PastBudget<'a> {
     pub kv_bytes: u64,
     /// KV bytes of one token.
     pub token_bytes: u64,
-    /// Bytes of one token in the item pool (less than `token_bytes` with `--pool-codec int8`).
+    /// Bytes of one token in the item pool (less than `token_bytes` with `--pool-codec int8|int4`).
     pub pool_token_bytes: u64,
     /// Tokens the engine needs for the requests in flight, whatever it caches.
     pub working_tokens: u64,

@@ -153,8 +153,8 @@ pub struct PeersArgs {
     #[arg(long)]
     pub pool_items: Option<usize>,
     /// gr: how recache's item pools keep K/V (`int8`: about twice the items in the same
-    /// bytes, each token's row of a KV head as int8 with its scale; the split counts the
-    /// pool's bytes at that size)
+    /// bytes, `int4` 3.56x, at coarser steps: `up --item-pool-codec`); the split counts the
+    /// pool's bytes at that size
     #[arg(long, value_enum, default_value = "bf16")]
     pub pool_codec: crate::testbed::PoolCodec,
     /// gr: more `--routing gr` parameters for recache, after the `blocks=N` sized to its

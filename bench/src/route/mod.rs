@@ -216,15 +216,11 @@ mod tests {
 
     #[test]
     fn strategies_parse_sized_to_the_engines() {
-        assert_eq!(
-            strategy("prefix", 512).expect("ok"),
-            Routing::Prefix {
-                blocks: 512,
-                ttl_s: 600.0,
-                balance: 0.3,
-                queue_gap: 8,
-            }
-        );
+        let p = strategy("prefix", 512)
+            .expect("ok")
+            .prefix_params()
+            .expect("prefix");
+        assert_eq!((p.blocks, p.balance, p.queue_gap), (512, 0.3, 8));
         assert_eq!(
             strategy("least-loaded", 512).expect("ok"),
             Routing::LeastLoaded
@@ -249,12 +245,7 @@ mod tests {
             .map(|u| (0..640).map(|t| u * 1000 + t).collect())
             .collect();
         let v = decisions::measure(
-            Routing::Prefix {
-                blocks: 2000,
-                ttl_s: 600.0,
-                balance: 0.3,
-                queue_gap: 8,
-            },
+            Routing::from_spec("prefix:blocks=2000").expect("spec"),
             2,
             &prompts,
             200,

@@ -119,6 +119,28 @@ impl ModelKind {
     }
 }
 
+/// How an engine's item pool keeps K/V in host memory (`up --item-pool-codec`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum PoolCodec {
+    /// The engine's own 16-bit rows.
+    #[default]
+    Bf16,
+    /// int8 rows with a scale per token and KV head: about twice the items in the same bytes.
+    Int8,
+    /// 4-bit values with a scale per 32: 3.56x the items at head_dim 128, a coarser step.
+    Int4,
+}
+
+impl PoolCodec {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Bf16 => "bf16",
+            Self::Int8 => "int8",
+            Self::Int4 => "int4",
+        }
+    }
+}
+
 /// The testbed model a run uses, as far as the benchmarks need it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Model {
@@ -156,13 +178,13 @@ impl Model {
 
     /// Host bytes of one token in the item pool kept as `codec` says (`int8`: each token's
     /// row of one KV head as int8 with a 2-byte scale, `recache_shim.item_codec`).
-    pub fn pool_token_bytes(&self, codec: super::PoolCodec) -> u64 {
+    pub fn pool_token_bytes(&self, codec: PoolCodec) -> u64 {
         let g = self.geometry;
         match codec {
-            super::PoolCodec::Bf16 => self.kv_token_bytes,
-            super::PoolCodec::Int8 => g.layers * g.kv_heads * 2 * (g.head_dim + 2),
+            PoolCodec::Bf16 => self.kv_token_bytes,
+            PoolCodec::Int8 => g.layers * g.kv_heads * 2 * (g.head_dim + 2),
             // Two values a byte and a 2-byte scale per 32 values.
-            super::PoolCodec::Int4 => {
+            PoolCodec::Int4 => {
                 g.layers * g.kv_heads * 2 * (g.head_dim / 2 + g.head_dim / 16)
             }
         }

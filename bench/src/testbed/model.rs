@@ -184,9 +184,7 @@ impl Model {
             PoolCodec::Bf16 => self.kv_token_bytes,
             PoolCodec::Int8 => g.layers * g.kv_heads * 2 * (g.head_dim + 2),
             // Two values a byte and a 2-byte scale per 32 values.
-            PoolCodec::Int4 => {
-                g.layers * g.kv_heads * 2 * (g.head_dim / 2 + g.head_dim / 16)
-            }
+            PoolCodec::Int4 => g.layers * g.kv_heads * 2 * (g.head_dim / 2 + g.head_dim / 16),
         }
     }
 }

@@ -15,7 +15,8 @@ import launch  # noqa: E402
 def args(pool_bytes):
     return argparse.Namespace(
         model_dir="/m", served_model_name="tiny-qwen2", dtype="bfloat16", max_model_len=8192,
-        kv_blocks=64, max_logprobs=200, item_pool_bytes=pool_bytes, pool_store_url="",
+        kv_blocks=64, max_logprobs=200, item_pool_bytes=pool_bytes, item_pool_codec="bf16",
+        pool_store_url="",
         pool_store_master="", pool_store_metadata="", extra=[])
 
 

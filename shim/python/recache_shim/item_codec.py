@@ -38,7 +38,7 @@ class Int8Rows:
     dtype: torch.dtype
 
     def nbytes(self) -> int:
-        return self.q.numel() * self.q.element_size() + self.scale.numel() * self.scale.element_size()
+        return self.q.numel() + self.scale.numel() * self.scale.element_size()
 
     def rows(self, off: int, n: int) -> torch.Tensor:
         q, s = self.q[off:off + n], self.scale[off:off + n]
@@ -77,14 +77,7 @@ def _int4(t: torch.Tensor) -> Int4Rows:
     return Int4Rows(q[..., 0::2] | (q[..., 1::2] << 4), scale, t.dtype)
 
 
-def encode(t: torch.Tensor, codec: str):
-    """``t`` [n, heads, dim] in the engine's dtype, kept as ``codec`` says."""
-    if codec == "bf16":
-        return t
-    if codec == "int4":
-        return _int4(t)
-    if codec != "int8":
-        raise ValueError(f"unknown pool_codec {codec!r} (one of {', '.join(CODECS)})")
+def _int8(t: torch.Tensor) -> Int8Rows:
     x = t.to(torch.float32)
     # A row of zeros keeps scale 1 (any scale decodes it to zeros); fp16 keeps the scale's
     # 11 significant bits, far finer than the int8 step it scales.
@@ -92,6 +85,13 @@ def encode(t: torch.Tensor, codec: str):
     scale = torch.where(amax > 0, amax / 127.0, torch.ones_like(amax)).to(torch.float16)
     q = torch.round(x / scale.to(torch.float32)).clamp_(-127, 127).to(torch.int8)
     return Int8Rows(q, scale, t.dtype)
+
+
+def encode(t: torch.Tensor, codec: str):
+    """``t`` [n, heads, dim] in the engine's dtype, kept as ``codec`` says."""
+    if codec not in CODECS:
+        raise ValueError(f"unknown pool_codec {codec!r} (one of {', '.join(CODECS)})")
+    return {"bf16": lambda x: x, "int8": _int8, "int4": _int4}[codec](t)
 
 
 def rows(kept, off: int, n: int) -> torch.Tensor:

@@ -98,7 +98,6 @@ from vllm.v1.metrics.cache_hit_source import CacheHitSource
 from .item_cold_loads import (ColdLoads, add_cold_stats, blocks_of, is_cold, merge_counts,
                               served_name)
 from . import item_codec
-from .item_codec import CODECS
 from .item_pool_sched import SchedulerState  # noqa: F401  (tests import it from here)
 from .item_pool_store import Entry, PoolStore, SlotIO, split_kv
 from .paged_kv import LayoutError, PagedBackend, RopeSpec, rope_shift
@@ -182,9 +181,9 @@ class RecacheItemPoolConnector(KVConnectorBase_V1):
         self.tier_bytes = int(extra.get("device_tier_bytes", 0))
         self.rope = _model_rope(vllm_config)
         self.codec = str(extra.get("pool_codec", "bf16"))
-        if self.codec not in CODECS:
+        if self.codec not in item_codec.CODECS:
             raise ValueError(f"recache item pool: unknown pool_codec {self.codec!r} "
-                             f"(one of {', '.join(CODECS)})")
+                             f"(one of {', '.join(item_codec.CODECS)})")
         self.cold = ColdLoads(extra.get("store"), served_name(vllm_config))
         if role == KVConnectorRole.WORKER:
             self.cold.start()  # the client's set-up, in the background

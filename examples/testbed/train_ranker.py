@@ -63,9 +63,10 @@ def check_served_layouts(trainer, model):
     import torch
     from ranker import model as fwd
     worst = 0.0
-    for kind in ("up", "ip", "pool"):
+    for kind in trainer.layouts():
         u = trainer.dev[0]
-        b = trainer.s.up([u], 100) if kind == "up" else trainer.s.group(kind, [u], 100)
+        b = (trainer.s.up([u], 100) if kind == "up" else trainer.s.after_user([u], 100)
+             if kind == "aup" else trainer.s.group(kind, [u], 100))
         with torch.no_grad():
             ours = trainer.scores(b)[0]
         tokens, segments = fwd.flatten(b)

@@ -6,7 +6,10 @@ set (their next items plus popularity draws), laid out as recache would for each
 - `pool`: item-first with the item KV pool: a resident subset (all, the popular ones, or a
   random share) computed alone at a shared start position, with pool labels at random slots;
   a few non-resident items carry a slot label too (a fill in flight);
-- `up`: user-first, candidates in a random request order, one prompt per user.
+- `up`: user-first, candidates in a random request order, one prompt per user;
+- `aup`: user-first with the pool (`--rank-pool-after-user`): each user's profile padded to
+  whole blocks (`lead`), then the group's resident items, each computed alone at the position
+  right after the profile, then the other items hot-first and the instruction.
 Labels thus vary per example over both ranges recache uses, so the model must copy the label
 that introduces the item it prefers rather than learn label ids. Every batch also says where
 each item ends (`last`, `tail_ends`), for plain.py's auxiliary losses.
@@ -49,6 +52,8 @@ class Sampler:
         self.label_base = layout.LABEL_BASE  # recache's `--rank-label-base`
         self.id_base = 0  # hp `item_ids`: bench quality's `--item-id-base` (0: titles only)
         self.pool_full = 0.3  # hp `pool_full`: share of pooled batches with every item resident
+        self.pad = None  # recache's pad token (the tokenizer's " "), for `aup`'s padded profile
+        self.block = 32  # the engine's KV block: `aup` pads the profile to whole blocks
 
     def item(self, i):
         return layout.item_text(self.title_tokens[self.data.title_of(i)], self.n_tok, i,
@@ -127,6 +132,38 @@ class Sampler:
                  candidates=[[ids[j] for j in order]] * len(us))
         b.update(self._suffixes(us))
         b["last"] = torch.tensor([[len(u["profile"]) + len(self.instruction) - 1] for u in us])
+        return b
+
+    def after_user(self, us, k):
+        """One `aup` batch for users `us` (one profile length) sharing k candidates: `lead`
+        [B, P] the padded profiles (positions 0..P-1), `pooled` the resident items (computed
+        alone, at positions P..), `users` [B, T] the other items and the instruction, alike in
+        every row but each seeing its own profile (positions from `user_start`)."""
+        ids = self.data.candidates(self.rng, [u["target"] for u in us], k)
+        self.rng.shuffle(ids)
+        items = [self.item(i) for i in ids]
+        hot = self.hot_first(ids)
+        resident, slots = self.residency(ids)
+        tokens, labels, _ = layout.pooled([], items, hot, resident, slots, [],
+                                          label_base=self.label_base)
+        first = [j for j in hot if resident[j]]
+        run = sum(len(items[j]) + 1 for j in first)
+        order = [j for _, j in labels]
+        where = {j: n for n, j in enumerate(order)}
+        leads = [u["profile"] + [self.pad] * (-len(u["profile"]) % self.block) for u in us]
+        rest = tokens[run:] + self.instruction
+        b = dict(lead=torch.tensor(leads),
+                 pooled=torch.tensor([tokens[n * (self.n_tok + 1):(n + 1) * (self.n_tok + 1)]
+                                      for n in range(len(first))]) if first else None,
+                 tail=None, tail_start=len(leads[0]), user_start=len(leads[0]) + run,
+                 users=torch.tensor([rest] * len(us)),
+                 labels=torch.tensor([[label for label, _ in labels]] * len(us)),
+                 target=torch.tensor([where[ids.index(u["target"])] for u in us]),
+                 tail_ends=torch.tensor(ends(0, [self.n_tok] * (k - len(first))),
+                                        dtype=torch.long),
+                 candidates=[[ids[j] for j in order]] * len(us),
+                 hists=[u["history"] for u in us])
+        b["last"] = torch.tensor([[len(rest) - 1]] * len(us))
         return b
 
     def up(self, us, k):

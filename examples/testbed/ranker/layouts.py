@@ -18,6 +18,8 @@ Variants (comma-separated, `name[:opt=val...]`):
   `link=N` (first N tokens of every item sent again after the pooled run, in context:
   `--rank-pool-recompute link:k=N`), `hdr=1` (items computed after a header),
   `after=id|label` (that token of every item re-sent after the run),
+  `user=first` (`--rank-pool-after-user`: the profile, padded to 32-token blocks, leads; the
+  pooled run follows at the position after it, seeing neither it nor each other),
   `readout=item` (any variant: a candidate's score is the final token's logit of its item id
   token, which `aux_item` trains, instead of its label's),
   `sel=label|id` / `blend=R` (tokens recomputed in place, in context: the share R chosen by
@@ -59,6 +61,7 @@ instr = tok(layout.DEFAULT_INSTRUCTION, add_special_tokens=False)["input_ids"]
 # from 4096, pool labels after 128 positional ones.
 IDB, LB, MI = 20480, 4096, layout.MAX_ITEMS
 HEADER = tok("Candidate items:", add_special_tokens=False)["input_ids"]
+PAD = tok(" ", add_special_tokens=False)["input_ids"][-1]  # recache's pad token (pipeline/mod.rs)
 users = [(uid, h) for (uid, h), sp in zip(D.users, D.split) if sp == SPLIT]
 if LIMIT:
     users = users[:LIMIT]
@@ -105,7 +108,12 @@ def build(variant, prof, cands, hot, slots):
     #  item re-sent after the block, in context)  blend=R (share of pooled tokens recomputed in
     #  place, picked by layer-0 K deviation)  sel=label|id (recompute that token of every item)
     hdr = HEADER if opt.get("hdr", "0") == "1" else []
-    toks, pos, block, labs = list(hdr), list(range(len(hdr))), [-1] * len(hdr), [0] * k
+    # user=first (`--rank-pool-after-user`): the profile padded to whole 32-token blocks leads,
+    # the pooled items follow at the position right after it, attending to neither it nor
+    # each other, and the instruction ends the prompt.
+    lead = prof + [PAD] * (-len(prof) % 32) if opt.get("user") == "first" else []
+    toks, pos, block, labs = lead + hdr, list(range(len(lead) + len(hdr))), \
+        [-3] * len(lead) + [-1] * len(hdr), [0] * k
     spill = []
     if "lmod" in opt:  # pooled label = item id mod L (the positional labels when L <= 128):
         L = int(opt["lmod"])  # fixed per item, so servable; an item whose label another
@@ -132,7 +140,7 @@ def build(variant, prof, cands, hot, slots):
         if opt.get("pos", "shared") == "true":
             pos += list(range(start, start + len(seg)))
         else:
-            pos += list(range(len(hdr), len(hdr) + len(seg)))
+            pos += list(range(len(lead) + len(hdr), len(lead) + len(hdr) + len(seg)))
         block += [r] * len(seg)
     nb = len(toks)
     for j in spill:
@@ -146,8 +154,7 @@ def build(variant, prof, cands, hot, slots):
         for r, j in enumerate(hot):
             seg = [labs[j]] + item(cands[j])
             toks += [seg[0]] if opt["after"] == "label" else seg[1:]
-    tail = prof + instr
-    toks += tail
+    toks += instr if lead else prof + instr
     n = len(toks)
     pos += list(range(nb, n))
     block += [-2] * (n - nb)
@@ -159,10 +166,10 @@ def build(variant, prof, cands, hot, slots):
     allowed[pooled_rows] &= (same | hdr_cols)[pooled_rows]
     recompute = torch.zeros(n, dtype=torch.bool)
     if "sel" in opt:
-        idx = [i for i in range(len(hdr), nb) if (opt["sel"] == "label") == (toks[i] < IDB)]
+        idx = [i for i in range(len(lead) + len(hdr), nb) if (opt["sel"] == "label") == (toks[i] < IDB)]
         recompute[idx] = True
     if "blend" in opt:
-        recompute |= pick_blend(toks, pos, allowed, float(opt["blend"]), nb, len(hdr))
+        recompute |= pick_blend(toks, pos, allowed, float(opt["blend"]), nb, len(lead) + len(hdr))
     if recompute.any():
         full = torch.ones(n, n).tril().bool()
         allowed[recompute] = full[recompute]

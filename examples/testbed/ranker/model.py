@@ -6,7 +6,9 @@ once per batch:
 - `tail`: a causal run that sees all pooled items (the non-resident items of a pooled prompt,
   or every item of a plain item-first prompt);
 - `users`: B user+instruction suffixes, each seeing all items before it and itself causally.
-A user-first prompt is a `users` part with no context. `check_against_hf` compares this with
+A user-first prompt is a `users` part with no context. An `aup` batch (user-first with the
+pool) has a `lead` before all of these: each user's padded profile, seen by its own row's
+`users` part but not by the pooled items, which sit at the positions right after it. `check_against_hf` compares this with
 the HF model run on the flattened prompt (explicit positions and a 4-D mask, as
 `shim/python/tests/item_pool_check.py` does), so the weights trained here mean the same in
 vLLM, which computes those layouts natively.
@@ -115,15 +117,23 @@ def forward_group(model, b, tap=()):
     at positions user_start.., `last` [B, P] the user-part tokens whose final states are
     returned. Returns a dict: `users` [B, P, H]; `pooled`, `tail`: final states [S, L, H],
     [1, T, H] or None; `*_tap`: {n: the residual after n layers} for n in `tap`."""
-    out, ctx = {}, None
+    out, ctx, lead = {}, None, b.get("lead")
+    at = 0 if lead is None else lead.shape[1]  # where the pooled run starts
     if b["pooled"] is not None:
         ids = b["pooled"]
-        pos = torch.arange(ids.shape[1]).expand_as(ids)
+        pos = at + torch.arange(ids.shape[1]).expand_as(ids)
         if POOLED_POS == "true":  # segment j (all of one length) starts at token j * length
             pos = pos + (torch.arange(ids.shape[0]) * ids.shape[1])[:, None]
         out["pooled"], kvs, out["pooled_tap"] = run_part(model, ids, pos, tap=tap)
         out["pooled_kv"] = kvs
         ctx = flat(kvs)
+    if lead is not None:  # each row's profile, then the pooled run it shares
+        pos = torch.arange(at).expand_as(lead)
+        _, kvs, _ = run_part(model, lead, pos)
+        n = lead.shape[0]
+        ctx = kvs if ctx is None else [(torch.cat([kl, kp.expand(n, -1, -1, -1)], 2),
+                                        torch.cat([vl, vp.expand(n, -1, -1, -1)], 2))
+                                       for (kl, vl), (kp, vp) in zip(kvs, ctx)]
     if b["tail"] is not None:
         start = b["tail_start"]
         pos = torch.arange(start, start + b["tail"].shape[1])[None]
@@ -162,6 +172,10 @@ def readout_logits(model, b, out, tap):
     parts = []
     if b["pooled"] is not None:
         parts.append(out["pooled_kv"][-1][0][:, kvh, -1])
+    if b.get("lead") is not None:  # aup: the other items are in each row, after the run
+        own = out["users_kv"][-1][0][:, kvh][:, b["tail_ends"]]  # [B, K', d]
+        keys = torch.cat([p[None].expand(len(rows), -1, -1) for p in parts] + [own], 1)
+        return torch.einsum("bd,bkd->bk", q, keys) * a.scaling
     if b["tail"] is not None:
         parts.append(out["tail_kv"][-1][0][0, kvh][b["tail_ends"]])
     keys = torch.cat(parts)  # [K, d], the labels' order (pooled items first, then the tail)
@@ -169,14 +183,14 @@ def readout_logits(model, b, out, tap):
 
 
 def hf_reference(model, tokens, segments, labels):
-    """Label logits at the last position by the HF model itself: `segments` (start, len) are
-    pooled items (positions restart, no attention outside the segment)."""
+    """Label logits at the last position by the HF model itself: `segments` (start, len, at)
+    are pooled items (positions restart at `at`, no attention outside the segment)."""
     n = len(tokens)
     pos = torch.arange(n)
     allowed = torch.ones(n, n).tril().bool()
-    for start, length in segments:
+    for start, length, at in segments:
         if POOLED_POS != "true":
-            pos[start:start + length] = torch.arange(length)
+            pos[start:start + length] = at + torch.arange(length)
         allowed[start:start + length, :start] = False
     mask = torch.zeros(1, 1, n, n)
     mask[0, 0][~allowed] = torch.finfo(torch.float32).min
@@ -188,11 +202,14 @@ def hf_reference(model, tokens, segments, labels):
 
 def flatten(b):
     """The first user's prompt of a batch as one token list, with its pooled segments
-    (start, len): the input of `hf_reference`, i.e. what vLLM is sent."""
+    (start, len, first position): the input of `hf_reference`, i.e. what vLLM is sent."""
     tokens, segments = [], []
+    if b.get("lead") is not None:
+        tokens += b["lead"][0].tolist()
+    at = len(tokens)
     if b["pooled"] is not None:
         for row in b["pooled"].tolist():
-            segments.append((len(tokens), len(row)))
+            segments.append((len(tokens), len(row), at))
             tokens += row
     if b["tail"] is not None:
         tokens += b["tail"][0].tolist()

@@ -1,6 +1,6 @@
 """Training of the GR ranker's recipe (hp `plain` 1, recipe VERSION 3; docs/quality.md): an
 ordinary Qwen2 init (no hand-built channels or flags) trained end to end on recache's layouts
-(batches.py: UP, IP, pooled) with the label CE at the final token, distillation towards the
+(batches.py: UP, IP, pooled, pooled after the user) with the label CE at the final token, distillation towards the
 teacher over the prompt's candidates and the auxiliary losses below; then, with hp `then`, a
 second stage from where the first ended (its hp overrides: which weights train, the losses,
 the steps) on the same stream of batches.
@@ -48,7 +48,7 @@ from . import layout, model as fwd
 from .train import to_teacher
 
 _T = None  # the trainer, inherited by the forked workers (its CPU state only)
-KEYS = ("pooled", "tail", "tail_start", "user_start", "users", "last", "labels", "target",
+KEYS = ("lead", "pooled", "tail", "tail_start", "user_start", "users", "last", "labels", "target",
         "teacher", "kd_mask", "tail_ends", "item_ends", "target_item", "seq_next")
 
 
@@ -101,6 +101,8 @@ def make_batch(i):
 
     if kind == "up":
         b = s.up(users(hp["up_users"]), k)
+    elif kind == "aup":  # one row per user, like `up` (hp `aup_users`, default `up_users`)
+        b = s.after_user(users(hp.get("aup_users") or hp["up_users"]), k)
     else:
         # a group's candidates hold its users' targets: keep their share as at `candidates`
         n_users = max(1, min(hp["group_users"], hp["group_users"] * k // hp["candidates"]))
@@ -117,9 +119,10 @@ def make_batch(i):
     # hp aux_label: user-first rows' item ends, in label order (group batches: tail_ends)
     b["item_ends"] = b["last"][:, :-1].contiguous() if kind == "up" else torch.zeros(0)
     b.setdefault("tail_ends", torch.zeros(0, dtype=torch.long))
+    b.setdefault("lead", None)
     b["last"] = b["last"][:, -1:].contiguous()  # the loss reads the final token only
     b["target_item"] = torch.tensor([c[t] for c, t in zip(b["candidates"], b["target"].tolist())])
-    if hp.get("aux_seq"):
+    if hp.get("aux_seq") and kind != "aup":  # (aup's profile is in `lead`: not read)
         # hp aux_seq (item tokens, item_tokens 1): every profile token also predicts the item
         # after it (the last one: the target), a sequential recommender's loss at each step.
         # A batch's users share one profile length, and the profile leads every row.
@@ -151,6 +154,8 @@ def item_label_logits(model, b, out, tap):
     parts = []
     if b["pooled"] is not None:
         parts.append(out["pooled_tap"][tap][:, -1])
+    if b["lead"] is not None:  # aup: the other items, in the first row (alike in every row
+        parts.append(out["users_tap"][tap][0, b["tail_ends"]])  # but for what they see)
     if b["tail"] is not None:
         parts.append(out["tail_tap"][tap][0, b["tail_ends"]])
     return fwd.label_scores(model, torch.cat(parts)[None], b["labels"][:1])
@@ -189,7 +194,7 @@ def loss_of(model, b, hp, amp):
             il = item_label_logits(model, b, out, tap).float()
             want = torch.arange(il.shape[1]).expand(il.shape[0], -1)
             aux[1] = F.cross_entropy(il.flatten(0, 1), want.flatten())
-        if hp.get("aux_seq"):
+        if hp.get("aux_seq") and b["seq_next"].numel():
             logits = item_logits(model, out["users"][:, :-1], hp["item_ids"])
             aux[3] = F.cross_entropy(logits.flatten(0, 1).float(), b["seq_next"].flatten())
         if hp.get("aux_point"):

@@ -58,6 +58,7 @@ class Trainer:
         self.s = batches.Sampler(data, hp["item_tokens"], titles, hp["history_items"],
                                  hp["pool_slots"], hp["seed"])
         self.s.instruction = tok(layout.DEFAULT_INSTRUCTION, add_special_tokens=False)["input_ids"]
+        self.s.pad = tok(" ", add_special_tokens=False)["input_ids"][-1]  # pipeline/mod.rs
         self.s.label_base = hp["label_base"]
         self.s.id_base = hp["item_ids"]
         self.s.pool_full = hp.get("pool_full", 0.3)
@@ -121,16 +122,24 @@ class Trainer:
         done = step / total if done is None else done
         return peak * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * done)))
 
-    def dev_metrics(self, layouts=("up", "pool", "ip")):
+    def layouts(self):
+        """The layouts a run trains on: up, pool and ip, and aup where a stage mixes it in."""
+        hp = self.hp
+        mixes = [hp["mix"]] + [(hp.get(s) or {}).get("mix", "") for s in ("then", "tune")]
+        return ("up", "pool", "ip") + (("aup",) if any("aup:" in m for m in mixes) else ())
+
+    def dev_metrics(self, layouts=None):
         """Recall@10 / NDCG@10 on dev users' last items (100 candidates), per layout."""
         out = {}
+        layouts = layouts or self.layouts()
         state = self.s.rng.getstate(), self.s.np.bit_generator.state
         with torch.no_grad():
             for kind in layouts:
                 self.s.rng.seed(12345)
                 hits = ndcg = 0.0
                 for u in self.dev:
-                    b = self.s.up([u], 100) if kind == "up" else self.s.group(kind, [u], 100)
+                    b = (self.s.up([u], 100) if kind == "up" else self.s.after_user([u], 100)
+                         if kind == "aup" else self.s.group(kind, [u], 100))
                     sc = self.scores(b)
                     rank = int((sc[0] > sc[0, b["target"][0]]).sum())
                     hits += rank < 10

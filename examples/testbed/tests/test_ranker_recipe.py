@@ -9,7 +9,9 @@ each stage, twice, and checks:
 - the report names both stages' steps, and the HF forward agrees with the training forward
   (the checkpoint is what vLLM serves);
 - the label rows have the scale the recipe gives them (hp label_gain, frozen: label_frozen);
-- `--ready` says yes for that recipe and no for another, without training.
+- `--ready` says yes for that recipe and no for another, without training;
+- a `tune` stage on `aup` batches (the pool after a cached profile: `--rank-pool-after-user`)
+  runs, its layout joins the dev metrics, and the HF check covers it.
 Each run takes ~20 s on 2 cores.
 """
 import json, os, subprocess, sys, tempfile
@@ -81,7 +83,16 @@ def main():
         assert not os.path.exists(os.path.join(tmp, "run1.tmp")), "--ready trained"
         empty = train_ranker(data, os.path.join(tmp, "none"), SHORT, "--ready")
         assert empty.returncode == 1 and not os.path.exists(os.path.join(tmp, "none"))
-    print("ranker recipe: deterministic two-stage run, HF check, label rows, --ready: ok")
+
+        tuned = os.path.join(tmp, "tuned")
+        r = train_ranker(data, tuned, {**SHORT, "tune": {"steps": 3, "warmup": 1,
+                                                         "mix": "aup:1,pool:1"}})
+        assert r.returncode == 0, r.stderr[-3000:]
+        report = json.load(open(os.path.join(tuned, "ranker-report.json")))
+        assert report["steps"] == {"rank": 6, "then": 4, "tune": 3}, report["steps"]
+        assert set(report["dev"]) == {"up", "pool", "ip", "aup"}, report["dev"]
+        assert report["hf_check_max_abs"] < 1e-3, report["hf_check_max_abs"]
+    print("ranker recipe: deterministic two-stage run, HF check, label rows, --ready, aup: ok")
 
 
 if __name__ == "__main__":

@@ -165,7 +165,8 @@ def readout_logits(model, b, out, tap):
     cos, sin = model.model.rotary_emb(q[:, None], pos)
     q, _ = apply_rotary_pos_emb(q[:, None, None], q[:, None, None], cos, sin)
     q = q[:, 0, 0]  # [B, d]
-    if b["pooled"] is None and b["tail"] is None:  # user-first: item ends are in the rows
+    # user-first: item ends are in the rows
+    if b["pooled"] is None and b["tail"] is None and b.get("lead") is None:
         k = out["users_kv"][-1][0][:, kvh]  # [B, U, d]
         keys = k[rows[:, None], b["last"][:, :-1]]  # [B, K, d]
         return torch.einsum("bd,bkd->bk", q, keys) * a.scaling

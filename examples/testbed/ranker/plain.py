@@ -147,7 +147,8 @@ def item_label_logits(model, b, out, tap):
     """hp aux_label: the residual at the last layer's input at every candidate's last token,
     read through the final norm and the tied label rows: [R, K, K] (R = 1 for a group, whose
     items all users share), each item's row over the prompt's labels in label order."""
-    if b["pooled"] is None and b["tail"] is None:  # user-first: the items are in the rows
+    # user-first: the items are in the rows
+    if b["pooled"] is None and b["tail"] is None and b.get("lead") is None:
         x = out["users_tap"][tap]
         rows = torch.arange(x.shape[0])[:, None]
         return fwd.label_scores(model, x[rows, b["item_ends"]], b["labels"])
@@ -166,7 +167,7 @@ def point_logits(model, b, out, tap):
     logits over the candidates' last tokens in label order, [B, K]: model.readout_logits,
     whose user-first rows read the item ends from `last` (plain batches keep them apart)."""
     view = dict(b)
-    if b["pooled"] is None and b["tail"] is None:
+    if b["pooled"] is None and b["tail"] is None and b.get("lead") is None:
         view["last"] = torch.cat([b["item_ends"], b["last"][:, -1:]], 1)
     return fwd.readout_logits(model, view, out, out["users_tap"][tap])
 

@@ -141,6 +141,7 @@ fn laru_with_lightgbm_is_deterministic() {
             guard_window: None,
             guard_span: None,
             lambda_over: None,
+            base: None,
         };
         let mut cache = Cache::new(120, policy::build(&laru, env).expect("laru"));
         let hits: Vec<usize> = trace

@@ -375,6 +375,7 @@ pub fn report(
             guard_window: None,
             guard_span: None,
             lambda_over: None,
+            base: None,
         };
         let (laru, laru_rps) = hit_ratio(requests, &laru_cfg, blocks, &src, set)?;
         step(format!("{set}: LARU {laru:.4}"));

@@ -58,6 +58,23 @@ impl DeadFirst {
     }
 }
 
+impl DeadFirst {
+    /// The oldest dead evictable leaf, if any (LARU's `base=dead-first` takes it first).
+    pub(super) fn first_dead(&self) -> Option<BlockId> {
+        self.queue.first().map(|k| k.2)
+    }
+
+    /// Whether `block` is a dead evictable leaf.
+    pub(super) fn is_dead_leaf(&self, block: BlockId) -> bool {
+        self.keys.contains_key(&block)
+    }
+
+    /// The dead evictable leaves, oldest first.
+    pub(super) fn dead_leaves(&self) -> impl Iterator<Item = BlockId> + '_ {
+        self.queue.iter().map(|k| k.2)
+    }
+}
+
 impl EvictionPolicy for DeadFirst {
     fn name(&self) -> &'static str {
         "dead-first"

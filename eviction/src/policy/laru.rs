@@ -14,10 +14,17 @@
 //! and prediction-induced misses do not halve λ while the cache is ahead of
 //! the guard's shadow LRU.
 //!
+//! With `base=dead-first` ([`super::DeadFirst`]) the robust order LARU leans on is
+//! dead-first's instead of LRU's: a request-unique block (a GR candidate run or instruction,
+//! dead on arrival) is evicted first, oldest first, with no prediction asked; predictions
+//! and the phase rules above choose only once no dead leaf is left. On traces without entity
+//! context nothing is dead and this is plain LARU.
+//!
 //! Cost: O(log k) when l covers every evictable leaf (the usual case, since a
 //! prefix tree has far fewer leaves than blocks), else O(l) to scan the l
 //! oldest leaves.
 
+use super::dead_first::DeadFirst;
 use super::guard::Guard;
 use super::scored::Scored;
 use super::{AccessEvent, EvictCtx, EvictionPolicy, LambdaOver, PolicyStats};
@@ -44,6 +51,8 @@ pub struct Laru {
     guard: Option<Guard>,
     /// l = λ·k (LCR) instead of λ·(evictable leaves).
     over_cache: bool,
+    /// `base=dead-first`: dead blocks go first, before any prediction.
+    dead: Option<DeadFirst>,
 }
 
 /// Accesses per guard window.
@@ -68,7 +77,14 @@ impl Laru {
             lru_fallbacks: 0,
             guard: Some(Guard::new(k, GUARD_WINDOW).with_span(GUARD_SPAN)),
             over_cache: false,
+            dead: None,
         }
+    }
+
+    /// Dead-first (`true`) or LRU as the order predictions refine.
+    pub fn dead_first_base(mut self, on: bool) -> Self {
+        self.dead = on.then(DeadFirst::default);
+        self
     }
 
     /// Judges the guard every `window` accesses, on the sum of the last `span` windows.
@@ -161,6 +177,9 @@ impl EvictionPolicy for Laru {
 
     fn on_access(&mut self, idx: &RadixIndex, ev: &AccessEvent) {
         self.scored.on_access(idx, ev);
+        if let Some(d) = &mut self.dead {
+            d.on_access(idx, ev);
+        }
         if let Some(g) = &mut self.guard {
             g.access(ev.block, ev.ctx.pos >= ev.ctx.hit_len);
         }
@@ -168,18 +187,28 @@ impl EvictionPolicy for Laru {
         self.maybe_new_phase(idx);
     }
 
-    fn on_leaf(&mut self, _idx: &RadixIndex, ev: LeafEvent) {
+    fn on_leaf(&mut self, idx: &RadixIndex, ev: LeafEvent) {
         self.scored.on_leaf(ev);
+        if let Some(d) = &mut self.dead {
+            d.on_leaf(idx, ev);
+        }
     }
 
     fn on_remove(&mut self, block: BlockId) {
         self.scored.on_remove(block);
+        if let Some(d) = &mut self.dead {
+            d.on_remove(block);
+        }
         self.old.remove(&block);
     }
 
     fn select_victim(&mut self, idx: &RadixIndex, ctx: &EvictCtx) -> Option<BlockId> {
         self.maybe_new_phase(idx);
         let lru = idx.lru_first()?;
+        // The base's own first choice: no prediction evicted it, so no phase rule applies.
+        if let Some(dead) = self.dead.as_ref().and_then(DeadFirst::first_dead) {
+            return Some(dead);
+        }
         if let Some(x) = ctx.incoming {
             if self.evicted_by_prediction.remove(&x) {
                 self.prediction_induced_misses += 1;
@@ -214,12 +243,15 @@ impl EvictionPolicy for Laru {
     /// ([`Scored::ranked`]); LRU's order where it would fall back to LRU. A miss on a block a
     /// prediction evicted also falls back to LRU, but which request misses is not known here.
     fn next_leaves(&mut self, idx: &RadixIndex, limit: usize, now: u64) -> Option<Vec<BlockId>> {
-        match self.pick(idx, now, self.next_lambda(idx)) {
-            Pick::Lru | Pick::NoModel => Some(idx.lru_iter().take(limit).collect()),
-            Pick::Predicted { victim, l } => {
-                Some(self.scored.ranked(idx, now, l, limit, Some(victim)))
-            }
-        }
+        let rest = match self.pick(idx, now, self.next_lambda(idx)) {
+            Pick::Lru | Pick::NoModel => idx.lru_iter().take(limit).collect(),
+            Pick::Predicted { victim, l } => self.scored.ranked(idx, now, l, limit, Some(victim)),
+        };
+        let Some(d) = &self.dead else {
+            return Some(rest);
+        };
+        let live = rest.into_iter().filter(|b| !d.is_dead_leaf(*b));
+        Some(d.dead_leaves().chain(live).take(limit).collect())
     }
 
     fn stats(&self) -> PolicyStats {

@@ -136,6 +136,10 @@ pub enum PolicyConfig {
         /// cache size k (LCR's l = max(⌊λk⌋, 1)).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lambda_over: Option<LambdaOver>,
+        /// The order predictions refine: LRU (default) or dead-first (request-unique blocks
+        /// first, with no prediction asked).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        base: Option<LaruBase>,
     },
     /// Belady: furthest true next use. Needs the future (simulator only).
     Opt {},
@@ -150,6 +154,14 @@ pub enum PolicyConfig {
 pub enum LambdaOver {
     Leaves,
     Cache,
+}
+
+/// The order LARU falls back on and refines (see [`PolicyConfig::Laru`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LaruBase {
+    Lru,
+    DeadFirst,
 }
 
 /// Error from [`PolicyConfig::from_name`] and [`build`].
@@ -291,6 +303,7 @@ pub fn build(cfg: &PolicyConfig, env: PolicyEnv) -> Result<Box<dyn EvictionPolic
             guard_window,
             guard_span,
             lambda_over,
+            base,
             ..
         } => {
             let capacity = env.capacity;
@@ -301,7 +314,8 @@ pub fn build(cfg: &PolicyConfig, env: PolicyEnv) -> Result<Box<dyn EvictionPolic
                         guard_window.unwrap_or(laru::GUARD_WINDOW),
                         guard_span.unwrap_or(laru::GUARD_SPAN),
                     )
-                    .lambda_over(lambda_over.unwrap_or(LambdaOver::Leaves)),
+                    .lambda_over(lambda_over.unwrap_or(LambdaOver::Leaves))
+                    .dead_first_base(*base == Some(LaruBase::DeadFirst)),
             )
         }
         PolicyConfig::Opt {} => Box::new(Opt::new(env.future.ok_or(PolicyError::NeedsFuture)?)),
@@ -330,6 +344,7 @@ mod tests {
                 guard_window: None,
                 guard_span: None,
                 lambda_over: None,
+                base: None,
             }
         );
         let gr = PolicyConfig::from_spec("laru:features=base+gr").expect("features");

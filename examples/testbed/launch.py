@@ -13,7 +13,7 @@ On success writes run state (pid, env, config) and prints exactly three lines on
 UPSTREAM=..., MODEL=..., KV_EVENTS=... . On failure kills what it started and shows
 the log's tail.
 """
-import argparse, json, os, re, signal, socket, subprocess, sys, time, urllib.request
+import argparse, fcntl, json, os, re, signal, socket, subprocess, sys, time, urllib.request
 
 
 def free_port():
@@ -114,6 +114,63 @@ def reserved_cpus():
     return os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU", "1")
 
 
+def cpu_bind(run_dir):
+    """The cores this vLLM instance's worker computes on (VLLM_CPU_OMP_THREADS_BIND): as many
+    as vLLM's own default gives an engine (the CPUs less VLLM_CPU_NUM_OF_RESERVED_CPU, at
+    least one), starting at the core the fewest live testbed engines compute on.
+
+    vLLM 0.32's automatic binding (utils/ompmultiprocessing.py) knows nothing of other
+    engines: every instance binds its worker to the same cores (on a 2-core machine each one
+    pinned its worker, every thread, to CPU 0), so two replicas computed on one core and a
+    router's balance could not matter. Each choice is recorded in `cpus` under the run dir
+    and read by the next `up` (a lock keeps parallel starts apart); a user's own
+    VLLM_CPU_OMP_THREADS_BIND wins."""
+    if os.environ.get("VLLM_CPU_OMP_THREADS_BIND"):
+        return os.environ["VLLM_CPU_OMP_THREADS_BIND"]
+    cpus = sorted(os.sched_getaffinity(0))
+    threads = max(1, len(cpus) - int(reserved_cpus()))
+    parent = os.path.dirname(os.path.abspath(run_dir))
+    with open(os.path.join(parent, ".cpus.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        use = {c: 0 for c in cpus}
+        for other in os.listdir(parent):
+            d = os.path.join(parent, other)
+            if os.path.abspath(d) != os.path.abspath(run_dir) and engine_counts(d):
+                for c in read_cpus(d):
+                    if c in use:
+                        use[c] += 1
+        start = min(range(len(cpus)), key=lambda i: (use[cpus[i]], i))
+        chosen = [cpus[(start + j) % len(cpus)] for j in range(threads)]
+        with open(os.path.join(run_dir, "cpus"), "w") as f:
+            f.write(",".join(map(str, chosen)) + "\n")
+    return ",".join(map(str, chosen))
+
+
+def read_cpus(run_dir):
+    try:
+        with open(os.path.join(run_dir, "cpus")) as f:
+            return [int(c) for c in f.read().strip().split(",") if c]
+    except (OSError, ValueError):
+        return []
+
+
+def engine_counts(run_dir):
+    """Whether the instance in `run_dir` holds its cores: its server is alive, or it is still
+    starting (cores chosen, no pid yet, less than ten minutes ago)."""
+    try:
+        with open(os.path.join(run_dir, "pid")) as f:
+            os.kill(int(f.read().strip()), 0)
+        return True
+    except (OSError, ValueError):
+        pass
+    if os.path.exists(os.path.join(run_dir, "pid")):
+        return False  # recorded, and dead
+    try:
+        return time.time() - os.path.getmtime(os.path.join(run_dir, "cpus")) < 600
+    except OSError:
+        return False
+
+
 def sglang_command(a, port, kv_port):
     """SGLang's server command line (CPU engine) and environment additions."""
     kv_cfg = {"publisher": "zmq", "endpoint": f"tcp://127.0.0.1:{kv_port}", "bind": True}
@@ -141,6 +198,9 @@ def start(a, label, log, port, kv_port):
     """Starts the server on `port`/`kv_port` and waits for it: (proc, upstream, the contract
     lines, None or why it is not ready)."""
     cmd, extra_env = (sglang_command if a.engine == "sglang" else vllm_command)(a, port, kv_port)
+    if a.engine == "vllm":
+        extra_env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_bind(a.run_dir)
+        print(f"[testbed] vLLM worker on CPU {extra_env['VLLM_CPU_OMP_THREADS_BIND']}", file=sys.stderr)
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", DO_NOT_TRACK="1",
                **extra_env)
     with open(log, "w") as f:

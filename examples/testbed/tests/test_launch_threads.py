@@ -4,9 +4,13 @@ vLLM 0.32's CPU worker reserves one core more for any --kv-transfer-config; on a
 machine that left the item pool's engine 2 threads and a plain engine 1, and a comparison of
 the two measured the threads, not the pool (docs/gr-throughput.md#the-thread-check). launch.py pins the reservation;
 this checks the command lines it builds for a plain engine and a pool engine carry the same
-one, and that a user's own VLLM_CPU_NUM_OF_RESERVED_CPU wins. Pure Python, no engine.
+one, and that a user's own VLLM_CPU_NUM_OF_RESERVED_CPU wins.
+
+vLLM's automatic core binding also put every engine's worker on the same cores (two replicas
+on one core of a 2-core machine); launch.cpu_bind spreads live instances over the cores.
+This checks it on run dirs made here. Pure Python, no engine.
 """
-import argparse, os, sys
+import argparse, os, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import launch  # noqa: E402
@@ -33,6 +37,34 @@ def main():
     os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
     assert reserved(0) == reserved(65536) == "0"
     print("testbed threads: plain and item pool engines reserve the same cores: ok")
+    check_bind()
+
+
+def check_bind():
+    os.environ.pop("VLLM_CPU_OMP_THREADS_BIND", None)
+    os.environ.pop("VLLM_CPU_NUM_OF_RESERVED_CPU", None)
+    cpus = sorted(os.sched_getaffinity(0))
+    with tempfile.TemporaryDirectory() as root:
+        runs = [os.path.join(root, n) for n in ("a", "b", "c")]
+        for r in runs:
+            os.makedirs(r)
+        a = launch.cpu_bind(runs[0])
+        b = launch.cpu_bind(runs[1])  # a is still starting: cores chosen, no pid yet
+        want = max(1, len(cpus) - 1)
+        assert len(a.split(",")) == len(b.split(",")) == want, (a, b)
+        if len(cpus) >= 2:
+            assert a.split(",")[0] != b.split(",")[0], f"two live engines start on one core: {a} {b}"
+        # A dead instance's cores are free again: c may take a's.
+        with open(os.path.join(runs[0], "pid"), "w") as f:
+            f.write("999999999\n")
+        with open(os.path.join(runs[1], "pid"), "w") as f:
+            f.write(f"{os.getpid()}\n")  # alive
+        c = launch.cpu_bind(runs[2])
+        assert c.split(",")[0] != b.split(",")[0], (b, c)
+        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "0-1"
+        assert launch.cpu_bind(runs[2]) == "0-1", "a user's own binding wins"
+        os.environ.pop("VLLM_CPU_OMP_THREADS_BIND")
+    print(f"testbed cores: live engines spread over CPUs {cpus} ({a} then {b}): ok")
 
 
 if __name__ == "__main__":

@@ -112,6 +112,8 @@ class LazyStore:
     RESET_AFTER = 8
     # A call running this long has hung (a fetch is bounded far below it; a put at 2 s).
     HANG_S = 5.0
+    # How often the watch tries a set-up while the store answers and no client is set up.
+    WATCH_RETRY_S = 5.0
 
     def __init__(self, make, retry_s: float = 30.0):
         self.make, self.retry_s = make, retry_s
@@ -222,6 +224,7 @@ class LazyStore:
         again without waiting for calls to fail."""
         host, _, port = addr.rpartition(":")
         up = None
+        tried = 0.0
         while True:
             try:
                 socket.create_connection((host or "127.0.0.1", int(port)), timeout=0.5).close()
@@ -245,6 +248,18 @@ class LazyStore:
                 try:
                     self.connect()
                 except Exception:  # logged by connect; tried again by later calls
+                    pass
+            elif now and self.client is None and time.monotonic() - tried >= self.WATCH_RETRY_S:
+                # The store answers but calls dropped the client and a set-up failed while it
+                # was away, unseen here (this thread waited on the lock behind that set-up):
+                # set one up now rather than after the calls' `retry_s`, which a quiet
+                # replica never reaches (on the testbed it stayed without a client).
+                tried = time.monotonic()
+                with self.lock:
+                    self.failed_at = None
+                try:
+                    self.connect()
+                except Exception:  # logged by connect; tried again in WATCH_RETRY_S
                     pass
             time.sleep(every_s)  # a poll interval, not a wait for an event we could get
 

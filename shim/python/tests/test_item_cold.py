@@ -225,6 +225,39 @@ def test_watch_drops_the_client_when_the_store_goes_and_sets_up_anew_when_back()
     srv.close()
 
 
+def test_watch_sets_a_client_up_when_calls_dropped_it_while_the_store_answers():
+    # Calls failed while the store was away for a moment the watch did not see (it waited
+    # on the lock behind their set-up): no client, a failed set-up, retry_s far off.
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    made = []
+
+    def make():
+        made.append(1)
+        if len(made) == 2:
+            raise ConnectionError("store away for a moment")
+        return DictStore()
+
+    lazy = LazyStore(make, retry_s=600.0)
+    lazy.WATCH_RETRY_S = 0.05
+    addr = f"127.0.0.1:{srv.getsockname()[1]}"
+    threading.Thread(target=lazy.watch, args=(addr, 0.02), daemon=True).start()
+    poll(lazy, lambda: lazy.connects == 1, "the first set-up")
+    with lazy.lock:
+        lazy.client = None  # what RESET_AFTER failed calls do
+    try:
+        lazy.get("k")  # a set-up fails (here or on the watch): retry_s would wait 600 s
+    except ConnectionError:
+        pass
+    poll(lazy, lambda: lazy.connects == 2 and lazy.client is not None,
+         "a set-up by the watch while the store answers")
+    assert lazy.get("k") is None and len(made) == 3
+    srv.close()
+
+
 def test_a_hung_call_gets_the_client_set_up_again():
     release = threading.Event()
 

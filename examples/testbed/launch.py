@@ -135,7 +135,7 @@ def cpu_bind(run_dir):
         use = {c: 0 for c in cpus}
         for other in os.listdir(parent):
             d = os.path.join(parent, other)
-            if os.path.abspath(d) != os.path.abspath(run_dir) and engine_counts(d):
+            if os.path.abspath(d) != os.path.abspath(run_dir) and holds_cores(d):
                 for c in read_cpus(d):
                     if c in use:
                         use[c] += 1
@@ -154,7 +154,7 @@ def read_cpus(run_dir):
         return []
 
 
-def engine_counts(run_dir):
+def holds_cores(run_dir):
     """Whether the instance in `run_dir` holds its cores: its server is alive, or it is still
     starting (cores chosen, no pid yet, less than ten minutes ago)."""
     try:

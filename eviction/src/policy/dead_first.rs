@@ -56,9 +56,7 @@ impl DeadFirst {
         self.queue.insert(key);
         self.keys.insert(block, key);
     }
-}
 
-impl DeadFirst {
     /// The oldest dead evictable leaf, if any (LARU's `base=dead-first` takes it first).
     pub(super) fn first_dead(&self) -> Option<BlockId> {
         self.queue.first().map(|k| k.2)
@@ -103,12 +101,11 @@ impl EvictionPolicy for DeadFirst {
     }
 
     fn select_victim(&mut self, idx: &RadixIndex, _ctx: &EvictCtx) -> Option<BlockId> {
-        self.queue.first().map(|k| k.2).or_else(|| idx.lru_first())
+        self.first_dead().or_else(|| idx.lru_first())
     }
 
     fn next_leaves(&mut self, idx: &RadixIndex, limit: usize, _now: u64) -> Option<Vec<BlockId>> {
-        let dead = self.queue.iter().map(|k| k.2);
-        let live = idx.lru_iter().filter(|b| !self.keys.contains_key(b));
-        Some(dead.chain(live).take(limit).collect())
+        let live = idx.lru_iter().filter(|b| !self.is_dead_leaf(*b));
+        Some(self.dead_leaves().chain(live).take(limit).collect())
     }
 }

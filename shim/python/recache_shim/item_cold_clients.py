@@ -125,6 +125,7 @@ class LazyStore:
         # tests) wait on instead of polling.
         self.changed = threading.Condition(self.lock)
         self.connects = 0  # successful set-ups so far
+        self.losses = 0  # times the watch saw the store stop answering
         self.failing = 0  # calls failed in a row on the current client
         self.inflight: dict = {}  # call -> (client, started): what `hung` looks at
 
@@ -232,6 +233,9 @@ class LazyStore:
             except (OSError, ValueError):
                 now = False
             if now != up:
+                if up and not now:
+                    with self.lock:
+                        self.losses += 1
                 if up is not None:
                     logger.warning("recache item pool: store %s %s", addr,
                                    "is back; setting the client up" if now else

@@ -212,7 +212,8 @@ class ColdLoads:
         if self.store is None:
             return {}
         # Set-ups count from the start (before the first load names the layout: `tier`).
-        now = {**(self.tier.snapshot() if self.tier else {}), "connects": self.store.connects}
+        now = {**(self.tier.snapshot() if self.tier else {}), "connects": self.store.connects,
+               "losses": self.store.losses}
         inc = {k: v - self.shipped.get(k, 0) for k, v in now.items()}
         self.shipped = now
         return {k: v for k, v in inc.items() if v}
@@ -254,7 +255,7 @@ STATS = {"hits": "store_hits", "mismatches": "store_mismatches", "timeouts": "st
          "errors": "store_errors", "puts": "store_puts", "put_failures": "store_put_failures",
          "fetch_s": "total_store_fetch_s", "bytes": "store_bytes_read",
          "tokens": "store_tokens_read", "bytes_written": "store_bytes_written",
-         "connects": "store_connects"}
+         "connects": "store_connects", "losses": "store_losses"}
 MISS_KINDS = ("misses", "mismatches", "timeouts", "errors")
 
 

@@ -15,7 +15,9 @@ Phases:
   segment sets up the transfer connection, longer than a step's bound), cold == local exactly (the same K/V bytes, the same prompt, the same
   engine), B loaded every item token from the store (its report: `store_hits`), and pooled
   scores differ from causal ones (else no load could be told apart);
-- `down` (the caller stopped the store): the same cold prompt on B is answered, its failed
+- `down` (the caller stopped the store): once each replica's store watch has seen it go
+  (`store_losses`; a restart inside the watch's poll would go unseen and set nothing up
+  again), the same cold prompt on B is answered, its failed
   reads are counted, and its scores equal the causal ones (vLLM recomputed the items:
   `kv_load_failure_policy: recompute`), never a wrong pooled answer;
 - `refill` (the caller started the store again, empty): new items filled through A are
@@ -54,17 +56,30 @@ def stats(up, model):
     return report(out)
 
 
-def wait_connected(ups, model, want, limit_s=60.0):
-    """Waits until every replica's connector reports `want` store client set-ups in all (the
-    worker sets its client up in the background at start and again when a store it lost comes
-    back; each list request is an engine step, which ships the count)."""
+def wait_stat(ups, model, field, want, what, limit_s=60.0):
+    """Waits until every replica's connector reports `field` >= `want` (each list request is
+    an engine step, which ships the worker's counts)."""
     deadline = time.monotonic() + limit_s
     while True:
-        got = [stats(up, model).get("store_connects", 0) for up in ups]
+        got = [stats(up, model).get(field, 0) for up in ups]
         if all(n >= want for n in got):
             return got
         if time.monotonic() > deadline:
-            raise SystemExit(f"store clients set up {got}, not {want} each, within {limit_s:.0f} s")
+            raise SystemExit(f"{what} {got}, not {want} each, within {limit_s:.0f} s")
+
+
+def wait_connected(ups, model, want, limit_s=60.0):
+    """Waits until every replica's connector reports `want` store client set-ups in all (the
+    worker sets its client up in the background at start and again when a store it lost comes
+    back)."""
+    return wait_stat(ups, model, "store_connects", want, "store clients set up", limit_s)
+
+
+def wait_lost(ups, model, want, limit_s=60.0):
+    """Waits until every replica's store watch has seen the store stop answering `want` times
+    in all: a restart sooner than the watch's poll would go unseen (the client would carry
+    on, and nothing would be set up again)."""
+    return wait_stat(ups, model, "store_losses", want, "store losses seen", limit_s)
 
 
 def wait_puts(up, model, want, limit_s=60.0):
@@ -130,6 +145,8 @@ def main():
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--min-connects", type=int, default=1,
                     help="store client set-ups each replica must report first (2 after a restart)")
+    ap.add_argument("--min-losses", type=int, default=1,
+                    help="store losses each replica's watch must report first (phase down)")
     a = ap.parse_args()
     A, B = a.a.rstrip("/"), a.b.rstrip("/")
     # `down` reuses `served`'s items (A still holds them; the store is gone).
@@ -141,7 +158,9 @@ def main():
     region = sum(len(s) for s in items)
     salt = f"{tag}-{a.phase}-{time.time_ns()}"
     out = {"phase": a.phase, "items": a.items, "item_region_tokens": region}
-    if a.phase != "down":
+    if a.phase == "down":
+        out["store_losses"] = wait_lost([A, B], a.model, a.min_losses)
+    else:
         # A store the engines have not reached yet (at start, after a restart) serves nothing.
         out["store_connects"] = wait_connected([A, B], a.model, a.min_connects)
         before = stats(A, a.model).get("store_puts", 0)

@@ -219,6 +219,7 @@ def test_watch_drops_the_client_when_the_store_goes_and_sets_up_anew_when_back()
     lazy.put("k", b"v")
     srv.close()  # the store goes away: the client with it
     poll(lazy, lambda: lazy.client is None, "the client dropped")
+    assert lazy.losses == 1, "the loss is counted (item_cold_check.py waits on it)"
     srv = listen(port)  # back (a new, empty store): a new client at once, no call needed
     poll(lazy, lambda: lazy.connects == 2 and lazy.client is not None, "a second set-up")
     assert lazy.get("k") is None and len(made) == 2, "the new store does not have the old value"

@@ -21,6 +21,7 @@
 //!   binary hands `items` over as it does `bench`).
 
 pub mod costfit;
+pub mod cpu;
 pub mod curve;
 pub mod engine_ops;
 pub mod error;

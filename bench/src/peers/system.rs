@@ -62,6 +62,11 @@ impl Running {
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
+
+    /// The system's process (none for [`System::Direct`]): its tree is `cpu`'s gateway.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
 }
 
 impl Drop for Running {

@@ -6,8 +6,9 @@
 //! counters (hit rate with the item pool's supplied tokens, computed tokens, each replica's
 //! finished requests; recache's own calls taken out and reported apart as `own_traffic`,
 //! its pool fills and quality-guard shadows kept in as the work they are, the shadows
-//! reported as `quality_shadows`) and Recall@10 /
-//! NDCG@10 of the held-out item.
+//! reported as `quality_shadows`), the CPU seconds each role spent while the stream ran
+//! (`cpu_s`: engines' compute and API processes, the system's own, idle; `crate::cpu`) and
+//! Recall@10 / NDCG@10 of the held-out item.
 
 use std::time::Duration;
 
@@ -88,6 +89,7 @@ pub async fn one(
         stream.rank_bodies.len() as u64,
         format!("{} {} round {round}", stream.workload, s.name()),
     );
+    let cpu_before = crate::cpu::sample();
     let out = open_loop::run(
         &stream.arrivals_s,
         None,
@@ -116,6 +118,8 @@ pub async fn one(
     )
     .await;
     progress.finish();
+    let mut cpu_s = crate::cpu::delta(&cpu_before, &crate::cpu::sample(), running.pid());
+    cpu_s["wall_s"] = json!(out.wall_s);
     let (mut lat, mut service, mut ranks, mut tokens, mut ups) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut errors, mut why) = (0usize, None);
@@ -180,6 +184,7 @@ pub async fn one(
         "routing": match s { System::Recache => setup.routing.clone(), _ => Some("cache_aware".into()) },
         "recache_flags": (s == System::Recache).then(|| setup.extra.join(" ")),
         "own_traffic": own_traffic::json(&counted.own),
+        "cpu_s": cpu_s,
     });
     if s == System::Recache
         && let Some(o) = row.as_object_mut()

@@ -151,6 +151,9 @@ pub fn fields(precompute: Value, before: &str, after: &str) -> Value {
     let mut v = json!({
         "loaded_tokens": d("recache_rank_pool_loaded_tokens_total"),
         "fill_tokens": d("recache_rank_pool_fill_tokens_total"),
+        // The connectors' time writing pooled K/V into requests' blocks (both replicas):
+        // engine time the pool costs that computed tokens do not show.
+        "engine_load_s": d("recache_rank_pool_engine_load_seconds"),
         "items_resident_at_end": http::counter(after, RESIDENT) + 0.0,
         "requested_items": d("recache_rank_pool_requested_items_total"),
         "present_items": d("recache_rank_pool_present_items_total"),

@@ -20,6 +20,7 @@ const FIELDS: &[&str] = &[
     "max_share",
     "errors",
     "computed_tokens",
+    "engine_cpu_ms_per_request",
     "kv_bytes",
     "added_p50_us",
     "added_p99_us",

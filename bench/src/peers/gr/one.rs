@@ -184,6 +184,8 @@ pub async fn one(
         "routing": match s { System::Recache => setup.routing.clone(), _ => Some("cache_aware".into()) },
         "recache_flags": (s == System::Recache).then(|| setup.extra.join(" ")),
         "own_traffic": own_traffic::json(&counted.own),
+        "engine_cpu_ms_per_request": cpu_s["engine_compute"].as_f64()
+            .map(|c| 1e3 * c / ok.max(1) as f64),
         "cpu_s": cpu_s,
     });
     if s == System::Recache

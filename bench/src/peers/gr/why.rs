@@ -1,7 +1,8 @@
 //! Why recache missed a `gr` goal, in the goals row itself: where its throughput stays
 //! under 2× the best peer's, the numbers that explain it side by side (hit rate, prompt
-//! tokens the engines computed, prompt length, queueing: answer time from arrival against
-//! service time, errors) and sentences naming which of them fell short.
+//! tokens the engines computed, the engines' CPU a request, prompt length, queueing: answer
+//! time from arrival against service time, errors) and sentences naming which of them fell
+//! short.
 
 use serde_json::{Value, json};
 
@@ -10,6 +11,7 @@ const COMPARED: &[&str] = &[
     "rps",
     "hit_rate",
     "computed_tokens",
+    "engine_cpu_ms_per_request",
     "mean_prompt_tokens",
     "ttft_p50_ms",
     "service_p50_ms",
@@ -60,14 +62,33 @@ pub fn explain(verdict: &mut Value, sums: &[Value]) {
             if let (Some(ra), Some(rb)) = (num(ours, "rps"), num(peer, "rps")) {
                 why.push(format!(
                     "the engines computed {:.2}x the peer's prompt tokens, yet rps is {:.2}x: \
-                     the time went beyond prefill of computed tokens (pool loads and fills, \
-                     scheduling, recache's own work)",
+                     a computed token cost more (attention over the tokens already in KV \
+                     before it, pool loads and fills, scheduling)",
                     a / b,
                     ra / rb.max(1e-9)
                 ));
             }
         }
         _ => {}
+    }
+    if let (Some(a), Some(b), Some(ra), Some(rb)) = (
+        num(ours, "engine_cpu_ms_per_request"),
+        num(peer, "engine_cpu_ms_per_request"),
+        num(ours, "rps"),
+        num(peer, "rps"),
+    ) && a > 0.0
+    {
+        // Where rps follows the engines' CPU a request, nothing outside them holds it down.
+        let (cpu, rate) = (b / a, ra / rb.max(1e-9));
+        let whose = if rate >= 0.95 * cpu {
+            "the engines' compute a request sets the ratio"
+        } else {
+            "work outside the engines' compute (cpu_s) takes the rest"
+        };
+        why.push(format!(
+            "the engines' compute took {a:.0} ms of CPU a request for recache against {b:.0} \
+             ({cpu:.2}x less) and rps is {rate:.2}x: {whose}"
+        ));
     }
     if let (Some(a), Some(b)) = (
         num(ours, "mean_prompt_tokens"),
@@ -112,10 +133,10 @@ mod tests {
     fn a_missed_rps_goal_says_why() {
         let sums = vec![
             json!({"system": "recache", "rps": 1.0, "hit_rate": 0.1, "computed_tokens": 900.0,
-                   "mean_prompt_tokens": 3000.0, "ttft_p50_ms": 9000.0, "service_p50_ms": 1000.0,
+                   "engine_cpu_ms_per_request": 500.0, "mean_prompt_tokens": 3000.0, "ttft_p50_ms": 9000.0, "service_p50_ms": 1000.0,
                    "errors": 0.0, "recall_at_10": 0.1}),
             json!({"system": "vllm-router", "rps": 0.8, "hit_rate": 0.2, "computed_tokens": 800.0,
-                   "mean_prompt_tokens": 2990.0, "ttft_p50_ms": 9000.0, "service_p50_ms": 1000.0,
+                   "engine_cpu_ms_per_request": 400.0, "mean_prompt_tokens": 2990.0, "ttft_p50_ms": 9000.0, "service_p50_ms": 1000.0,
                    "errors": 0.0, "recall_at_10": 0.1}),
         ];
         let mut v = json!({"goals": [{"field": "rps", "met": false, "best_peer": "vllm-router"}]});
@@ -125,6 +146,11 @@ mod tests {
         assert!(text.contains("hit rate 0.100 against 0.200"), "{text}");
         assert!(text.contains("no less work"), "{text}");
         assert!(text.contains("queueing"), "{text}");
+        assert!(
+            text.contains("500 ms of CPU a request for recache against 400"),
+            "{text}"
+        );
+        assert!(text.contains("sets the ratio"), "{text}");
         assert_eq!(v["shortfall"]["peer"]["rps"], 0.8);
         // A met goal adds nothing.
         let mut met = json!({"goals": [{"field": "rps", "met": true, "best_peer": "x"}]});

@@ -7,7 +7,7 @@
 //! machine where engines, gateway and load generator share few cores, this says whether a
 //! system's extra per-request work takes cores the model needed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Value, json};
 
@@ -66,47 +66,57 @@ fn ticks_per_s() -> f64 {
         .unwrap_or(100.0)
 }
 
+fn is_compute(comm: &str) -> bool {
+    comm.starts_with("VLLM::EngineCor") || comm.starts_with("VLLM::Worker")
+}
+
 /// The role of `pid` in `s`: `gateway` for `gateway`'s tree, `engine_worker` for vLLM's
 /// model workers, `engine_core` for its engine-core processes (scheduler; with a separate
-/// worker it waits on it), `engine_api` for their parents, `bench` for this process.
-fn role(s: &Sample, pid: u32, gateway: Option<u32>) -> &'static str {
-    let compute =
-        |comm: &str| comm.starts_with("VLLM::EngineCor") || comm.starts_with("VLLM::Worker");
+/// worker it waits on it), `engine_api` for the parents of either (`apis`), `bench` for
+/// this process.
+fn role(s: &Sample, apis: &HashSet<u32>, pid: u32, gateway: Option<u32>) -> &'static str {
     if pid == std::process::id() {
         return "bench";
     }
-    let (mut p, mut hops) = (pid, 0);
-    while let (Some(g), Some((_, pp, _))) = (gateway, s.procs.get(&p)) {
-        if p == g {
-            return "gateway";
-        }
-        (p, hops) = (*pp, hops + 1);
-        if p <= 1 || hops > 32 {
-            break;
+    if let Some(g) = gateway {
+        // Up the parent chain (bounded: a chain never loops, but /proc is read live).
+        let mut p = pid;
+        for _ in 0..32 {
+            if p == g {
+                return "gateway";
+            }
+            match s.procs.get(&p) {
+                Some((_, pp, _)) if *pp > 1 => p = *pp,
+                _ => break,
+            }
         }
     }
     let comm = s.procs.get(&pid).map_or("", |p| p.0.as_str());
-    if comm.starts_with("VLLM::Worker") {
-        return "engine_worker";
-    }
-    if compute(comm) {
-        return "engine_core";
-    }
-    let parent_of_compute = (s.procs.values()).any(|(c, pp, _)| *pp == pid && compute(c));
-    if parent_of_compute {
-        "engine_api"
-    } else {
-        "other"
+    match comm {
+        c if c.starts_with("VLLM::Worker") => "engine_worker",
+        c if is_compute(c) => "engine_core",
+        _ if apis.contains(&pid) => "engine_api",
+        _ => "other",
     }
 }
 
-/// CPU seconds by role between two samples, idle included, and the cores they span.
+/// The parents of vLLM's compute processes: the API servers.
+fn api_servers(s: &Sample) -> HashSet<u32> {
+    (s.procs.values())
+        .filter(|(c, _, _)| is_compute(c))
+        .map(|(_, pp, _)| *pp)
+        .collect()
+}
+
+/// CPU seconds by role between two samples, and the machine's idle seconds.
 pub fn delta(before: &Sample, after: &Sample, gateway: Option<u32>) -> Value {
     let hz = ticks_per_s();
+    let apis = api_servers(after);
     let mut by: HashMap<&str, f64> = HashMap::new();
     for (pid, (_, _, t1)) in &after.procs {
         let t0 = before.procs.get(pid).map_or(0, |p| p.2);
-        *by.entry(role(after, *pid, gateway)).or_default() += t1.saturating_sub(t0) as f64 / hz;
+        *by.entry(role(after, &apis, *pid, gateway)).or_default() +=
+            t1.saturating_sub(t0) as f64 / hz;
     }
     let idle = after.idle_ticks.saturating_sub(before.idle_ticks) as f64 / hz;
     let get = |k: &str| by.get(k).copied().unwrap_or(0.0);
@@ -141,11 +151,12 @@ mod tests {
         s.procs.insert(21, ("helper".into(), 20, 0));
         s.procs.insert(30, ("sshd".into(), 1, 0));
         s.procs.insert(12, ("VLLM::Worker_TP0".into(), 11, 0));
-        assert_eq!(role(&s, 11, Some(20)), "engine_core");
-        assert_eq!(role(&s, 12, Some(20)), "engine_worker");
-        assert_eq!(role(&s, 10, Some(20)), "engine_api");
-        assert_eq!(role(&s, 21, Some(20)), "gateway");
-        assert_eq!(role(&s, 30, Some(20)), "other");
-        assert_eq!(role(&s, 30, None), "other");
+        let apis = api_servers(&s);
+        assert_eq!(role(&s, &apis, 11, Some(20)), "engine_core");
+        assert_eq!(role(&s, &apis, 12, Some(20)), "engine_worker");
+        assert_eq!(role(&s, &apis, 10, Some(20)), "engine_api");
+        assert_eq!(role(&s, &apis, 21, Some(20)), "gateway");
+        assert_eq!(role(&s, &apis, 30, Some(20)), "other");
+        assert_eq!(role(&s, &apis, 30, None), "other");
     }
 }

@@ -218,6 +218,14 @@ class LazyStore:
             except Exception:  # the old client's store is gone: nothing to unmount
                 pass
 
+    def _try_connect(self) -> None:
+        """The watch's set-up: a failure is logged by ``connect`` and tried again later (by
+        calls, or the watch's next retry)."""
+        try:
+            self.connect()
+        except Exception:
+            pass
+
     def watch(self, addr: str, every_s: float = 1.0) -> None:
         """Follows the store's address (a TCP connect every ``every_s``, on this thread,
         forever): when it stops answering the client is dropped, and when it answers again a
@@ -243,16 +251,10 @@ class LazyStore:
                 if up is not None or not now:
                     self.reset()
                 if now:
-                    try:
-                        self.connect()
-                    except Exception:  # logged by connect; tried again by later calls
-                        pass
+                    self._try_connect()
                 up = now
             if now and self.hung():
-                try:
-                    self.connect()
-                except Exception:  # logged by connect; tried again by later calls
-                    pass
+                self._try_connect()
             elif now and self.client is None and time.monotonic() - tried >= self.WATCH_RETRY_S:
                 # The store answers but calls dropped the client and a set-up failed while it
                 # was away, unseen here (this thread waited on the lock behind that set-up):
@@ -261,10 +263,7 @@ class LazyStore:
                 tried = time.monotonic()
                 with self.lock:
                     self.failed_at = None
-                try:
-                    self.connect()
-                except Exception:  # logged by connect; tried again in WATCH_RETRY_S
-                    pass
+                self._try_connect()
             time.sleep(every_s)  # a poll interval, not a wait for an event we could get
 
     def get(self, key: str):

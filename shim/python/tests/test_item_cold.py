@@ -170,15 +170,22 @@ def test_get_many_has_one_deadline_for_the_batch():
     tier.close()
 
 
-def test_lazy_store_sets_up_once_and_retries_after_a_failure():
+def failing_maker(fail_at: int, why: str):
+    """A store maker whose `fail_at`-th call fails (ConnectionError `why`); the list it
+    returns counts the calls."""
     made = []
 
     def make():
         made.append(1)
-        if len(made) == 1:
-            raise ConnectionError("master down")
+        if len(made) == fail_at:
+            raise ConnectionError(why)
         return DictStore()
 
+    return make, made
+
+
+def test_lazy_store_sets_up_once_and_retries_after_a_failure():
+    make, made = failing_maker(1, "master down")
     lazy = LazyStore(make, retry_s=60.0)
     for _ in range(2):  # the second call does not try again before retry_s
         try:
@@ -234,14 +241,7 @@ def test_watch_sets_a_client_up_when_calls_dropped_it_while_the_store_answers():
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen()
-    made = []
-
-    def make():
-        made.append(1)
-        if len(made) == 2:
-            raise ConnectionError("store away for a moment")
-        return DictStore()
-
+    make, made = failing_maker(2, "store away for a moment")
     lazy = LazyStore(make, retry_s=600.0)
     lazy.WATCH_RETRY_S = 0.05
     addr = f"127.0.0.1:{srv.getsockname()[1]}"

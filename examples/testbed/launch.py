@@ -15,6 +15,8 @@ the log's tail.
 """
 import argparse, fcntl, json, os, re, signal, socket, subprocess, sys, time, urllib.request
 
+import pin  # this script's folder is on sys.path
+
 
 def free_port():
     # Bind to all interfaces: vLLM binds the KV-events socket on tcp://*:PORT.
@@ -221,6 +223,10 @@ def start(a, label, log, port, kv_port):
         why = "interrupted"
     if why is None:
         print(f"[testbed] {label} ready in {time.time() - t0:.1f}s", file=sys.stderr)
+        if a.engine == "vllm":
+            bind = extra_env["VLLM_CPU_OMP_THREADS_BIND"]
+            for pid in pin.pin_engine_core(proc.pid, bind):
+                print(f"[testbed] vLLM engine core {pid} pinned to CPU {bind}", file=sys.stderr)
     return proc, upstream, lines, why
 
 

@@ -10,10 +10,11 @@ vLLM's automatic core binding also put every engine's worker on the same cores (
 on one core of a 2-core machine); launch.cpu_bind spreads live instances over the cores.
 This checks it on run dirs made here. Pure Python, no engine.
 """
-import argparse, os, sys, tempfile
+import argparse, os, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import launch  # noqa: E402
+import pin  # noqa: E402
 
 
 def args(pool_bytes):
@@ -38,6 +39,7 @@ def main():
     assert reserved(0) == reserved(65536) == "0"
     print("testbed threads: plain and item pool engines reserve the same cores: ok")
     check_bind()
+    check_pin()
 
 
 def check_bind():
@@ -65,6 +67,42 @@ def check_bind():
         assert launch.cpu_bind(runs[2]) == "0-1", "a user's own binding wins"
         os.environ.pop("VLLM_CPU_OMP_THREADS_BIND")
     print(f"testbed cores: live engines spread over CPUs {cpus} ({a} then {b}): ok")
+
+
+def check_pin():
+    """pin.pin_engine_core pins every thread of a child named like vLLM's engine core (and
+    nothing else) to the given cores; a spec naming no fixed cores pins nothing."""
+    assert pin.parse_cpus("0,2-3") == [0, 2, 3]
+    assert pin.parse_cpus("auto") is None and pin.parse_cpus("0-1|2-3") is None
+    cpus = sorted(os.sched_getaffinity(0))
+    child = ("import threading, time\n"
+             "open('/proc/self/comm', 'w').write('VLLM::EngineCor')\n"
+             "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+             "print('ready', flush=True)\n"
+             "time.sleep(60)\n")
+    other = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
+                             stdout=subprocess.PIPE, text=True)
+    core = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+    try:
+        for p in (other, core):
+            assert p.stdout.readline().strip() == "ready"  # both threads started
+        os.environ.pop("RECACHE_TESTBED_PIN_ENGINE_CORE", None)
+        assert pin.pin_engine_core(os.getpid(), "auto") == []
+        pinned = pin.pin_engine_core(os.getpid(), str(cpus[-1]))
+        assert pinned == [core.pid], (pinned, core.pid, other.pid)
+        tids = os.listdir(f"/proc/{core.pid}/task")
+        assert len(tids) >= 2, tids
+        for tid in tids:
+            assert os.sched_getaffinity(int(tid)) == {cpus[-1]}, (tid, os.sched_getaffinity(int(tid)))
+        assert os.sched_getaffinity(other.pid) == set(cpus), "only the engine core is pinned"
+        os.environ["RECACHE_TESTBED_PIN_ENGINE_CORE"] = "0"
+        assert pin.pin_engine_core(os.getpid(), str(cpus[0])) == [], "turned off"
+        os.environ.pop("RECACHE_TESTBED_PIN_ENGINE_CORE")
+    finally:
+        for p in (other, core):
+            p.kill()
+            p.wait()
+    print(f"testbed engine core: pinned with its worker (CPU {cpus[-1]}), every thread: ok")
 
 
 if __name__ == "__main__":

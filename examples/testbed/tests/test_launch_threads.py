@@ -8,7 +8,8 @@ one, and that a user's own VLLM_CPU_NUM_OF_RESERVED_CPU wins.
 
 vLLM's automatic core binding also put every engine's worker on the same cores (two replicas
 on one core of a 2-core machine); launch.cpu_bind spreads live instances over the cores.
-This checks it on run dirs made here. Pure Python, no engine.
+This checks it on run dirs made here, and that pin.py pins an engine-core process (a
+stand-in child named like vLLM's), every thread, and nothing else. Pure Python, no engine.
 """
 import argparse, os, subprocess, sys, tempfile
 

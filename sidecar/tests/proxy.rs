@@ -93,6 +93,44 @@ async fn malformed_json_and_wrong_types_get_400_without_reaching_upstream() {
     assert_eq!(hits.load(Ordering::SeqCst), 1);
 }
 
+/// `recache_keep_tokens` tells the shadow cache how much of a prompt to keep; it is recache's
+/// field, so it never reaches the engine, and a value that is not a count is a 400.
+#[tokio::test]
+async fn keep_tokens_is_taken_out_before_forwarding_and_checked() {
+    let up = FakeUpstream::start(|req| async move {
+        use http_body_util::BodyExt;
+        let bytes = req.into_body().collect().await.expect("body").to_bytes();
+        Response::builder()
+            .status(200)
+            .body(body(bytes))
+            .expect("resp")
+    })
+    .await;
+    let proxy = TestProxy::start(&[up.url()], |_| {}).await;
+    let client = reqwest::Client::new();
+    let resp = client
+        .post(proxy.url("/v1/completions"))
+        .body(r#"{"model":"m","prompt":[1,2,3],"recache_keep_tokens":2}"#)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(resp.status(), 200);
+    let v: serde_json::Value = resp.json().await.expect("json");
+    assert_eq!(v, serde_json::json!({"model": "m", "prompt": [1, 2, 3]}));
+    for bad in [r#""two""#, "-1", "1.5", "null"] {
+        let resp = client
+            .post(proxy.url("/v1/completions"))
+            .body(format!(
+                r#"{{"model":"m","prompt":[1,2,3],"recache_keep_tokens":{bad}}}"#
+            ))
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(resp.status(), 400, "{bad}");
+        assert_eq!(error_code(resp).await, "invalid_request");
+    }
+}
+
 #[tokio::test]
 async fn oversized_bodies_get_413_with_or_without_content_length() {
     let up = FakeUpstream::start(|_| async { json("{}") }).await;

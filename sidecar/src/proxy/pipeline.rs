@@ -16,7 +16,11 @@
 //!    output tokens) for the deadline gate, and with `--slo-engine-priority` the deadline as
 //!    the engine's `priority` (`crate::slo`);
 //! 6. **observation** — the engine loop's shadow cache sees the prompts. Not for rank-rewritten
-//!    bodies: the ranker already handed it the part it wants kept.
+//!    bodies: the ranker already handed it the part it wants kept. A body's
+//!    `recache_keep_tokens: N` (removed before forwarding) does the same for a prompt recache
+//!    did not write: the shadow sees its first N tokens only, so the engine is told to evict
+//!    the rest first (a client that knows which part of its prompt is unique to the request,
+//!    e.g. `bench replay --shadow-segments` replaying a GR trace).
 //!
 //! The body is re-encoded once, only when a step changed it; otherwise the client's bytes go
 //! to the engine byte for byte.
@@ -81,7 +85,8 @@ pub async fn run(proxy: &Proxy, path: &str, bytes: Bytes) -> Result<Prepared, En
         out.answered = Some(answer);
         return Ok(out);
     }
-    let mut changed = false;
+    let keep = keep_tokens(&mut obj)?;
+    let mut changed = keep.is_some();
     let ranked = path == openai::COMPLETIONS && obj.contains_key(extension::KEY);
     if ranked {
         let (headers, gr) = extension::rewrite(&proxy.ranker, &mut obj).await?;
@@ -114,7 +119,15 @@ pub async fn run(proxy: &Proxy, path: &str, bytes: Bytes) -> Result<Prepared, En
             changed = true;
         }
         if !ranked && !out.prompts.is_empty() {
-            kv.observe(out.prompts.clone());
+            match keep {
+                Some(n) => kv.observe(
+                    out.prompts
+                        .iter()
+                        .map(|p| p[..n.min(p.len())].to_vec())
+                        .collect(),
+                ),
+                None => kv.observe(out.prompts.clone()),
+            }
         }
     }
     if changed {
@@ -122,6 +135,24 @@ pub async fn run(proxy: &Proxy, path: &str, bytes: Bytes) -> Result<Prepared, En
     }
     Ok(out)
 }
+
+/// Takes `recache_keep_tokens` out of the body: how many leading tokens of each prompt the
+/// shadow cache should see (None: all of them). Not a count: a 400 naming the field.
+fn keep_tokens(obj: &mut Map<String, Value>) -> Result<Option<usize>, ApiError> {
+    let Some(v) = obj.remove(KEEP_KEY) else {
+        return Ok(None);
+    };
+    v.as_u64()
+        .and_then(|n| usize::try_from(n).ok())
+        .map(Some)
+        .ok_or_else(|| ApiError::BadRequest {
+            message: format!("{KEEP_KEY} must be a non-negative integer (tokens), got {v}"),
+            param: Some(KEEP_KEY.to_string()),
+        })
+}
+
+/// The body field [`keep_tokens`] reads.
+pub const KEEP_KEY: &str = "recache_keep_tokens";
 
 /// Token prompts by their tokens; a text `prompt` by its bytes; chat `messages` by their JSON.
 fn route_keys(obj: &Map<String, Value>, prompts: &[Vec<u32>]) -> RouteKeys {

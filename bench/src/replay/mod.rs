@@ -44,10 +44,10 @@ use crate::http::{self, counter};
 use recache::harness::KvLoopArgs;
 use recache::harness::ServeArgs;
 use recache_adapters::Engine;
-use recache_eviction::{Cache, PolicyConfig};
+use recache_eviction::{Access, Cache, PolicyConfig};
 use send::send_all;
 use summary::summarize;
-pub use trace::{BLOCK, load_trace, tokens};
+pub use trace::{BLOCK, GrContext, load_trace, tokens};
 
 #[derive(clap::Args, Debug)]
 pub struct ReplayArgs {
@@ -93,21 +93,40 @@ pub struct ReplayArgs {
     /// Also write every run's TTFTs, milliseconds in trace order, one JSON line per run
     #[arg(long)]
     pub ttft_out: Option<PathBuf>,
+    /// GR traces (with `segments`): tell recache each request's live prefix (its leading user
+    /// or pooled-item blocks) as `/v1/rank` does for the prompts it writes, so the shadow keeps
+    /// only that and the engine is told to evict the rest first; the simulator gets the
+    /// segments too (dead-first needs them)
+    #[arg(long)]
+    pub shadow_segments: bool,
 }
 
 fn load(args: &ReplayArgs) -> Result<Vec<Vec<u64>>, BenchError> {
     load_trace(&args.trace, args.requests, args.max_model_len)
 }
 
-/// Simulated hit rate in tokens, as vLLM counts it.
-fn simulate(reqs: &[Vec<u64>], cfg: &PolicyConfig, capacity: usize) -> Result<f64, BenchError> {
+/// Simulated hit rate in tokens, as vLLM counts it; with `gr`, each block's entity context.
+fn simulate(
+    reqs: &[Vec<u64>],
+    gr: Option<&GrContext>,
+    cfg: &PolicyConfig,
+    capacity: usize,
+) -> Result<f64, BenchError> {
     let policy = recache::harness::build_policy(cfg, capacity, BLOCK)
         .map_err(|e| BenchError::Setup(e.to_string()))?;
     let mut cache = Cache::new(capacity, policy);
     let (mut hits, mut queries) = (0u64, 0u64);
     for (t, r) in reqs.iter().enumerate() {
+        let entities = gr
+            .and_then(|g| g.entities.get(t))
+            .map_or(&[][..], |e| e.as_slice());
+        let access = Access {
+            blocks: r,
+            entities,
+            ..Access::default()
+        };
         let out = cache
-            .access(r, t as u64 + 1, None)
+            .serve(&access, t as u64 + 1)
             .map_err(|e| BenchError::Setup(e.to_string()))?;
         hits += (out.hits * BLOCK) as u64;
         queries += (r.len() * BLOCK + 1) as u64;
@@ -174,6 +193,7 @@ async fn one(
     args: &ReplayArgs,
     engine: Engine,
     reqs: &[Vec<u64>],
+    gr: Option<&GrContext>,
     name: &str,
     (concurrency, round): (usize, usize),
 ) -> Result<(serde_json::Value, Vec<f64>), BenchError> {
@@ -230,7 +250,8 @@ async fn one(
     let url = format!("{}/v1/completions", local.base);
     let progress =
         crate::progress::Progress::new(reqs.len() as u64, format!("replay {name} c={concurrency}"));
-    let timings = send_all(&client, &url, &model, reqs, concurrency, &progress).await?;
+    let keep = gr.map(|g| g.keep_tokens.as_slice());
+    let timings = send_all(&client, &url, &model, reqs, keep, concurrency, &progress).await?;
     progress.finish();
     let (lat, wall) = (&timings.latency, timings.wall_s);
     // The engine updates its counters as outputs are processed: read them once they stop
@@ -252,7 +273,7 @@ async fn one(
         2
     };
     let capacity = args.kv_blocks.saturating_sub(reserved).max(1);
-    let sim_hit_rate = simulate(reqs, &cfg, capacity)?;
+    let sim_hit_rate = simulate(reqs, gr, &cfg, capacity)?;
     let shadow = local.server.metrics_text();
     let shadow_hit_rate = counter(&shadow, "recache_kv_shadow_hit_blocks_total")
         / counter(&shadow, "recache_kv_shadow_blocks_total").max(1.0);
@@ -268,6 +289,7 @@ async fn one(
         "kv_blocks": args.kv_blocks, "sim_capacity": capacity,
         "recache_cpu_s": cost["recache_cpu_s"], "loop_busy_s": cost["loop_busy_s"],
         "shim_steer_s": cost["shim_steer_s"], "engine_cpu_s": cost["engine_cpu_s"],
+        "shadow_segments": gr.is_some(),
     });
     Ok((row, timings.ttft_by_request))
 }
@@ -279,6 +301,15 @@ pub async fn run(args: ReplayArgs) -> Result<(), BenchError> {
         ));
     }
     let reqs = load(&args)?;
+    let gr = if args.shadow_segments {
+        Some(trace::load_gr(
+            &args.trace,
+            args.requests,
+            args.max_model_len,
+        )?)
+    } else {
+        None
+    };
     let engine = engine_ops::resolve(&http::client(), &args.upstream, args.engine).await;
     let mut ttft_out = match &args.ttft_out {
         Some(p) => Some(std::fs::File::create(p).map_err(BenchError::io("creating --ttft-out"))?),
@@ -288,7 +319,8 @@ pub async fn run(args: ReplayArgs) -> Result<(), BenchError> {
     for round in 0..args.repeat {
         for &c in &args.concurrency {
             for p in &args.policies {
-                let (row, ttft) = one(&args, engine, &reqs, p.trim(), (c, round)).await?;
+                let (row, ttft) =
+                    one(&args, engine, &reqs, gr.as_ref(), p.trim(), (c, round)).await?;
                 if args.json {
                     println!("{row}");
                 } else {

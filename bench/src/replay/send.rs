@@ -46,6 +46,7 @@ pub async fn send_all(
     url: &str,
     model: &str,
     reqs: &[Vec<u64>],
+    keep_tokens: Option<&[usize]>,
     concurrency: usize,
     progress: &crate::progress::Progress,
 ) -> Result<Timings, BenchError> {
@@ -59,8 +60,12 @@ pub async fn send_all(
     };
     let t0 = Instant::now();
     for (i, r) in reqs.iter().enumerate() {
-        let body = json!({"model": model, "prompt": tokens(r, i as u64), "max_tokens": 1,
-                          "temperature": 0, "stream": true});
+        let mut body = json!({"model": model, "prompt": tokens(r, i as u64), "max_tokens": 1,
+                              "temperature": 0, "stream": true});
+        // recache's shadow keeps only the live prefix (the proxy takes the field out).
+        if let Some(n) = keep_tokens.and_then(|k| k.get(i)) {
+            body["recache_keep_tokens"] = json!(n);
+        }
         let permit = slots
             .clone()
             .acquire_owned()

@@ -142,6 +142,8 @@ fn laru_with_lightgbm_is_deterministic() {
             guard_span: None,
             lambda_over: None,
             base: None,
+            install_after: None,
+            label_horizon: None,
         };
         let mut cache = Cache::new(120, policy::build(&laru, env).expect("laru"));
         let hits: Vec<usize> = trace

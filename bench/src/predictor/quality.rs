@@ -366,7 +366,17 @@ pub fn report(
         let a = window_aucs(&rows, set)?;
         step(format!("{set}: AUCs over {} windows", a.gap.len()));
         let features = Some(set);
-        let (fpb, _) = hit_ratio(requests, &PolicyConfig::Fpb { features }, blocks, &src, set)?;
+        let (fpb, _) = hit_ratio(
+            requests,
+            &PolicyConfig::Fpb {
+                features,
+                install_after: None,
+                label_horizon: None,
+            },
+            blocks,
+            &src,
+            set,
+        )?;
         step(format!("{set}: FPB {fpb:.4}"));
         let laru_cfg = PolicyConfig::Laru {
             lambda_min_misses: None,
@@ -376,6 +386,8 @@ pub fn report(
             guard_span: None,
             lambda_over: None,
             base: None,
+            install_after: None,
+            label_horizon: None,
         };
         let (laru, laru_rps) = hit_ratio(requests, &laru_cfg, blocks, &src, set)?;
         step(format!("{set}: LARU {laru:.4}"));

@@ -107,6 +107,12 @@ pub enum PolicyConfig {
         /// simulator's `--features`, else `base`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         features: Option<FeatureSet>,
+        /// Requests between sending a retrain and installing its model (default 1,000).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        install_after: Option<u64>,
+        /// Requests after which a row not yet reused is labelled censored (default 2,000).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        label_horizon: Option<u64>,
     },
     /// LRU pre-selects `candidates` (default 4), the prediction picks.
     Hf {
@@ -114,6 +120,12 @@ pub enum PolicyConfig {
         candidates: usize,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         features: Option<FeatureSet>,
+        /// Requests between sending a retrain and installing its model (default 1,000).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        install_after: Option<u64>,
+        /// Requests after which a row not yet reused is labelled censored (default 2,000).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        label_horizon: Option<u64>,
     },
     /// Learning-augmented LRU (LCR Algorithm 1).
     Laru {
@@ -140,6 +152,12 @@ pub enum PolicyConfig {
         /// first, with no prediction asked).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         base: Option<LaruBase>,
+        /// Requests between sending a retrain and installing its model (default 1,000).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        install_after: Option<u64>,
+        /// Requests after which a row not yet reused is labelled censored (default 2,000).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        label_horizon: Option<u64>,
     },
     /// Belady: furthest true next use. Needs the future (simulator only).
     Opt {},
@@ -266,10 +284,34 @@ impl PolicyConfig {
     /// The feature set this learned policy asks its predictor for, if it names one.
     pub fn features(&self) -> Option<FeatureSet> {
         match self {
-            Self::Fpb { features } | Self::Hf { features, .. } | Self::Laru { features, .. } => {
-                *features
-            }
+            Self::Fpb { features, .. }
+            | Self::Hf { features, .. }
+            | Self::Laru { features, .. } => *features,
             _ => None,
+        }
+    }
+
+    /// The learned predictor's schedule this policy names, `(install_after, label_horizon)`
+    /// in requests (None: the predictor's default); the same keys as `recache sim`'s
+    /// `--install-after` and `--label-horizon`, so a served policy can run the early model.
+    pub fn model_schedule(&self) -> (Option<u64>, Option<u64>) {
+        match self {
+            Self::Fpb {
+                install_after,
+                label_horizon,
+                ..
+            }
+            | Self::Hf {
+                install_after,
+                label_horizon,
+                ..
+            }
+            | Self::Laru {
+                install_after,
+                label_horizon,
+                ..
+            } => (*install_after, *label_horizon),
+            _ => (None, None),
         }
     }
 
@@ -345,7 +387,18 @@ mod tests {
                 guard_span: None,
                 lambda_over: None,
                 base: None,
+                install_after: None,
+                label_horizon: None,
             }
+        );
+        let early =
+            PolicyConfig::from_spec("fpb:install_after=100:label_horizon=500").expect("early");
+        assert_eq!(early.model_schedule(), (Some(100), Some(500)));
+        assert_eq!(
+            PolicyConfig::from_name("lru")
+                .expect("lru")
+                .model_schedule(),
+            (None, None)
         );
         let gr = PolicyConfig::from_spec("laru:features=base+gr").expect("features");
         assert_eq!(

@@ -67,7 +67,12 @@ pub fn build(
             args.seed,
         ))),
         PredictorKind::Lightgbm => {
-            lightgbm(feature_set(cfg, args), src, &LgbmFlags::from_args(args))
+            let mut flags = LgbmFlags::from_args(args);
+            // The policy's own keys win over the run's flags.
+            let (install_after, label_horizon) = cfg.model_schedule();
+            flags.install_after = install_after.or(flags.install_after);
+            flags.label_horizon = label_horizon.or(flags.label_horizon);
+            lightgbm(feature_set(cfg, args), src, &flags)
         }
     }
 }

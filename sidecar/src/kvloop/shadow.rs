@@ -19,8 +19,9 @@ const RECENT: usize = 4096;
 
 /// Builds the policy a live shadow runs over `block_tokens`-token blocks; learned policies
 /// get the online LightGBM predictor with the policy's feature set (`laru:features=...`) and
-/// its deterministic install schedule (the simulator's default, so `recache sim` on the same
-/// stream makes the same choices).
+/// its deterministic install schedule (the simulator's default, or the policy's
+/// `install_after`/`label_horizon` keys, so `recache sim` on the same stream with the same
+/// spec makes the same choices).
 pub fn build_policy(
     cfg: &PolicyConfig,
     capacity: usize,
@@ -33,6 +34,13 @@ pub fn build_policy(
         let mut lgbm = recache_eviction::predict::lgbm::LgbmConfig::default();
         lgbm.features.set = cfg.features().unwrap_or_default();
         lgbm.features.block_tokens = block_tokens.clamp(1, u32::MAX as usize) as u32;
+        let (install_after, label_horizon) = cfg.model_schedule();
+        if let Some(n) = install_after {
+            lgbm.install = recache_eviction::predict::lgbm::Install::AfterRequests(n);
+        }
+        if let Some(h) = label_horizon {
+            lgbm.features.horizon = h;
+        }
         Some(Box::new(recache_eviction::predict::lgbm::LightGbm::new(
             lgbm,
         )))

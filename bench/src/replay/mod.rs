@@ -139,6 +139,13 @@ struct Local {
     server: recache::harness::LocalServer,
 }
 
+/// The policy spec the in-process recache serves for a `--policies` entry: the whole spec
+/// (`laru:install_after=100:...`), not only its name, so the live shadow runs the policy the
+/// simulator beside it runs; `native` serves LRU (and publishes nothing).
+fn served_spec(name: &str) -> &str {
+    if name == "native" { "lru" } else { name }
+}
+
 async fn start(
     args: &ReplayArgs,
     engine: Engine,
@@ -216,7 +223,7 @@ async fn one(
     if let Some(p) = &args.publish {
         let _ = std::fs::remove_file(p); // no order from an earlier run: native until published
     }
-    let local = start(args, engine, cfg.name(), steer).await?;
+    let local = start(args, engine, served_spec(name), steer).await?;
     tokio::time::sleep(Duration::from_millis(1500)).await; // ZMQ subscribe + first publish
     let model = http::first_model(&client, &args.upstream).await?;
     let loop_metrics = || {
@@ -387,4 +394,15 @@ pub async fn run(args: ReplayArgs) -> Result<(), BenchError> {
         println!("{s}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_served_policy_keeps_its_parameters() {
+        let spec = "laru:install_after=100:label_horizon=500:guard_window=16384";
+        assert_eq!(super::served_spec(spec), spec);
+        assert_eq!(super::served_spec("native"), "lru");
+        assert_eq!(super::served_spec("dead-first"), "dead-first");
+    }
 }

@@ -34,13 +34,10 @@ pub fn build_policy(
         let mut lgbm = recache_eviction::predict::lgbm::LgbmConfig::default();
         lgbm.features.set = cfg.features().unwrap_or_default();
         lgbm.features.block_tokens = block_tokens.clamp(1, u32::MAX as usize) as u32;
-        let (install_after, label_horizon) = cfg.model_schedule();
-        if let Some(n) = install_after {
-            lgbm.install = recache_eviction::predict::lgbm::Install::AfterRequests(n);
-        }
-        if let Some(h) = label_horizon {
-            lgbm.features.horizon = h;
-        }
+        let (install_after, horizon) = cfg.model_schedule();
+        let after = recache_eviction::predict::lgbm::Install::AfterRequests;
+        lgbm.install = install_after.map_or(lgbm.install, after);
+        lgbm.features.horizon = horizon.unwrap_or(lgbm.features.horizon);
         Some(Box::new(recache_eviction::predict::lgbm::LightGbm::new(
             lgbm,
         )))

@@ -16,11 +16,9 @@
 //!    output tokens) for the deadline gate, and with `--slo-engine-priority` the deadline as
 //!    the engine's `priority` (`crate::slo`);
 //! 6. **observation** — the engine loop's shadow cache sees the prompts. Not for rank-rewritten
-//!    bodies: the ranker already handed it the part it wants kept. A body's
-//!    `recache_keep_tokens: N` (removed before forwarding) does the same for a prompt recache
-//!    did not write: the shadow sees its first N tokens only, so the engine is told to evict
-//!    the rest first (a client that knows which part of its prompt is unique to the request,
-//!    e.g. `bench replay --shadow-segments` replaying a GR trace).
+//!    bodies: the ranker already handed it the part it wants kept; `recache_keep_tokens: N`
+//!    (removed before forwarding) keeps only a prompt's first N tokens in the shadow, so the
+//!    engine evicts the request-unique rest first (`bench replay --shadow-segments`).
 //!
 //! The body is re-encoded once, only when a step changed it; otherwise the client's bytes go
 //! to the engine byte for byte.
@@ -119,15 +117,8 @@ pub async fn run(proxy: &Proxy, path: &str, bytes: Bytes) -> Result<Prepared, En
             changed = true;
         }
         if !ranked && !out.prompts.is_empty() {
-            match keep {
-                Some(n) => kv.observe(
-                    out.prompts
-                        .iter()
-                        .map(|p| p[..n.min(p.len())].to_vec())
-                        .collect(),
-                ),
-                None => kv.observe(out.prompts.clone()),
-            }
+            let cut = |p: &Vec<u32>| p[..keep.unwrap_or(p.len()).min(p.len())].to_vec();
+            kv.observe(out.prompts.iter().map(cut).collect());
         }
     }
     if changed {
@@ -142,13 +133,15 @@ fn keep_tokens(obj: &mut Map<String, Value>) -> Result<Option<usize>, ApiError> 
     let Some(v) = obj.remove(KEEP_KEY) else {
         return Ok(None);
     };
+    let message = format!("{KEEP_KEY} must be a non-negative integer (tokens), got {v}");
+    let bad = || ApiError::BadRequest {
+        message,
+        param: Some(KEEP_KEY.to_string()),
+    };
     v.as_u64()
         .and_then(|n| usize::try_from(n).ok())
         .map(Some)
-        .ok_or_else(|| ApiError::BadRequest {
-            message: format!("{KEEP_KEY} must be a non-negative integer (tokens), got {v}"),
-            param: Some(KEEP_KEY.to_string()),
-        })
+        .ok_or_else(bad)
 }
 
 /// The body field [`keep_tokens`] reads.

@@ -188,11 +188,14 @@ def sglang_command(a, port, kv_port):
            "--enable-metrics",  # sglang:cache_hit_rate, prompt/cached token counters
            "--random-seed", "0",
            "--kv-events-config", json.dumps(kv_cfg)]
-    cmd += a.extra  # the item pool connector is vLLM's (`up` refuses --item-pool here)
+    cmd += a.extra
     stub = os.path.join(HERE, "sgl_kernel_stub")
     path = os.environ.get("PYTHONPATH")
+    # The venv's bin on PATH: SGLang builds C++ extensions at first use (the page hash of its
+    # external KV linker) with torch's loader, which runs `ninja` from PATH.
     env = {"SGLANG_USE_CPU_ENGINE": "1",
-           "PYTHONPATH": stub + (os.pathsep + path if path else "")}
+           "PYTHONPATH": stub + (os.pathsep + path if path else ""),
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
     return cmd, env
 
 

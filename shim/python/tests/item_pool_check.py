@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
-"""Correctness of recache's item KV pool on a live vLLM (testbed `up --item-pool`).
+"""Correctness of recache's item KV pool on a live engine: vLLM (testbed `up --item-pool`,
+the KV connector) or SGLang (`--engine sglang`: `up --engine sglang --item-pool`, the external
+unified-cache linker `recache_shim.sglang_item_pool`).
 
-Run with the testbed venv's Python: item_pool_check.py --upstream URL --model-dir DIR.
-Prints one JSON line with the measured differences and exits non-zero when a check fails.
+Run with the testbed venv's Python: item_pool_check.py --upstream URL --model-dir DIR
+[--engine sglang]. Prints one JSON line with the measured differences and exits non-zero
+when a check fails. On SGLang the plan goes as `sampling_params.custom_params.recache_pool`
+(a JSON string) on `/generate`, the report comes back as `meta_info.recache_pool`, and the
+engine's count of loaded tokens is `meta_info.cached_tokens_details.host`.
 
 What it compares, for one item-as-prefix prompt `[L0 I0][L1 I1]..[U][instr]`:
 - `pool`: vLLM with every item segment loaded from the pool (each filled before by a request
@@ -47,7 +52,33 @@ def metric(upstream, name):
                if l.startswith(name) and l[len(name)] in "{ ")
 
 
-def score(upstream, model, tokens, labels, salt, params=None):
+def fill(upstream, model, tokens, key, engine):
+    plan = {"fill": key}
+    if engine == "sglang":
+        post(upstream + "/generate", {"input_ids": tokens, "sampling_params": {
+            "max_new_tokens": 1, "temperature": 0,
+            "custom_params": {"recache_pool": json.dumps(plan)}}})
+    else:
+        post(upstream + "/v1/completions", {"model": model, "prompt": tokens, "max_tokens": 1,
+                                             "kv_transfer_params": {"recache_pool": plan}})
+
+
+def report(answer, engine) -> dict:
+    if engine == "sglang":
+        return ((answer.get("meta_info") or {}).get("recache_pool") or [{}])[-1]
+    return (answer.get("kv_transfer_params") or {}).get("recache_pool", {})
+
+
+def score(upstream, model, tokens, labels, salt, params=None, engine="vllm"):
+    if engine == "sglang":
+        sp = {"max_new_tokens": 1, "temperature": 0}
+        if params is not None:
+            sp["custom_params"] = {"recache_pool": json.dumps(params["recache_pool"])}
+        out = post(upstream + "/generate", {"input_ids": tokens, "sampling_params": sp,
+                                             "return_logprob": True, "logprob_start_len": -1,
+                                             "token_ids_logprob": labels, "cache_salt": salt})
+        by_id = {e[1]: e[0] for e in out["meta_info"]["output_token_ids_logprobs"][0]}
+        return [by_id[l] for l in labels], out
     body = {"model": model, "prompt": tokens, "max_tokens": 1, "temperature": 0,
             "logprobs": 1, "logprob_token_ids": labels, "return_tokens_as_token_ids": True,
             "cache_salt": salt}
@@ -89,7 +120,9 @@ def main():
     ap.add_argument("--user-tokens", type=int, default=300)
     ap.add_argument("--tol", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--engine", choices=["vllm", "sglang"], default="vllm")
     a = ap.parse_args()
+    sc = lambda *args: score(*args, engine=a.engine)  # noqa: E731
     rng = random.Random(a.seed)
     tag = f"check{rng.randrange(1 << 30)}"
     word = lambda n: [rng.randrange(400, 4000) for _ in range(n)]
@@ -104,28 +137,28 @@ def main():
     tokens += word(a.user_tokens) + word(12)
     up = a.upstream.rstrip("/")
     for (key, _, _), seg in zip(segments, items):
-        post(up + "/v1/completions", {"model": a.model, "prompt": seg, "max_tokens": 1,
-                                       "kv_transfer_params": {"recache_pool": {"fill": key}}})
-    ext0 = metric(up, "vllm:external_prefix_cache_hits_total")
+        fill(up, a.model, seg, key, a.engine)
+    vllm = a.engine == "vllm"
+    ext0 = metric(up, "vllm:external_prefix_cache_hits_total") if vllm else 0
     params = {"recache_pool": {"segments": segments}}
-    pool, answer = score(up, a.model, tokens, labels, f"{tag}-p1", params)
-    ext1 = metric(up, "vllm:external_prefix_cache_hits_total")
-    again, _ = score(up, a.model, tokens, labels, f"{tag}-p2", params)
-    causal, _ = score(up, a.model, tokens, labels, f"{tag}-c")
+    pool, answer = sc(up, a.model, tokens, labels, f"{tag}-p1", params)
+    ext1 = (metric(up, "vllm:external_prefix_cache_hits_total") if vllm else
+            ((answer.get("meta_info") or {}).get("cached_tokens_details") or {}).get("host", 0))
+    again, _ = sc(up, a.model, tokens, labels, f"{tag}-p2", params)
+    causal, _ = sc(up, a.model, tokens, labels, f"{tag}-c")
     at = [[k, st, n, st] for k, st, n in segments]
-    pool_pos, _ = score(up, a.model, tokens, labels, f"{tag}-pos", {"recache_pool": {"segments": at}})
+    pool_pos, _ = sc(up, a.model, tokens, labels, f"{tag}-pos", {"recache_pool": {"segments": at}})
     run = sum(len(seg) for seg in items)
     link = [t for seg in items for t in seg[:2]]
     linked = tokens[:run] + link + tokens[run:]
-    pool_link, _ = score(up, a.model, linked, labels, f"{tag}-link", params)
+    pool_link, _ = sc(up, a.model, linked, labels, f"{tag}-link", params)
     # After a cached user prefix (whole blocks): the user-first prompt with the pool.
     lead = word(-(-a.user_tokens // 32) * 32)
     after = lead + [t for seg in items for t in seg] + word(12)
-    post(up + "/v1/completions", {"model": a.model, "prompt": lead + word(1), "max_tokens": 1,
-                                   "cache_salt": f"{tag}-u"})
+    sc(up, a.model, lead + word(1), labels, f"{tag}-u")  # caches the user prefix
     shifted = [[k, st + len(lead), n, len(lead)] for k, st, n in segments]
-    pool_after, answer_after = score(up, a.model, after, labels, f"{tag}-u",
-                                     {"recache_pool": {"segments": shifted}})
+    pool_after, answer_after = sc(up, a.model, after, labels, f"{tag}-u",
+                                  {"recache_pool": {"segments": shifted}})
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(a.model_dir, dtype=torch.float32,
@@ -138,10 +171,11 @@ def main():
     ref_after = reference(model, after, labels, after_spans, base=len(lead))
     ref_after_causal = reference(model, after, labels, [])
     d = lambda x, y: max(abs(p - q) for p, q in zip(x, y))
-    info_after = (answer_after.get("kv_transfer_params") or {}).get("recache_pool", {})
-    info = (answer.get("kv_transfer_params") or {}).get("recache_pool", {})
+    info_after = report(answer_after, a.engine)
+    info = report(answer, a.engine)
     item_region = sum(len(s) for s in items)
     out = {
+        "engine": a.engine,
         "tol": a.tol,
         "pool_vs_ref_pool": d(pool, ref_pool),
         "causal_vs_ref_causal": d(causal, ref_causal),

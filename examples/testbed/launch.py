@@ -188,6 +188,16 @@ def sglang_command(a, port, kv_port):
            "--enable-metrics",  # sglang:cache_hit_rate, prompt/cached token counters
            "--random-seed", "0",
            "--kv-events-config", json.dumps(kv_cfg)]
+    if a.item_pool_bytes > 0:
+        # recache_shim.sglang_item_pool (on PYTHONPATH from `up --item-pool`): SGLang's
+        # external unified-cache linker, the item pool's SGLang backend.
+        linker = {"linker": "RecacheItemLinker",
+                  "linker_module_path": "recache_shim.sglang_item_pool",
+                  "linker_extra_config": {"pool_bytes": a.item_pool_bytes,
+                                          "pool_codec": a.item_pool_codec}}
+        cmd += ["--enable-unified-cache-external-linker",
+                "--unified-cache-external-linker-backend", "dynamic",
+                "--unified-cache-external-linker-config", json.dumps(linker)]
     cmd += a.extra
     stub = os.path.join(HERE, "sgl_kernel_stub")
     path = os.environ.get("PYTHONPATH")

@@ -58,6 +58,8 @@ pub struct Testbed {
     retrieve_plugin: bool,
     /// `up --model` of every engine started from now on [`up`'s: `$RECACHE_TESTBED_MODEL`].
     model: Option<ModelKind>,
+    /// `up --engine` of every engine started from now on [`up`'s: `$RECACHE_TESTBED_ENGINE`].
+    engine: Option<recache_adapters::Engine>,
     started: Vec<(Layout, Instance)>,
 }
 
@@ -77,6 +79,7 @@ impl Testbed {
             max_logprobs: None,
             retrieve_plugin: false,
             model: None,
+            engine: None,
             started: Vec::new(),
         })
     }
@@ -104,6 +107,12 @@ impl Testbed {
     /// Loads recache's retrieval endpoint plugin into every engine started from now on.
     pub fn with_retrieve_plugin(mut self, on: bool) -> Self {
         self.retrieve_plugin = on;
+        self
+    }
+
+    /// Engines started from now on are `engine`'s (`up --engine`; None: `up`'s default).
+    pub fn with_engine(mut self, engine: Option<recache_adapters::Engine>) -> Self {
+        self.engine = engine;
         self
     }
 
@@ -152,6 +161,9 @@ impl Testbed {
         }
         if let Some(kind) = self.model {
             cmd.args(["--model", kind.name()]);
+        }
+        if let Some(engine) = self.engine {
+            cmd.args(["--engine", engine.name()]);
         }
         if let Some(n) = self.max_logprobs {
             cmd.args(["--max-logprobs", &n.to_string()]);

@@ -119,7 +119,9 @@ pub async fn run(mut args: GrArgs) -> Result<(), BenchError> {
     // tokenization; the pooled layout needs the planned traffic's past period.
     let mut memory = memory::plan(&args, &data, &[])?;
     let mut engines = if args.testbed {
-        let mut tb = Testbed::new(&args.testbed_dir, block_bytes)?.with_model(args.testbed_model);
+        let mut tb = Testbed::new(&args.testbed_dir, block_bytes)?
+            .with_model(args.testbed_model)
+            .with_engine(args.engine);
         tokio::task::block_in_place(|| tb.get(memory.plain))?;
         Engines::Testbed(tb)
     } else {

@@ -55,4 +55,5 @@ async fn sglang_pool_matches_the_layout_reference_and_computes_what_it_cannot_se
         &["--model-dir", &model_dir.display().to_string()],
     );
     check(&tb, "item_pool_faults.py", &[]);
+    tb.down();
 }

@@ -187,6 +187,9 @@ def sglang_command(a, port, kv_port):
            "--enable-cache-report",  # usage.prompt_tokens_details.cached_tokens on /v1/*
            "--enable-metrics",  # sglang:cache_hit_rate, prompt/cached token counters
            "--random-seed", "0",
+           # Without it an idle CPU scheduler polls at 100% of a core, taking it from every
+           # other engine, gateway and load generator on the machine.
+           "--sleep-on-idle",
            "--kv-events-config", json.dumps(kv_cfg)]
     if a.item_pool_bytes > 0:
         # recache_shim.sglang_item_pool (on PYTHONPATH from `up --item-pool`): SGLang's

@@ -24,6 +24,7 @@ pub mod kv_events;
 pub mod kv_subscriber;
 pub mod openai;
 pub mod order;
+pub mod pool;
 pub mod prom;
 pub mod scoring;
 pub mod sglang;

@@ -51,6 +51,20 @@ pub async fn reset_cache(
             .await
             .map_err(|e| e.to_string())?;
         match engine.reset_outcome(status, &body) {
+            ResetOutcome::Done if engine == Engine::Sglang && !keep_external => {
+                // SGLang's /flush_cache keeps the item pool (as vLLM's prefix-only reset
+                // does); a list request with `clear` empties it (an engine without the pool
+                // ignores the plan).
+                let (path, body) =
+                    engine.pool_call(&[0], json!({"list": true, "clear": true}), None);
+                let (status, answer) = http::post(client, &format!("{upstream}{path}"), &body)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                return match status {
+                    200 => Ok(()),
+                    _ => Err(format!("emptying the item pool: {status} {answer}")),
+                };
+            }
             ResetOutcome::Done => return Ok(()),
             ResetOutcome::Busy => tokio::time::sleep(Duration::from_millis(250)).await,
             ResetOutcome::Refused(why) => return Err(why),

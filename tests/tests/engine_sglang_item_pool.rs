@@ -31,7 +31,14 @@ fn check(tb: &Testbed, script: &str, extra: &[&str]) {
     let repo = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let run = Command::new(home.join("venv-sglang/bin/python"))
         .arg(repo.join("shim/python/tests").join(script))
-        .args(["--upstream", &tb.upstream, "--model", &tb.model, "--engine", "sglang"])
+        .args([
+            "--upstream",
+            &tb.upstream,
+            "--model",
+            &tb.model,
+            "--engine",
+            "sglang",
+        ])
         .args(extra)
         .output()
         .unwrap_or_else(|e| panic!("run {script}: {e}"));

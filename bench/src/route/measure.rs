@@ -87,7 +87,7 @@ pub(super) async fn one(
         None => None,
     };
     let pool_before = match args.pool_items {
-        Some(_) => pool::connector_stats(&client, &args.upstream, model).await?,
+        Some(_) => pool::connector_stats(&client, engine, &args.upstream, model).await?,
         None => Vec::new(),
     };
     // Every instance's own calls (canaries) are read with the engines' counters and taken out.
@@ -166,7 +166,7 @@ pub(super) async fn one(
     let (before, after) = (before.engines, after.engines);
     let store = match args.pool_items {
         Some(_) => {
-            let pool_after = pool::connector_stats(&client, &args.upstream, model).await?;
+            let pool_after = pool::connector_stats(&client, engine, &args.upstream, model).await?;
             let store = args.pool_store.as_deref();
             let memory = match store {
                 Some(s) => pool::store_memory(s).await,

@@ -79,16 +79,16 @@ pub async fn precompute(
 /// Each replica's connector counters: a `list` request each (it claims and stores nothing).
 pub async fn connector_stats(
     client: &crate::http::HttpClient,
+    engine: recache_adapters::Engine,
     upstreams: &[String],
     model: &str,
 ) -> Result<Vec<Value>, BenchError> {
-    let body = json!({"model": model, "prompt": [0], "max_tokens": 1,
-                      "kv_transfer_params": {"recache_pool": {"list": true}}});
     let mut out = Vec::new();
     for up in upstreams {
-        let url = format!("{up}/v1/completions");
+        let (path, body) = engine.pool_call(&[0], json!({"list": true}), Some(model));
+        let url = format!("{up}{path}");
         let (status, v) = crate::http::post(client, &url, &body).await?;
-        let mut report = v["kv_transfer_params"]["recache_pool"].clone();
+        let mut report = engine.pool_report(&v).clone();
         if status != 200 || !report.is_object() {
             return Err(BenchError::Setup(format!(
                 "{up}: no item pool report ({status}: {v}); start it with `{}`",

@@ -46,18 +46,11 @@ impl Filler {
                 prompt.push(label);
                 prompt.extend_from_slice(&tokens);
                 let evict = pool.take_evictions();
-                let mut body = json!({
-                    "prompt": prompt,
-                    "max_tokens": 1,
-                    "temperature": 0,
-                    "kv_transfer_params": {"recache_pool": {"fill": key, "evict": evict}},
-                });
-                if let Some(m) = &model {
-                    body["model"] = json!(m);
-                }
-                let result = pool.post(&engine, &body).await;
+                let plan = json!({"fill": key, "evict": evict});
+                let call = engine.dialect.pool_call(&prompt, plan, model.as_deref());
+                let result = pool.post(&engine, call).await;
                 if let Ok(answer) = &result {
-                    let report = &answer["kv_transfer_params"]["recache_pool"];
+                    let report = engine.dialect.pool_report(answer);
                     pool.metrics.observe_report(pool.index, report);
                 }
                 if let Err(e) = &result {
@@ -72,20 +65,20 @@ impl Filler {
 }
 
 impl ItemPool {
-    /// POSTs a connector request (a fill, the `list`) to this pool's engine: its replica
-    /// alone when there are several, else through the routing rule.
+    /// POSTs a pool-only call (a fill, the `list`: `Engine::pool_call`'s path and body) to
+    /// this pool's engine: its replica alone when there are several, else through the routing
+    /// rule.
     pub(super) async fn post(
         &self,
         engine: &EngineHandle,
-        body: &serde_json::Value,
+        (path, body): (&'static str, serde_json::Value),
     ) -> Result<serde_json::Value, EngineError> {
-        const PATH: &str = "/v1/completions";
         match self.target {
             Some(i) => {
-                let call = (engine.client).json_to(i, http::Method::POST, PATH, Some(body));
+                let call = (engine.client).json_to(i, http::Method::POST, path, Some(&body));
                 engine::answer(call.await?)
             }
-            None => engine::post_json(&engine.client, PATH, body).await,
+            None => engine::post_json(&engine.client, path, &body).await,
         }
     }
 }

@@ -416,8 +416,7 @@ impl ItemPool {
 
     /// Reads the connector's report in a scoring answer: items recache took as resident since
     /// before the request was sent, but which the engine's pool does not hold, are forgotten.
-    pub fn observe(&self, used: &PoolUse, answer: &Value) {
-        let report = &answer["kv_transfer_params"]["recache_pool"];
+    pub fn observe(&self, used: &PoolUse, report: &Value) {
         let Some(present) = report["present"].as_array() else {
             self.metrics.unreported.inc();
             return;

@@ -22,10 +22,10 @@ use crate::engine::{EngineError, EngineHandle};
 /// One entry of the connector's list: key, label (first token), tokens.
 pub type Listed = (String, u32, usize);
 
-/// Reads the connector's `list` out of an answer; None when the answer has no list (an engine
-/// without the connector).
-pub fn read_list(answer: &Value) -> Option<Vec<Listed>> {
-    let list = answer["kv_transfer_params"]["recache_pool"]["list"].as_array()?;
+/// Reads the connector's `list` out of its report (`Engine::pool_report`); None when there is
+/// no list (an engine without the pool).
+pub fn read_list(report: &Value) -> Option<Vec<Listed>> {
+    let list = report["list"].as_array()?;
     Some(
         list.iter()
             .filter_map(|e| {
@@ -164,19 +164,11 @@ impl ItemPool {
         engine: &EngineHandle,
         model: Option<&str>,
     ) -> Result<Vec<Listed>, EngineError> {
-        let mut body = json!({
-            "prompt": [0],
-            "max_tokens": 1,
-            "temperature": 0,
-            "kv_transfer_params": {"recache_pool": {"list": true}},
-        });
-        if let Some(m) = model {
-            body["model"] = json!(m);
-        }
-        let answer = self.post(engine, &body).await?;
-        let report = &answer["kv_transfer_params"]["recache_pool"];
+        let call = engine.dialect.pool_call(&[0], json!({"list": true}), model);
+        let answer = self.post(engine, call).await?;
+        let report = engine.dialect.pool_report(&answer);
         self.metrics.observe_report(self.index, report);
-        read_list(&answer).ok_or_else(|| {
+        read_list(report).ok_or_else(|| {
             EngineError::BadEngineAnswer(
                 "the engine's answer has no item pool list: is it running recache's connector \
                  (testbed `up --item-pool`)?"

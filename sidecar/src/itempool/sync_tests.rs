@@ -7,9 +7,9 @@ use super::*;
 #[test]
 fn adopts_free_labels_and_evicts_the_rest() {
     let p = super::super::tests::pool(3); // labels 1000..1003
-    let answer = json!({"kv_transfer_params": {"recache_pool": {"list": [
-        ["a", 1001, 19], ["b", 5, 19], ["c", 1001, 19], ["d", 1000, 7], "junk"]}}});
-    let listed = read_list(&answer).expect("list");
+    let report = json!({"list": [
+        ["a", 1001, 19], ["b", 5, 19], ["c", 1001, 19], ["d", 1000, 7], "junk"]});
+    let listed = read_list(&report).expect("list");
     assert_eq!(listed.len(), 4, "malformed entries are skipped");
     assert_eq!(p.adopt(&listed), (2, 2));
     let keys: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
@@ -23,7 +23,7 @@ fn adopts_free_labels_and_evicts_the_rest() {
         tokens: Arc::new(vec![1]),
     }]);
     assert_eq!(fills[0].1, 1002);
-    assert!(read_list(&json!({"choices": []})).is_none());
+    assert!(read_list(&serde_json::Value::Null).is_none());
     let keep: HashSet<String> = ["a".to_string()].into();
     assert_eq!(p.retain_only(&keep), 1, "d goes, a stays, e is pending");
     assert_eq!(p.take_evictions(), ["d"]);

@@ -114,9 +114,8 @@ fn residency_and_forgetting_what_the_engine_lacks() {
         Default::default(),
         Vec::new(),
     );
-    let answer = json!({"kv_transfer_params": {"recache_pool": {
-        "present": ["a", "c"], "loaded_tokens": 2, "entries": 2, "bytes": 64}}});
-    p.observe(&used, &answer);
+    let report = json!({"present": ["a", "c"], "loaded_tokens": 2, "entries": 2, "bytes": 64});
+    p.observe(&used, &report);
     assert_eq!(
         p.labels(&keys(&["a", "b", "c"])),
         [Some(1000), None, Some(1002)]
@@ -124,7 +123,7 @@ fn residency_and_forgetting_what_the_engine_lacks() {
     assert_eq!(p.metrics.loaded_tokens.get(), 2);
     assert_eq!(p.metrics.engine_bytes.get(), 64);
     // No report at all (engine without the connector) changes nothing.
-    p.observe(&used, &json!({}));
+    p.observe(&used, &serde_json::Value::Null);
     assert_eq!(p.metrics.unreported.get(), 1);
     assert_eq!(p.resident(&keys(&["a"])), [true]);
 }

@@ -59,7 +59,14 @@ pub async fn rewrite(
     obj.insert("prompt".into(), json!(prepared.prompt.tokens));
     obj.entry("allowed_token_ids").or_insert(json!(labels));
     if let Some(used) = &prepared.pool {
-        obj.insert("kv_transfer_params".into(), used.params.clone());
+        let mut body = Value::Object(std::mem::take(obj));
+        state
+            .engine
+            .dialect
+            .attach_pool_params(&mut body, &used.params);
+        if let Value::Object(m) = body {
+            *obj = m;
+        }
     }
     let mut headers = HeaderMap::new();
     headers.insert(

@@ -74,8 +74,7 @@ pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, 
         req.cache_salt.as_deref(),
     );
     if let Some(used) = &pool {
-        // The item pool connector's segments (vLLM's `kv_transfer_params` request field).
-        body["kv_transfer_params"] = used.params.clone();
+        dialect.attach_pool_params(&mut body, &used.params);
     }
     let (answer, served) = engine::post_ranked(state, path, &body, &route).await?;
     let m = &state.rank.metrics;
@@ -84,11 +83,15 @@ pub async fn rank(state: &Arc<Ranker>, req: &Validated) -> Result<RankResponse, 
     if let (Some(pools), Some(used)) = (&state.rank.pool, &pool) {
         // The pool of the replica that answered (the one the prompt was built for, unless
         // it failed over): its connector's report is about its own pool.
-        pools.get(served.unwrap_or(0)).observe(used, &answer);
+        pools
+            .get(served.unwrap_or(0))
+            .observe(used, dialect.pool_report(&answer));
     }
     let scores = engine::read_scores(dialect, &answer, &prompt)?;
     let pool_tokens = match &pool {
-        Some(_) => answer["kv_transfer_params"]["recache_pool"]["loaded_tokens"]
+        // Also inside cached_tokens on both engines (vLLM counts external hits as computed
+        // before the step, SGLang as host hits): reported beside it, never added to it.
+        Some(_) => dialect.pool_report(&answer)["loaded_tokens"]
             .as_u64()
             .unwrap_or(0),
         None => 0,

@@ -156,12 +156,15 @@ async fn score(
         &prompt,
         req.cache_salt.as_deref(),
     );
+    let dialect = state.engine.dialect;
     if let Some(u) = &used {
-        body["kv_transfer_params"] = u.params.clone();
+        dialect.attach_pool_params(&mut body, &u.params);
     }
     let (answer, served) = engine::post_ranked(state, path, &body, &route).await?;
     if let (Some(pools), Some(u)) = (&rank.pool, &used) {
-        pools.get(served.unwrap_or(0)).observe(u, &answer);
+        pools
+            .get(served.unwrap_or(0))
+            .observe(u, dialect.pool_report(&answer));
     }
     let s = engine::read_scores(state.engine.dialect, &answer, &prompt)?;
     let mut by_item = vec![f64::NEG_INFINITY; req.items.len()];

@@ -129,12 +129,22 @@ impl Engine {
         }
     }
 
-    /// The counter of prompt tokens a KV connector supplied (vLLM: recache's item pool);
-    /// None when the engine has no connectors.
+    /// The counter of prompt tokens a KV connector supplied (vLLM: recache's item pool) that
+    /// the prefix-cache hits counter leaves out; None when there is none (SGLang counts the
+    /// pool's tokens among its cached tokens: [`Engine::pool_hits_counter`]).
     pub fn external_hits_counter(self) -> Option<&'static str> {
         match self {
             Engine::Vllm => Some(vllm::METRIC_EXTERNAL_HITS),
             Engine::Sglang => None,
+        }
+    }
+
+    /// The counter of prompt tokens recache's item pool supplied, with a label selector where
+    /// it is one series of a wider counter (read with [`crate::prom::selected_sum`]).
+    pub fn pool_hits_counter(self) -> &'static str {
+        match self {
+            Engine::Vllm => vllm::METRIC_EXTERNAL_HITS,
+            Engine::Sglang => sglang::METRIC_POOL_HITS,
         }
     }
 

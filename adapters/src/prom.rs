@@ -29,6 +29,19 @@ pub fn series_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64
     found
 }
 
+/// [`series_sum`] of a name with an optional selector, `name{k="v",..}`; 0 when absent.
+pub fn selected_sum(text: &str, selector: &str) -> f64 {
+    let (name, labels) = match selector.split_once('{') {
+        Some((n, rest)) => (n, rest.trim_end_matches('}')),
+        None => (selector, ""),
+    };
+    let pairs: Vec<(&str, &str)> = (labels.split(','))
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.trim(), v.trim().trim_matches('"')))
+        .collect();
+    series_sum(text, name, &pairs).unwrap_or(0.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -39,6 +52,9 @@ mod tests {
         assert_eq!(series_sum(text, "a_total", &[]), Some(3.0));
         assert_eq!(series_sum(text, "a_total", &[("x", "1")]), Some(2.0));
         assert_eq!(series_sum(text, "b_total", &[]), None);
+        assert_eq!(selected_sum(text, "a_total{x=\"1\"}"), 2.0);
+        assert_eq!(selected_sum(text, "a_total"), 3.0);
+        assert_eq!(selected_sum(text, "b_total{x=\"1\"}"), 0.0);
         assert_eq!(
             series_sum("a_total{x=\"1\" 2\n", "a_total", &[]),
             None,

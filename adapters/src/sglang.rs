@@ -39,6 +39,9 @@ pub const METRIC_PROMPT_TOKENS: &str = "sglang:prompt_tokens_total";
 /// Prompt tokens served from the cache (counter, tokens; labels `cache_source`).
 pub const METRIC_CACHED_TOKENS: &str = "sglang:cached_tokens_total";
 
+/// Prompt tokens recache's item pool loaded: the linker's loads count as `host` hits.
+pub const METRIC_POOL_HITS: &str = "sglang:cached_tokens_total{cache_source=\"host\"}";
+
 /// Tokens per KV-event block: the radix cache is token-granular (`--page-size` 1).
 pub const KV_EVENT_BLOCK_SIZE: usize = 1;
 

@@ -152,6 +152,9 @@ pub async fn run_mode_answers(
     // Local prefix-cache hits plus tokens the item pool's connector supplied.
     let external = ctx.engine.external_hits_counter().map_or(0.0, delta);
     let hits = delta(counters.hits) + external;
+    let pool = ctx.engine.pool_hits_counter();
+    let sel = recache_adapters::prom::selected_sum;
+    let pool_hits = sel(&after, pool) - sel(&before, pool);
     let (prefill_s, queue_s) = ctx
         .engine
         .phase_counters()
@@ -175,7 +178,7 @@ pub async fn run_mode_answers(
         latency_from: if stream.open { "arrival" } else { "sent" }.to_string(),
         hit_rate: if queries > 0.0 { hits / queries } else { 0.0 },
         computed_tokens: (queries - hits).max(0.0) as u64,
-        pool_hit_tokens: external.max(0.0) as u64,
+        pool_hit_tokens: pool_hits.max(0.0) as u64,
         pool_recompute: if pool_on {
             args.rank_pool_recompute.to_string()
         } else {

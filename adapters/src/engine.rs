@@ -63,7 +63,9 @@ impl Engine {
         }
     }
 
-    /// POST here (body `{}`) empties the engine's prefix cache (vLLM: and its KV connector's).
+    /// POST here (body `{}`) empties the engine's prefix cache (vLLM: and its KV connector's;
+    /// SGLang's `/flush_cache` keeps recache's item pool: a list call with `clear`,
+    /// [`Engine::pool_call`], empties it).
     pub fn reset_cache_path(self) -> &'static str {
         match self {
             Engine::Vllm => vllm::RESET_PREFIX_AND_EXTERNAL_PATH,
@@ -244,7 +246,9 @@ impl Engine {
     }
 
     /// Prompt tokens an answer says the engine reused from its cache; None when the engine
-    /// does not report them (vLLM without `--enable-prompt-tokens-details`).
+    /// does not report them (vLLM without `--enable-prompt-tokens-details`). Tokens the item
+    /// pool loaded are among them on both engines (vLLM: external hits; SGLang: the `host` part
+    /// of `cached_tokens_details`), so nobody adds the pool's `loaded_tokens` to this.
     pub fn reported_cached_tokens(self, answer: &Value) -> Option<u64> {
         match self {
             Engine::Vllm => answer["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64(),

@@ -1,6 +1,7 @@
 //! The item KV pool with several replicas, on loopback: each replica's pool is its own.
-//! Two stand-in vLLM engines keep a pool the way recache's connector does (a fill stores its
-//! key; a scoring request's segments are answered `present` when stored) and record what
+//! Two stand-in engines (vLLM, or SGLang with the plan as a JSON string in `custom_params`
+//! and the report in `meta_info`) keep a pool the way recache's connector does (a fill stores
+//! its key; a scoring request's segments are answered `present` when stored) and record what
 //! they were sent. Checked: fills go to the replica whose pool they fill (every candidate on
 //! both by default), `gr` sends an item-first prompt where most of its candidates are pooled
 //! with that pool's items leading, and with `pool_hot_share=0` (cold items sharded) each
@@ -26,8 +27,8 @@ struct Seen {
     scored: Vec<Vec<String>>,
 }
 
-/// A stand-in vLLM with a stand-in item pool connector.
-async fn engine() -> (FakeUpstream, Arc<Mutex<Seen>>) {
+/// A stand-in engine of `dialect` with a stand-in item pool connector.
+async fn engine(dialect: Engine) -> (FakeUpstream, Arc<Mutex<Seen>>) {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let state = seen.clone();
     let up = FakeUpstream::start(move |req| {
@@ -35,26 +36,53 @@ async fn engine() -> (FakeUpstream, Arc<Mutex<Seen>>) {
         async move {
             let bytes = req.into_body().collect().await.expect("body").to_bytes();
             let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            let pool = &v["kv_transfer_params"]["recache_pool"];
+            let (pool, labels) = match dialect {
+                Engine::Vllm => {
+                    let plan = v["kv_transfer_params"]["recache_pool"].clone();
+                    (plan, &v["logprob_token_ids"])
+                }
+                Engine::Sglang => {
+                    let plan = v["sampling_params"]["custom_params"]["recache_pool"].as_str();
+                    let plan = plan.map(|p| serde_json::from_str(p).expect("a JSON plan"));
+                    (plan.unwrap_or(Value::Null), &v["token_ids_logprob"])
+                }
+            };
+            let report = |r: Value| match dialect {
+                Engine::Vllm => {
+                    json!({"choices": [{"text": ""}], "kv_transfer_params": {"recache_pool": r}})
+                }
+                Engine::Sglang => json!({"text": "", "meta_info": {"recache_pool": [r]}}),
+            };
             let mut s = state.lock().expect("lock");
             let answer = if let Some(key) = pool["fill"].as_str() {
                 s.filled.insert(key.to_string());
-                json!({"choices": [{"text": ""}], "kv_transfer_params": {"recache_pool":
-                    {"entries": s.filled.len()}}})
+                report(json!({"entries": s.filled.len()}))
             } else if pool["list"].as_bool() == Some(true) {
-                json!({"kv_transfer_params": {"recache_pool": {"list": []}}})
-            } else if let Some(labels) = v["logprob_token_ids"].as_array() {
+                report(json!({"list": []}))
+            } else if let Some(labels) = labels.as_array() {
                 let keys: Vec<String> = (pool["segments"].as_array().into_iter().flatten())
                     .filter_map(|seg| seg[0].as_str().map(str::to_string))
                     .collect();
                 let present: Vec<&String> = keys.iter().filter(|k| s.filled.contains(*k)).collect();
-                let answer = json!({
-                    "choices": [{"logprobs": {"top_logprobs": [labels.iter()
-                        .map(|l| (format!("token_id:{l}"), json!(-1.0)))
-                        .collect::<serde_json::Map<_, _>>()]}}],
-                    "usage": {"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": 0}},
-                    "kv_transfer_params": {"recache_pool": {"present": present}},
-                });
+                let mut answer = report(json!({"present": present}));
+                match dialect {
+                    Engine::Vllm => {
+                        let top: serde_json::Map<_, _> = (labels.iter())
+                            .map(|l| (format!("token_id:{l}"), json!(-1.0)))
+                            .collect();
+                        answer["choices"][0]["logprobs"]["top_logprobs"] = json!([top]);
+                        answer["usage"] = json!({"prompt_tokens": 10,
+                            "prompt_tokens_details": {"cached_tokens": 0}});
+                    }
+                    Engine::Sglang => {
+                        let m = &mut answer["meta_info"];
+                        let each: Vec<Value> =
+                            labels.iter().map(|l| json!([-1.0, l, ""])).collect();
+                        m["output_token_ids_logprobs"] = json!([each]);
+                        m["prompt_tokens"] = json!(10);
+                        m["cached_tokens"] = json!(0);
+                    }
+                }
                 s.scored.push(keys);
                 answer
             } else {
@@ -91,10 +119,13 @@ async fn rank(proxy: &TestProxy, req: &Value) {
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
 }
 
-async fn start(routing: &str) -> (TestProxy, [(FakeUpstream, Arc<Mutex<Seen>>); 2]) {
-    let (a, b) = (engine().await, engine().await);
+async fn start(
+    dialect: Engine,
+    routing: &str,
+) -> (TestProxy, [(FakeUpstream, Arc<Mutex<Seen>>); 2]) {
+    let (a, b) = (engine(dialect).await, engine(dialect).await);
     let proxy = TestProxy::start(&[a.0.url(), b.0.url()], |s| {
-        s.engine = Some(Engine::Vllm);
+        s.engine = Some(dialect);
         s.routing = Some(routing.into());
         s.rank.pool.rank_item_pool = Some(64);
         s.rank.pool.rank_item_pool_refresh = Some(0.0);
@@ -128,7 +159,16 @@ fn key(i: u32) -> String {
 
 #[tokio::test]
 async fn each_replica_pools_its_own_and_is_asked_only_for_those() {
-    let (proxy, engines) = start("gr").await;
+    pools_per_replica(Engine::Vllm).await
+}
+
+#[tokio::test]
+async fn sglang_pools_per_replica_through_generate() {
+    pools_per_replica(Engine::Sglang).await
+}
+
+async fn pools_per_replica(dialect: Engine) {
+    let (proxy, engines) = start(dialect, "gr").await;
     assert_eq!(
         proxy.state.ranker.rank.pool.as_ref().expect("pools").len(),
         2
@@ -153,7 +193,7 @@ async fn each_replica_pools_its_own_and_is_asked_only_for_those() {
 
 #[tokio::test]
 async fn sharded_pools_hold_each_item_once_and_prompts_go_where_theirs_are() {
-    let (proxy, engines) = start("gr:pool_hot_share=0").await;
+    let (proxy, engines) = start(Engine::Vllm, "gr:pool_hot_share=0").await;
     let items: Vec<u32> = (0..40).collect();
     rank(&proxy, &request(1, &items)).await;
     settled(&proxy).await;

@@ -24,6 +24,10 @@ fn adopts_free_labels_and_evicts_the_rest() {
     }]);
     assert_eq!(fills[0].1, 1002);
     assert!(read_list(&serde_json::Value::Null).is_none());
+    // SGLang's answer: the report is the last element of `meta_info.recache_pool`.
+    let sglang = json!({"meta_info": {"recache_pool": [{"list": [["a", 1001, 19]]}]}});
+    let listed = read_list(recache_adapters::Engine::Sglang.pool_report(&sglang));
+    assert_eq!(listed, Some(vec![("a".to_string(), 1001, 19)]));
     let keep: HashSet<String> = ["a".to_string()].into();
     assert_eq!(p.retain_only(&keep), 1, "d goes, a stays, e is pending");
     assert_eq!(p.take_evictions(), ["d"]);

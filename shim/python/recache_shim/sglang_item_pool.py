@@ -115,6 +115,10 @@ class RecacheItemLinker(UnifiedCacheLinker):
             logger.warning("recache item pool disabled: %s", self.disabled)
         else:
             _install()
+            if extra.get("extend_attention", True):
+                from .sglang_extend_attn import install
+
+                install()
             logger.info("recache item pool (SGLang linker): %d layers, %d heads x %d, %s, "
                         "pool %d bytes, codec %s", self.kv.layer_num, self.kv.head_num,
                         self.kv.head_dim, self.kv.dtype, self.sched.budget, self.codec)

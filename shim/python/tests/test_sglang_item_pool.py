@@ -187,6 +187,26 @@ def test_what_it_cannot_serve_disables_it():
         raise AssertionError("an unknown codec must be refused")
 
 
+def test_extend_attention_after_a_prefix_equals_sglangs_padded_pass():
+    from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
+    from recache_shim import sglang_extend_attn as ext
+
+    original = getattr(TorchNativeAttnBackend, "_recache_original", None) or \
+        TorchNativeAttnBackend._run_sdpa_forward_extend
+    heads, kv_heads, dim, slots = 4, 2, 32, 400
+    kc = torch.randn(slots, kv_heads, dim).to(torch.bfloat16)
+    vc = torch.randn(slots, kv_heads, dim).to(torch.bfloat16)
+    r2t = torch.randperm(slots)[:300].reshape(2, 150)
+    prefix, new = torch.tensor([40, 0]), torch.tensor([60, 90])  # one after a prefix, one whole
+    q = torch.randn(int(new.sum()), heads, dim).to(torch.bfloat16)
+    args = (kc, vc, r2t, torch.tensor([0, 1]), prefix + new, prefix, new)
+    want, got = torch.zeros_like(q), torch.zeros_like(q)
+    original(None, q, want, *args, None, scaling=dim ** -0.5, enable_gqa=True, causal=True)
+    ext.extend_only(q, got, *args, scaling=dim ** -0.5, enable_gqa=True, causal=True)
+    assert (want.float() - got.float()).abs().max() < 0.02  # bf16 rounding of the merge
+    assert ext.install() and ext.install()  # idempotent
+
+
 if __name__ == "__main__":
     tests = [v for k, v in sorted(globals().items()) if k.startswith("test_")]
     for t in tests:

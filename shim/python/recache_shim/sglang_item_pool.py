@@ -11,7 +11,9 @@ Requests carry the same plan as on vLLM (``item_pool``'s docstring: ``fill``, ``
 ``evict``, ``list``), as ``sampling_params.custom_params.recache_pool`` (a JSON string, which
 survives SGLang's IPC, or a dict); the finished request's report comes back as
 ``meta_info.recache_pool`` (a one-element list). The residency index (``SchedulerState``), the
-entries (``Entry``/``PoolStore``), the codecs and the RoPE re-rotation are the vLLM connector's.
+store (``PoolStore``), the codecs and the RoPE re-rotation are the vLLM connector's; an entry
+here keeps every layer's K and V in one tensor (``Stacked``), so a step's loads are one slice
+an item and one gather in all, not one per layer and K/V.
 
 How it maps onto the linker's calls: the linker only sees a request id and page hashes, so a
 patch on the wrapper's ``match`` notes each request (its prompt, its plan, the engine's own
@@ -36,6 +38,7 @@ import collections
 import json
 import logging
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -48,7 +51,7 @@ from sglang.srt.mem_cache.unified_cache.unified_cache_linker import (
 
 from . import item_codec
 from .item_pool_sched import SchedulerState
-from .item_pool_store import Entry, PoolStore
+from .item_pool_store import PoolStore
 from .paged_kv import RopeSpec, rope_shift
 
 logger = logging.getLogger("recache_shim.sglang_item_pool")
@@ -82,12 +85,67 @@ def _rope(server_args, head_dim: int) -> RopeSpec | None:
         return None
 
 
+@dataclass
+class Stacked:
+    """One pooled item on SGLang: ``rows`` [n, layers, 2 (K, V), heads, dim] as the codec
+    keeps them. Token-major, so the codecs' row slices cut every layer at once: with one
+    tensor per layer and K/V (the vLLM connector's ``Entry``), a pooled request's ~100 items
+    cost 2 x layers slices each and made the loads 12.8% of a saturated scheduler."""
+
+    tokens: tuple[int, ...]
+    rows: object
+
+    @property
+    def nbytes(self) -> int:
+        return item_codec.nbytes(self.rows)
+
+
 def shifted(k: torch.Tensor, parts, rope) -> torch.Tensor:
     """``k`` (the parts' rows in order) with each part re-rotated by its ``pos``."""
     if all(p == 0 for *_, p in parts):
         return k
     rows = k.split([n for _, _, n, _ in parts])
     return torch.cat([rope_shift(r, p, rope) if p else r for r, (*_, p) in zip(rows, parts)])
+
+
+_MAX_RUNS = 16
+
+
+def slot_runs(slots: torch.Tensor) -> list[tuple[int, int, int]] | None:
+    """``slots`` as at most ``_MAX_RUNS`` ascending runs ``(first slot, offset, length)``, or
+    None: SGLang's allocator hands out runs of its sorted free list, and a slice copy moves a
+    run's rows ~4x faster than an indexed write (measured: 8 writes of 1,900 tiny-model rows,
+    0.38 against 1.47 ms)."""
+    if slots.numel() == 0:
+        return []
+    cuts = torch.nonzero(slots[1:] - slots[:-1] != 1).flatten()
+    if cuts.numel() >= _MAX_RUNS:
+        return None
+    starts = [0] + [int(c) + 1 for c in cuts]
+    ends = starts[1:] + [int(slots.numel())]
+    return [(int(slots[a]), a, b - a) for a, b in zip(starts, ends)]
+
+
+def _words(t: torch.Tensor) -> torch.Tensor:
+    """A ``[n, heads, dim]`` tensor's rows as 8-byte words (an indexed write of int64 words
+    runs ~2x faster than of bf16 elements), or ``t`` where its strides do not allow it."""
+    try:
+        return t.reshape(t.shape[0], -1).view(torch.int64) if t.dim() == 3 else t
+    except RuntimeError:
+        return t
+
+
+def write_rows(buf: torch.Tensor, slots: torch.Tensor, runs, rows: torch.Tensor) -> None:
+    """``buf[slots] = rows``, by slice copies where ``runs`` has them."""
+    if runs is not None:
+        for first, off, n in runs:
+            buf[first:first + n].copy_(rows[off:off + n])
+        return
+    dst, src = _words(buf), _words(rows)
+    if dst.dtype == src.dtype and dst.dim() == src.dim():
+        dst[slots] = src
+    else:
+        buf[slots] = rows
 
 
 class RecacheItemLinker(UnifiedCacheLinker):
@@ -222,14 +280,16 @@ class RecacheItemLinker(UnifiedCacheLinker):
         counter = self.layer_done_counter
         idx = counter.update_producer()
         t0 = time.perf_counter()
-        try:
+        try:  # the step's requests in one gather: [tokens, layers, K/V, heads, dim]
+            slots = torch.cat([s for s, _ in pending])
+            parts = [p for _, ps in pending for p in ps]
+            rows = item_codec.gather([(e.rows, off, n) for e, off, n, _ in parts])
+            k = shifted(rows[:, :, 0], parts, self.rope).to(self.kv.dtype)
+            v = rows[:, :, 1].to(self.kv.dtype)
+            runs = slot_runs(slots)
             for layer in range(int(self.kv.layer_num)):
-                name = layer_name(layer)
-                for slots, parts in pending:
-                    k = item_codec.gather([(e.k[name], off, n) for e, off, n, _ in parts])
-                    v = item_codec.gather([(e.v[name], off, n) for e, off, n, _ in parts])
-                    self.kv.k_buffer[layer][slots] = shifted(k, parts, self.rope).to(self.kv.dtype)
-                    self.kv.v_buffer[layer][slots] = v.to(self.kv.dtype)
+                write_rows(self.kv.k_buffer[layer], slots, runs, k[:, layer])
+                write_rows(self.kv.v_buffer[layer], slots, runs, v[:, layer])
                 counter.complete(idx, layer)
         except Exception as e:  # a bug: SGLang aborts the batch's loading requests (503)
             logger.error("recache item pool: load failed: %s", e)
@@ -293,15 +353,13 @@ class RecacheItemLinker(UnifiedCacheLinker):
         if n == 0 or req.kv.kv_committed_len < n:
             return
         row = tree_cache.req_to_token_pool.req_to_token[req.kv.req_pool_idx, :n].long()
-        entry = Entry(tokens=tokens)
-        for layer in range(int(self.kv.layer_num)):
-            entry.k[layer_name(layer)] = self.kv.k_buffer[layer][row].clone()
-            entry.v[layer_name(layer)] = self.kv.v_buffer[layer][row].clone()
+        rows = torch.stack([torch.stack((self.kv.k_buffer[layer][row], self.kv.v_buffer[layer][row]), 1)
+                            for layer in range(int(self.kv.layer_num))], 1)
         try:
-            kept = entry.encoded(self.codec)
+            kept = Stacked(tokens, item_codec.encode(rows, self.codec))
         except ValueError as err:  # a head size the codec cannot pack: said once
             logger.warning("recache item pool: %s; keeping the engine's rows", err)
-            self.codec, kept = "bf16", entry
+            self.codec, kept = "bf16", Stacked(tokens, rows)
         self.store.put(key, kept)
         self.sched.committed(key, tokens, kept.nbytes)
         for old in self.sched.to_evict:

@@ -124,6 +124,41 @@ def test_pos_re_rotates_k_only():
     assert pages == []
 
 
+def test_two_requests_load_in_one_step_each_into_its_own_slots():
+    linker, kv = make()
+    linker.rope = RopeSpec(D, 10000.0)
+    rows_a, _ = fill(linker, kv, "m/a", A, 0)
+    rows_b, _ = fill(linker, kv, "m/b", B, 20)
+    _, p1 = claim(linker, "r1", A + B + [1], {"segments": [["m/a", 0, len(A)], ["m/b", len(A), len(B)]]})
+    _, p2 = claim(linker, "r2", [7] * 5 + B + [1], {"segments": [["m/b", 5, len(B), 5]]}, hit=5)
+    assert p1 == [len(A) + len(B)] and p2 == [len(B)]
+    assert linker.load("r1", [PoolTransfer(name=PoolName.KV, device_indices=torch.arange(100, 117),
+                                           keys=["h"] * 17)])
+    assert linker.load("r2", [PoolTransfer(name=PoolName.KV, device_indices=torch.arange(200, 206),
+                                           keys=["h"] * 6)])
+    idx = linker.start_layer_wise_loading()  # both pending: one gather, each to its slots
+    assert idx >= 0 and linker.finish_layer_wise_loading(idx)
+    for layer in range(L):
+        assert torch.equal(kv.k_buffer[layer][100:117], torch.cat([rows_a[layer][0], rows_b[layer][0]]))
+        assert torch.equal(kv.v_buffer[layer][100:117], torch.cat([rows_a[layer][1], rows_b[layer][1]]))
+        want = rope_shift(rows_b[layer][0], 5, linker.rope).to(torch.bfloat16)
+        assert torch.equal(kv.k_buffer[layer][200:206], want)
+        assert torch.equal(kv.v_buffer[layer][200:206], rows_b[layer][1])
+
+
+def test_row_writes_by_runs_or_by_index_equal_an_indexed_write():
+    for slots, scattered in ((torch.arange(40, 90), False),
+                             (torch.cat([torch.arange(5, 9), torch.arange(60, 100)]), False),
+                             (torch.randperm(SIZE)[:50], True), (torch.tensor([], dtype=torch.long), False)):
+        buf, want = torch.zeros(SIZE, H, D).bfloat16(), torch.zeros(SIZE, H, D).bfloat16()
+        rows = torch.randn(len(slots), L, H, D).bfloat16()[:, 1]  # strided, as a gather's layer
+        want[slots] = rows
+        runs = sip.slot_runs(slots)
+        assert (runs is None) == scattered  # scattered: an indexed write
+        sip.write_rows(buf, slots, runs, rows)
+        assert torch.equal(buf, want)
+
+
 def test_refusals_claim_nothing():
     linker, kv = make()
     fill(linker, kv, "m/a", A, 0)

@@ -10,11 +10,26 @@
 //! 2. what cannot be served is computed, never loaded wrong: `item_pool_faults.py` sends a
 //!    resident key for other tokens (nothing loaded, scores equal the plain prompt's), a run
 //!    with an item never filled (the run stops there), a plan evicting its own first item,
-//!    plans that are not JSON or not segments; the engine answers each and stays healthy.
+//!    plans that are not JSON or not segments; the engine answers each and stays healthy;
+//! 3. through recache (`--engine sglang --rank-item-pool`), across a restart: a recache
+//!    precomputes a catalog into SGLang's pool, ranks with every item token loaded from it
+//!    (SGLang's `host` hits) and scores a repeat identically; the engine is SIGKILLed and
+//!    restarted on the same ports (its pool empty): once health probes take it back recache's
+//!    residency is reconciled to 0 through the linker's list, nothing stays in flight, ranking
+//!    serves every candidate again and the refills make items resident again.
 
 use std::process::Command;
+use std::time::Duration;
 
-use recache_integration::Testbed;
+use recache::config::ServeArgs;
+use recache::itempool::config::PoolArgs;
+use recache::rank::config::RankArgs;
+use recache_adapters::{Engine, prom};
+use recache_integration::{Proxy, Testbed, wait_for};
+use serde_json::{Value, json};
+
+const ITEMS: usize = 20;
+const ITEM_TOKENS: usize = 12;
 
 fn testbed_home() -> std::path::PathBuf {
     match std::env::var("RECACHE_TESTBED_HOME") {
@@ -62,5 +77,165 @@ async fn sglang_pool_matches_the_layout_reference_and_computes_what_it_cannot_se
         &["--model-dir", &model_dir.display().to_string()],
     );
     check(&tb, "item_pool_faults.py", &[]);
+    tb.down();
+}
+
+fn request(model: &str, user: &str, salt: &str) -> Value {
+    let items: Vec<Value> = (0..ITEMS)
+        .map(|i| {
+            let tokens: Vec<u32> = (0..ITEM_TOKENS as u32)
+                .map(|t| 500 + 37 * i as u32 + t)
+                .collect();
+            json!({"id": i, "tokens": tokens})
+        })
+        .collect();
+    let profile: Vec<u32> = (0..300)
+        .map(|t| 3000 + (t * 7 + user.len() as u32) % 900)
+        .collect();
+    json!({"model": model, "user": {"id": user, "tokens": profile}, "items": items,
+           "mode": "item_prefix", "cache_salt": salt})
+}
+
+/// SGLang's prompt tokens served by the linker (`cached_tokens_total{cache_source="host"}`).
+async fn host_hits(tb: &Testbed) -> f64 {
+    let text = reqwest::get(format!("{}/metrics", tb.upstream))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    prom::selected_sum(&text, recache_adapters::sglang::METRIC_POOL_HITS)
+}
+
+/// Waits until SGLang has counted `region` more host-hit tokens than `before` (it counts as it
+/// processes outputs, a moment after the answer).
+async fn host_hits_reach(tb: &Testbed, before: f64, region: f64) -> f64 {
+    wait_for(
+        format_args!("SGLang counting {region} host-hit tokens"),
+        Duration::from_secs(30),
+        async || match host_hits(tb).await {
+            now if now - before >= region => Ok(now),
+            now => Err(format!("{} counted", now - before)),
+        },
+    )
+    .await
+}
+
+fn scores(v: &Value) -> Vec<(String, f64)> {
+    let mut s: Vec<(String, f64)> = v["ranking"]
+        .as_array()
+        .expect("ranking")
+        .iter()
+        .map(|r| (r["id"].to_string(), r["score"].as_f64().expect("score")))
+        .collect();
+    s.sort_by(|a, b| a.0.cmp(&b.0));
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
+async fn sglang_pool_serves_through_recache_and_is_reconciled_after_a_restart() {
+    let tb = Testbed::up("it-sglpool-sync", &["--engine", "sglang", "--item-pool"]);
+    let body = request(&tb.model, "u-a", "s1");
+    let catalog: Vec<(String, std::sync::Arc<Vec<u32>>, u64)> = body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| {
+            let tokens: Vec<u32> = serde_json::from_value(i["tokens"].clone()).expect("tokens");
+            (i["id"].to_string(), std::sync::Arc::new(tokens), 1)
+        })
+        .collect();
+    let args = ServeArgs {
+        upstream: vec![tb.upstream.clone()],
+        engine: Some(Engine::Sglang),
+        health_interval: Some(Duration::from_millis(500)),
+        rank: RankArgs {
+            pool: PoolArgs {
+                rank_item_pool: Some(64),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let proxy = Proxy::start_with(&args).await;
+    let none = |_: usize, _: usize| {};
+    let done =
+        recache::rank::startup::prepare(&proxy.state.ranker, Some(&tb.model), catalog, &none)
+            .await
+            .expect("precompute");
+    let pre = done.precomputed.expect("a catalog was given");
+    assert_eq!((pre.filled, pre.resident), (ITEMS, ITEMS));
+    let pool = proxy
+        .state
+        .ranker
+        .rank
+        .pool
+        .as_ref()
+        .expect("pool")
+        .get(0)
+        .clone();
+    let region = (ITEMS * (ITEM_TOKENS + 1)) as f64;
+    let host0 = host_hits(&tb).await;
+    let first = proxy.rank(&body).await;
+    let host1 = host_hits_reach(&tb, host0, region).await;
+    assert_eq!(host1 - host0, region, "every item token from SGLang's pool");
+    assert_eq!(first["ranking"].as_array().map(Vec::len), Some(ITEMS));
+    let again = proxy.rank(&request(&tb.model, "u-a", "s2")).await;
+    assert_eq!(
+        scores(&first),
+        scores(&again),
+        "pool loads are deterministic"
+    );
+
+    // SIGKILL, and back on the same ports with an empty pool: recache hears the replica
+    // return and reconciles through the linker's list before any ranking answer tells it.
+    assert_eq!(pool.counts().0, ITEMS);
+    tb.kill();
+    let events_port = tb
+        .kv_events
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let port = tb.port();
+    let tb = Testbed::up(
+        "it-sglpool-sync",
+        &[
+            "--engine",
+            "sglang",
+            "--item-pool",
+            "--port",
+            &port,
+            "--kv-events-port",
+            &events_port,
+        ],
+    );
+    wait_for(
+        "the pool reconciled to 0 resident after SGLang came back",
+        Duration::from_secs(30),
+        async || match pool.counts() {
+            (0, _) => Ok(()),
+            counts => Err(format!("(resident, pending) {counts:?}")),
+        },
+    )
+    .await;
+    let replica = &proxy.state.client.replicas()[0];
+    assert!(replica.is_healthy());
+    assert_eq!(replica.in_flight(), 0, "nothing stuck in flight");
+    let after = proxy.rank(&request(&tb.model, "u-b", "s3")).await;
+    assert_eq!(after["ranking"].as_array().map(Vec::len), Some(ITEMS));
+    wait_for(
+        "the refills finishing (nothing in flight, items resident again)",
+        Duration::from_secs(60),
+        async || match (replica.in_flight(), pool.counts()) {
+            (0, (resident, _)) if resident > 0 => Ok(()),
+            (n, counts) => Err(format!(
+                "{n} in flight, pool {counts:?} (resident, pending)"
+            )),
+        },
+    )
+    .await;
     tb.down();
 }

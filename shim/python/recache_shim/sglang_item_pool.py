@@ -72,10 +72,6 @@ def plan_of(req) -> dict | None:
     return p if isinstance(p, dict) else None
 
 
-def layer_name(i: int) -> str:
-    return f"model.layers.{i}.self_attn.attn"  # vLLM's names: entries mean the same there
-
-
 def _rope(server_args, head_dim: int) -> RopeSpec | None:
     try:
         from transformers import AutoConfig

@@ -199,7 +199,11 @@ async fn retrieve_equals_exhaustive(engine: Engine) {
         json!({"model": tb.model, "user": {"id": "u1", "tokens": user}, "instruction": instruction,
                "beam_width": beam, "top_k": k, "exclude": exclude})
     };
-    let tol = 2e-3;
+    // An item's score sums its code's log-probs (about -22 here), each read from a differently
+    // shaped engine batch than the exhaustive scoring's: on a CPU that emulates bf16 (an Ice
+    // Lake VM) SGLang's sums differed by 2.0e-3. A wrong token or position moves them by far
+    // more than 1e-2.
+    let tol = 1e-2;
 
     let want = exhaustive(engine, &tb.upstream, &tb.model, &index, &prompt, &[]).await;
     let (status, first) = post(url.clone(), &body(16, 5, json!([]))).await;

@@ -25,7 +25,7 @@ use recache::config::ServeArgs;
 use recache::itempool::config::PoolArgs;
 use recache::rank::config::RankArgs;
 use recache_adapters::{Engine, prom};
-use recache_integration::{Proxy, Testbed, wait_for};
+use recache_integration::{Proxy, SGLANG_HEALTH_INTERVAL, Testbed, wait_for};
 use serde_json::{Value, json};
 
 const ITEMS: usize = 20;
@@ -149,7 +149,8 @@ async fn sglang_pool_serves_through_recache_and_is_reconciled_after_a_restart() 
     let args = ServeArgs {
         upstream: vec![tb.upstream.clone()],
         engine: Some(Engine::Sglang),
-        health_interval: Some(Duration::from_millis(500)),
+        // SGLang's HTTP loop stalls during prefills on a busy 2-core machine: its interval.
+        health_interval: Some(SGLANG_HEALTH_INTERVAL),
         rank: RankArgs {
             pool: PoolArgs {
                 rank_item_pool: Some(64),
@@ -214,7 +215,7 @@ async fn sglang_pool_serves_through_recache_and_is_reconciled_after_a_restart() 
     );
     wait_for(
         "the pool reconciled to 0 resident after SGLang came back",
-        Duration::from_secs(30),
+        Duration::from_secs(90),
         async || match pool.counts() {
             (0, _) => Ok(()),
             counts => Err(format!("(resident, pending) {counts:?}")),

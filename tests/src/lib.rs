@@ -23,6 +23,7 @@ use recache::config::ServeArgs;
 use recache::local::LocalServer;
 use recache::service::AppState;
 
+pub mod pool;
 pub mod store;
 pub use recache_testkit::wait_for;
 
@@ -178,6 +179,20 @@ impl Testbed {
         let _ = Command::new(repo_root().join("examples/testbed/down"))
             .args(["--name", &self.name, "--timeout", "0"])
             .status();
+    }
+
+    /// SIGKILLs the engine and starts it again under the same name on the same HTTP and
+    /// KV-event ports (`extra`: its `up` flags), so a recache in front of it sees the same
+    /// replica die and return with nothing cached.
+    pub fn kill_and_restart(&self, extra: &[&str]) -> Testbed {
+        self.kill();
+        let events_port = (self.kv_events.rsplit(':').next())
+            .unwrap_or_default()
+            .to_string();
+        let port = self.port();
+        let mut flags: Vec<&str> = extra.to_vec();
+        flags.extend(["--port", &port, "--kv-events-port", &events_port]);
+        Testbed::up(&self.name, &flags)
     }
 
     /// Reads one counter from the engine's own `/metrics` (summed over label sets).

@@ -25,19 +25,11 @@ use recache::config::ServeArgs;
 use recache::itempool::config::PoolArgs;
 use recache::rank::config::RankArgs;
 use recache_adapters::{Engine, prom};
-use recache_integration::{Proxy, SGLANG_HEALTH_INTERVAL, Testbed, wait_for};
+use recache_integration::{Proxy, SGLANG_HEALTH_INTERVAL, Testbed, pool, testbed_home, wait_for};
 use serde_json::{Value, json};
 
 const ITEMS: usize = 20;
 const ITEM_TOKENS: usize = 12;
-
-fn testbed_home() -> std::path::PathBuf {
-    match std::env::var("RECACHE_TESTBED_HOME") {
-        Ok(h) => h.into(),
-        Err(_) => std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
-            .join(".cache/recache-testbed"),
-    }
-}
 
 /// Runs `shim/python/tests/<script>` with the SGLang venv's Python against `tb`; asserts it
 /// exits 0 and prints its JSON line.
@@ -81,19 +73,9 @@ async fn sglang_pool_matches_the_layout_reference_and_computes_what_it_cannot_se
 }
 
 fn request(model: &str, user: &str, salt: &str) -> Value {
-    let items: Vec<Value> = (0..ITEMS)
-        .map(|i| {
-            let tokens: Vec<u32> = (0..ITEM_TOKENS as u32)
-                .map(|t| 500 + 37 * i as u32 + t)
-                .collect();
-            json!({"id": i, "tokens": tokens})
-        })
-        .collect();
-    let profile: Vec<u32> = (0..300)
-        .map(|t| 3000 + (t * 7 + user.len() as u32) % 900)
-        .collect();
-    json!({"model": model, "user": {"id": user, "tokens": profile}, "items": items,
-           "mode": "item_prefix", "cache_salt": salt})
+    let items = pool::items(ITEMS, ITEM_TOKENS, 500, 37, |i| json!(i));
+    let profile = pool::profile(300, user.len() as u32);
+    pool::item_prefix_request(model, user, profile, items, Some(salt))
 }
 
 /// SGLang's prompt tokens served by the linker (`cached_tokens_total{cache_source="host"}`).
@@ -121,31 +103,12 @@ async fn host_hits_reach(tb: &Testbed, before: f64, region: f64) -> f64 {
     .await
 }
 
-fn scores(v: &Value) -> Vec<(String, f64)> {
-    let mut s: Vec<(String, f64)> = v["ranking"]
-        .as_array()
-        .expect("ranking")
-        .iter()
-        .map(|r| (r["id"].to_string(), r["score"].as_f64().expect("score")))
-        .collect();
-    s.sort_by(|a, b| a.0.cmp(&b.0));
-    s
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
 async fn sglang_pool_serves_through_recache_and_is_reconciled_after_a_restart() {
     let tb = Testbed::up("it-sglpool-sync", &["--engine", "sglang", "--item-pool"]);
     let body = request(&tb.model, "u-a", "s1");
-    let catalog: Vec<(String, std::sync::Arc<Vec<u32>>, u64)> = body["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .map(|i| {
-            let tokens: Vec<u32> = serde_json::from_value(i["tokens"].clone()).expect("tokens");
-            (i["id"].to_string(), std::sync::Arc::new(tokens), 1)
-        })
-        .collect();
+    let catalog = pool::catalog_of(&body);
     let args = ServeArgs {
         upstream: vec![tb.upstream.clone()],
         engine: Some(Engine::Sglang),
@@ -168,15 +131,7 @@ async fn sglang_pool_serves_through_recache_and_is_reconciled_after_a_restart() 
             .expect("precompute");
     let pre = done.precomputed.expect("a catalog was given");
     assert_eq!((pre.filled, pre.resident), (ITEMS, ITEMS));
-    let pool = proxy
-        .state
-        .ranker
-        .rank
-        .pool
-        .as_ref()
-        .expect("pool")
-        .get(0)
-        .clone();
+    let pool = proxy.pool();
     let region = (ITEMS * (ITEM_TOKENS + 1)) as f64;
     let host0 = host_hits(&tb).await;
     let first = proxy.rank(&body).await;
@@ -185,58 +140,21 @@ async fn sglang_pool_serves_through_recache_and_is_reconciled_after_a_restart() 
     assert_eq!(first["ranking"].as_array().map(Vec::len), Some(ITEMS));
     let again = proxy.rank(&request(&tb.model, "u-a", "s2")).await;
     assert_eq!(
-        scores(&first),
-        scores(&again),
+        pool::scores(&first),
+        pool::scores(&again),
         "pool loads are deterministic"
     );
 
     // SIGKILL, and back on the same ports with an empty pool: recache hears the replica
     // return and reconciles through the linker's list before any ranking answer tells it.
     assert_eq!(pool.counts().0, ITEMS);
-    tb.kill();
-    let events_port = tb
-        .kv_events
-        .rsplit(':')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    let port = tb.port();
-    let tb = Testbed::up(
-        "it-sglpool-sync",
-        &[
-            "--engine",
-            "sglang",
-            "--item-pool",
-            "--port",
-            &port,
-            "--kv-events-port",
-            &events_port,
-        ],
-    );
-    wait_for(
-        "the pool reconciled to 0 resident after SGLang came back",
-        Duration::from_secs(90),
-        async || match pool.counts() {
-            (0, _) => Ok(()),
-            counts => Err(format!("(resident, pending) {counts:?}")),
-        },
-    )
-    .await;
+    let tb = tb.kill_and_restart(&["--engine", "sglang", "--item-pool"]);
+    pool::wait_reconciled(&pool, Duration::from_secs(90)).await;
     let replica = &proxy.state.client.replicas()[0];
     assert!(replica.is_healthy());
     assert_eq!(replica.in_flight(), 0, "nothing stuck in flight");
     let after = proxy.rank(&request(&tb.model, "u-b", "s3")).await;
     assert_eq!(after["ranking"].as_array().map(Vec::len), Some(ITEMS));
-    wait_for(
-        "the refills finishing (nothing in flight, items resident again)",
-        Duration::from_secs(60),
-        async || match (replica.in_flight(), pool.counts()) {
-            (0, (resident, _)) if resident > 0 => Ok(()),
-            (n, counts) => Err(format!(
-                "{n} in flight, pool {counts:?} (resident, pending)"
-            )),
-        },
-    )
-    .await;
+    pool::wait_refilled(replica, &pool).await;
     tb.down();
 }

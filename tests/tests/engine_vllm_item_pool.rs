@@ -25,34 +25,16 @@ use std::time::Duration;
 use recache::config::ServeArgs;
 use recache::itempool::config::PoolArgs;
 use recache::rank::config::RankArgs;
-use recache_integration::{Proxy, Testbed, wait_for};
+use recache_integration::{Proxy, Testbed, pool, testbed_home, wait_for};
 use serde_json::{Value, json};
 
 const ITEMS: usize = 30;
 const ITEM_TOKENS: usize = 12;
 
-fn testbed_home() -> std::path::PathBuf {
-    match std::env::var("RECACHE_TESTBED_HOME") {
-        Ok(h) => h.into(),
-        Err(_) => std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
-            .join(".cache/recache-testbed"),
-    }
-}
-
 fn request(model: &str, user: &str, salt: &str) -> Value {
-    let items: Vec<Value> = (0..ITEMS)
-        .map(|i| {
-            let tokens: Vec<u32> = (0..ITEM_TOKENS as u32)
-                .map(|t| 500 + 37 * i as u32 + t)
-                .collect();
-            json!({"id": i, "tokens": tokens})
-        })
-        .collect();
-    let profile: Vec<u32> = (0..400)
-        .map(|t| 3000 + (t * 7 + user.len() as u32) % 900)
-        .collect();
-    json!({"model": model, "user": {"id": user, "tokens": profile}, "items": items,
-           "mode": "item_prefix", "cache_salt": salt})
+    let items = pool::items(ITEMS, ITEM_TOKENS, 500, 37, |i| json!(i));
+    let profile = pool::profile(400, user.len() as u32);
+    pool::item_prefix_request(model, user, profile, items, Some(salt))
 }
 
 /// `item_pool_check.py` against `tb`: pooled scores against the HF reference of each layout.
@@ -92,17 +74,6 @@ async fn int4_pool_matches_the_layout_reference() {
     layout_check(&tb);
 }
 
-fn scores(v: &Value) -> Vec<(String, f64)> {
-    let mut s: Vec<(String, f64)> = v["ranking"]
-        .as_array()
-        .expect("ranking")
-        .iter()
-        .map(|r| (r["id"].to_string(), r["score"].as_f64().expect("score")))
-        .collect();
-    s.sort_by(|a, b| a.0.cmp(&b.0));
-    s
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
 async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
@@ -123,15 +94,7 @@ async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
         ..Default::default()
     };
     let proxy = Proxy::start_with(&args).await;
-    let pool = proxy
-        .state
-        .ranker
-        .rank
-        .pool
-        .as_ref()
-        .expect("item pool on")
-        .get(0)
-        .clone();
+    let pool = proxy.pool();
     let first = proxy.rank(&request(&tb.model, "u-a", "s1")).await;
     assert_eq!(first["ranking"].as_array().map(Vec::len), Some(ITEMS));
     // Fills run in the background; the request above did not wait for them.
@@ -153,8 +116,8 @@ async fn item_pool_matches_the_layout_reference_and_serves_external_hits() {
     assert_eq!(second["ranking"].as_array().map(Vec::len), Some(ITEMS));
     let again = proxy.rank(&request(&tb.model, "u-b", "s3")).await;
     assert_eq!(
-        scores(&second),
-        scores(&again),
+        pool::scores(&second),
+        pool::scores(&again),
         "pool loads are deterministic"
     );
     tb.down();
@@ -195,15 +158,7 @@ fn pool_args(upstream: &str, items: usize) -> ServeArgs {
 async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked() {
     let tb = Testbed::up("it-pool-sync", &["--item-pool"]);
     let body = request(&tb.model, "u-a", "s1");
-    let catalog: Vec<(String, std::sync::Arc<Vec<u32>>, u64)> = body["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .map(|i| {
-            let tokens: Vec<u32> = serde_json::from_value(i["tokens"].clone()).expect("tokens");
-            (i["id"].to_string(), std::sync::Arc::new(tokens), 1)
-        })
-        .collect();
+    let catalog = pool::catalog_of(&body);
     {
         let first = Proxy::start_with(&pool_args(&tb.upstream, 64)).await;
         let none = |_: usize, _: usize| {};
@@ -217,15 +172,7 @@ async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked
     }
     // A new recache: nothing resident until it reads the engine's pool.
     let second = Proxy::start_with(&pool_args(&tb.upstream, 64)).await;
-    let pool = second
-        .state
-        .ranker
-        .rank
-        .pool
-        .as_ref()
-        .expect("pool")
-        .get(0)
-        .clone();
+    let pool = second.pool();
     assert_eq!(pool.counts(), (0, 0));
     let none = |_: usize, _: usize| {};
     let done =
@@ -251,32 +198,8 @@ async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked
     // The engine dies and comes back on the same ports with an empty pool: recache hears the
     // replica return and reconciles at once (before any ranking answer could tell it).
     assert_eq!(pool.counts().0, ITEMS);
-    tb.kill();
-    let events_port = tb
-        .kv_events
-        .rsplit(':')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    let tb = Testbed::up(
-        "it-pool-sync",
-        &[
-            "--item-pool",
-            "--port",
-            &tb.port(),
-            "--kv-events-port",
-            &events_port,
-        ],
-    );
-    wait_for(
-        "the pool reconciled to 0 resident after the engine came back",
-        Duration::from_secs(10),
-        async || match pool.counts() {
-            (0, _) => Ok(()),
-            counts => Err(format!("(resident, pending) {counts:?}")),
-        },
-    )
-    .await;
+    let tb = tb.kill_and_restart(&["--item-pool"]);
+    pool::wait_reconciled(&pool, Duration::from_secs(10)).await;
     assert!(
         pool.metrics.evictions.with_label_values(&["engine"]).get() >= ITEMS as u64,
         "forgotten items count as engine evictions"
@@ -288,17 +211,7 @@ async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked
     assert_eq!(answer["ranking"].as_array().map(Vec::len), Some(ITEMS));
     // The answer started background refills of the forgotten items (in flight for a moment):
     // they finish, the count returns to 0, and the pool holds items again.
-    wait_for(
-        "the refills finishing (nothing in flight, items resident again)",
-        Duration::from_secs(60),
-        async || match (replica.in_flight(), pool.counts()) {
-            (0, (resident, _)) if resident > 0 => Ok(()),
-            (n, counts) => Err(format!(
-                "{n} in flight, pool {counts:?} (resident, pending)"
-            )),
-        },
-    )
-    .await;
+    pool::wait_refilled(replica, &pool).await;
 
     // Labels beyond the model's vocabulary: the engine refuses the highest, recache says which
     // flag to change and refuses ranking requests instead of scoring the wrong tokens.

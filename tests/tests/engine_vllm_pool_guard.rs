@@ -18,26 +18,16 @@ use recache::config::ServeArgs;
 use recache::itempool::config::PoolArgs;
 use recache::rank::config::RankArgs;
 use recache::rank::guard::{MIN_SAMPLES, QualityGuard};
-use recache_integration::{Proxy, Testbed, wait_for};
+use recache_integration::{Proxy, Testbed, pool, wait_for};
 use serde_json::{Value, json};
 
 const ITEMS: usize = 30;
 const ITEM_TOKENS: usize = 6;
 
 fn request(model: &str, user: usize) -> Value {
-    let items: Vec<Value> = (0..ITEMS)
-        .map(|i| {
-            let tokens: Vec<u32> = (0..ITEM_TOKENS as u32)
-                .map(|t| 500 + 37 * i as u32 + t)
-                .collect();
-            json!({"id": i, "tokens": tokens})
-        })
-        .collect();
-    let profile: Vec<u32> = (0..120)
-        .map(|t| 3000 + (t * 7 + 13 * user as u32) % 900)
-        .collect();
-    json!({"model": model, "user": {"id": format!("u{user}"), "tokens": profile},
-           "items": items, "mode": "item_prefix"})
+    let items = pool::items(ITEMS, ITEM_TOKENS, 500, 37, |i| json!(i));
+    let profile = pool::profile(120, 13 * user as u32);
+    pool::item_prefix_request(model, &format!("u{user}"), profile, items, None)
 }
 
 async fn put_recompute(proxy: &Proxy, token: &str, body: Value) -> reqwest::Response {
@@ -70,7 +60,7 @@ async fn guard_scores_pooled_rankings_again_and_the_setting_swaps() {
     };
     let proxy = Proxy::start_with(&args).await;
     let rank = &proxy.state.ranker.rank;
-    let pool = rank.pool.as_ref().expect("item pool on").get(0).clone();
+    let pool = proxy.pool();
     let guard = rank.guard.as_ref().expect("quality guard on").clone();
     proxy.rank(&request(&tb.model, 0)).await;
     wait_for(

@@ -23,19 +23,14 @@ use recache::config::ServeArgs;
 use recache::itempool::config::PoolArgs;
 use recache::rank::config::RankArgs;
 use recache_integration::store::{self, RedisServer};
-use recache_integration::{Proxy, Testbed, wait_for};
+use recache_integration::{Proxy, Testbed, pool, testbed_home, wait_for};
 use serde_json::{Value, json};
 
 const ITEMS: usize = 24;
 const ITEM_TOKENS: usize = 12;
 
 fn venv_python() -> std::path::PathBuf {
-    let home = match std::env::var("RECACHE_TESTBED_HOME") {
-        Ok(h) => h.into(),
-        Err(_) => std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
-            .join(".cache/recache-testbed"),
-    };
-    home.join("venv-vllm/bin/python")
+    testbed_home().join("venv-vllm/bin/python")
 }
 
 /// Runs one phase of `item_cold_check.py` (A fills, B reads the store); returns its JSON.
@@ -65,19 +60,9 @@ fn check(a: &Testbed, b: &Testbed, phase: &str, min_connects: u32) -> Value {
 }
 
 fn request(model: &str, user: &str, salt: &str) -> Value {
-    let items: Vec<Value> = (0..ITEMS)
-        .map(|i| {
-            let tokens: Vec<u32> = (0..ITEM_TOKENS as u32)
-                .map(|t| 700 + 41 * i as u32 + t)
-                .collect();
-            json!({"id": format!("s{i}"), "tokens": tokens})
-        })
-        .collect();
-    let profile: Vec<u32> = (0..300)
-        .map(|t| 3000 + (t * 7 + user.len() as u32) % 900)
-        .collect();
-    json!({"model": model, "user": {"id": user, "tokens": profile}, "items": items,
-           "mode": "item_prefix", "cache_salt": salt})
+    let items = pool::items(ITEMS, ITEM_TOKENS, 700, 41, |i| json!(format!("s{i}")));
+    let profile = pool::profile(300, user.len() as u32);
+    pool::item_prefix_request(model, user, profile, items, Some(salt))
 }
 
 /// One sample of recache's `/metrics` (summed over label sets matching `labels`).

@@ -119,15 +119,7 @@ async fn guarded(tb: &Testbed, first: &Value, readout: Option<Readout>) -> Proxy
         ..Default::default()
     };
     let proxy = Proxy::start_with(&args).await;
-    let pool = proxy
-        .state
-        .ranker
-        .rank
-        .pool
-        .as_ref()
-        .expect("item pool on")
-        .get(0)
-        .clone();
+    let pool = proxy.pool();
     proxy.rank(first).await;
     wait_for(
         "the first request's fills finishing",

@@ -58,6 +58,22 @@ def wait_ready(proc, upstream, model, deadline):
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def pool_extra(a):
+    """The item pool's config, the same on both engines: budget, codec and the cold tier."""
+    extra = {"pool_bytes": a.item_pool_bytes, "pool_codec": a.item_pool_codec}
+    if a.pool_store_url:
+        extra["store"] = {"url": a.pool_store_url}
+    elif a.pool_store_master:
+        # The cold tier (Mooncake Store; `up --pool-store` installed its client).
+        extra["store"] = {"master": a.pool_store_master, "metadata": a.pool_store_metadata,
+                          "local": "127.0.0.1"}
+    # The wait a cold fetch may take (the shim's default: 250 ms).
+    wait_ms = os.environ.get("RECACHE_TESTBED_POOL_STORE_TIMEOUT_MS")
+    if wait_ms and "store" in extra:
+        extra["store"]["timeout_ms"] = int(wait_ms)
+    return extra
+
+
 def vllm_command(a, port, kv_port):
     """vLLM's server command line and environment additions."""
     kv_cfg = {"enable_kv_cache_events": True, "publisher": "zmq",
@@ -74,17 +90,7 @@ def vllm_command(a, port, kv_port):
            "--kv-events-config", json.dumps(kv_cfg)]
     if a.item_pool_bytes > 0:
         # recache_shim.item_pool (installed by `up --item-pool`): item KV reused at any position.
-        extra = {"pool_bytes": a.item_pool_bytes, "pool_codec": a.item_pool_codec}
-        if a.pool_store_url:
-            extra["store"] = {"url": a.pool_store_url}
-        elif a.pool_store_master:
-            # The cold tier (Mooncake Store; `up --pool-store` installed its client).
-            extra["store"] = {"master": a.pool_store_master, "metadata": a.pool_store_metadata,
-                              "local": "127.0.0.1"}
-        # The wait a step's cold fetch may take (the connector's default: 250 ms).
-        wait_ms = os.environ.get("RECACHE_TESTBED_POOL_STORE_TIMEOUT_MS")
-        if wait_ms and "store" in extra:
-            extra["store"]["timeout_ms"] = int(wait_ms)
+        extra = pool_extra(a)
         # Blocks the connector could not load (a store miss or timeout, a lost entry) are
         # recomputed by vLLM; its default, "fail", would fail the request instead.
         pool = {"kv_connector": "RecacheItemPoolConnector",
@@ -196,8 +202,7 @@ def sglang_command(a, port, kv_port):
         # external unified-cache linker, the item pool's SGLang backend.
         linker = {"linker": "RecacheItemLinker",
                   "linker_module_path": "recache_shim.sglang_item_pool",
-                  "linker_extra_config": {"pool_bytes": a.item_pool_bytes,
-                                          "pool_codec": a.item_pool_codec}}
+                  "linker_extra_config": pool_extra(a)}
         cmd += ["--enable-unified-cache-external-linker",
                 "--unified-cache-external-linker-backend", "dynamic",
                 "--unified-cache-external-linker-config", json.dumps(linker)]

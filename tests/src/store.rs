@@ -1,13 +1,19 @@
 //! The store for the engine tests of the item pool's cold tier, installed by
 //! `examples/store/install`: a Redis server ([`RedisServer`], Debian's `redis-server`) started
-//! on a given or free loopback port, logging beside the engines, stopped on `stop` or drop.
+//! on a given or free loopback port, logging beside the engines, stopped on `stop` or drop;
+//! and the cold tier's check through recache, one body for both engines
+//! ([`cold_items_are_served_across_replicas`]).
 
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::{repo_root, wait_for};
+use recache::itempool::config::PoolArgs;
+use recache::rank::config::RankArgs;
+use serde_json::{Value, json};
+
+use crate::{Engine, Proxy, Testbed, pool, repo_root, wait_for};
 
 /// Installs what is missing of the stores (`examples/store/install`); returns its venv.
 pub fn install() -> PathBuf {
@@ -102,4 +108,115 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+const ITEMS: usize = 24;
+const ITEM_TOKENS: usize = 12;
+
+fn request(model: &str, user: &str, salt: &str) -> Value {
+    let items = pool::items(ITEMS, ITEM_TOKENS, 700, 41, |i| json!(format!("s{i}")));
+    let profile = pool::profile(300, user.len() as u32);
+    pool::item_prefix_request(model, user, profile, items, Some(salt))
+}
+
+/// One sample of recache's `/metrics` (summed over label sets matching `labels`).
+fn metric(text: &str, name: &str, labels: &str) -> f64 {
+    (text.lines())
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter(|l| l.contains(labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn store_lines(text: &str) -> String {
+    (text.lines())
+        .filter(|l| l.contains("pool_store") || l.contains("cold_items"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// recache (`--rank-pool-store`, `gr:pool_hot_share=0`: each item pooled on its home replica
+/// only) in front of replicas `a` and `b` of `engine`, both started with `up --item-pool
+/// --pool-store store_url`: after a first ranking has filled every item at its home, a ranking
+/// sent to one replica carries the items the other holds marked cold, that engine reads them
+/// from the store (recache's store metrics count them as hits), every candidate is answered,
+/// and `/ready` reports the store reachable.
+pub async fn cold_items_are_served_across_replicas(
+    engine: Engine,
+    a: &Testbed,
+    b: &Testbed,
+    store_url: &str,
+) {
+    let mut args = engine.serve_args(&[&a.upstream, &b.upstream]);
+    args.routing = Some("gr:pool_hot_share=0".into());
+    args.rank = RankArgs {
+        pool: PoolArgs {
+            rank_item_pool: Some(64),
+            rank_item_pool_refresh: Some(0.0),
+            rank_pool_store: Some(store_url.to_string()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let proxy = Proxy::start_with(&args).await;
+    proxy.wait_ready(Duration::from_secs(60)).await;
+    let pools = (proxy.state.ranker.rank.pool.as_ref()).expect("item pool on");
+    let first = proxy.rank(&request(&a.model, "u-1", "s1")).await;
+    assert_eq!(first["ranking"].as_array().map(Vec::len), Some(ITEMS));
+    wait_for(
+        format_args!("every item filled at its home ({ITEMS} resident in all, 0 pending)"),
+        Duration::from_secs(180),
+        async || {
+            let counts: Vec<(usize, usize)> = pools.iter().map(|p| p.counts()).collect();
+            let (res, pend) = (counts.iter()).fold((0, 0), |s, c| (s.0 + c.0, s.1 + c.1));
+            match (res, pend) {
+                (ITEMS, 0) => Ok(()),
+                _ => Err(format!("(resident, pending) per pool {counts:?}")),
+            }
+        },
+    )
+    .await;
+    let homed: Vec<usize> = pools.iter().map(|p| p.counts().0).collect();
+    assert!(
+        homed.iter().all(|&n| n > 0),
+        "both replicas are home to some items: {homed:?}"
+    );
+    // The engines' store counters so far (earlier phases included): what the stream adds.
+    let hits_before = metric(
+        &proxy.metrics_text().await,
+        "recache_rank_pool_store_reads",
+        "result=\"hit\"",
+    );
+    let second = proxy.rank(&request(&a.model, "u-2", "s2")).await;
+    assert_eq!(second["ranking"].as_array().map(Vec::len), Some(ITEMS));
+    let text = proxy.metrics_text().await;
+    let cold = metric(&text, "recache_rank_pool_cold_items_total", "");
+    assert!(
+        homed.iter().any(|&n| n as f64 == cold),
+        "the items the other replica holds went cold: {cold} of {homed:?}"
+    );
+    let hits = wait_for(
+        format_args!("the engine reporting {cold} store hits"),
+        Duration::from_secs(30),
+        async || {
+            // Reports arrive with answers; a third ranking carries the second's counters.
+            let _ = proxy.rank(&request(&a.model, "u-3", "s3")).await;
+            let text = proxy.metrics_text().await;
+            match metric(&text, "recache_rank_pool_store_reads", "result=\"hit\"") - hits_before {
+                h if h >= cold => Ok(h),
+                h => Err(format!("{h} hits; store metrics:\n{}", store_lines(&text))),
+            }
+        },
+    )
+    .await;
+    println!("cold items sent {cold}, store hits {hits}");
+    wait_for(
+        "/ready reporting the store reachable",
+        Duration::from_secs(30),
+        async || match proxy.ready().await {
+            r if r["store"]["reachable"] == json!(true) => Ok(()),
+            r => Err(r.to_string()),
+        },
+    )
+    .await;
 }

@@ -17,17 +17,10 @@
 //!    candidate is answered, and `/ready` reports the store reachable.
 
 use std::process::Command;
-use std::time::Duration;
 
-use recache::config::ServeArgs;
-use recache::itempool::config::PoolArgs;
-use recache::rank::config::RankArgs;
 use recache_integration::store::{self, RedisServer};
-use recache_integration::{Proxy, Testbed, pool, testbed_home, wait_for};
+use recache_integration::{Engine, Testbed, testbed_home};
 use serde_json::{Value, json};
-
-const ITEMS: usize = 24;
-const ITEM_TOKENS: usize = 12;
 
 fn venv_python() -> std::path::PathBuf {
     testbed_home().join("venv-vllm/bin/python")
@@ -59,21 +52,6 @@ fn check(a: &Testbed, b: &Testbed, phase: &str, min_connects: u32) -> Value {
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
-fn request(model: &str, user: &str, salt: &str) -> Value {
-    let items = pool::items(ITEMS, ITEM_TOKENS, 700, 41, |i| json!(format!("s{i}")));
-    let profile = pool::profile(300, user.len() as u32);
-    pool::item_prefix_request(model, user, profile, items, Some(salt))
-}
-
-/// One sample of recache's `/metrics` (summed over label sets matching `labels`).
-fn metric(text: &str, name: &str, labels: &str) -> f64 {
-    (text.lines())
-        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
-        .filter(|l| l.contains(labels))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
 async fn items_filled_on_one_replica_are_served_to_the_other_from_the_store() {
@@ -96,89 +74,7 @@ async fn items_filled_on_one_replica_are_served_to_the_other_from_the_store() {
     // Each connector sets its client up again once the store answers (its watch).
     check(&a, &b, "refill", 2);
 
-    let args = ServeArgs {
-        upstream: vec![a.upstream.clone(), b.upstream.clone()],
-        routing: Some("gr:pool_hot_share=0".into()),
-        health_interval: Some(Duration::from_millis(500)),
-        rank: RankArgs {
-            pool: PoolArgs {
-                rank_item_pool: Some(64),
-                rank_item_pool_refresh: Some(0.0),
-                rank_pool_store: Some(master.url()),
-                ..Default::default()
-            },
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let proxy = Proxy::start_with(&args).await;
-    proxy.wait_ready(Duration::from_secs(60)).await;
-    let pools = (proxy.state.ranker.rank.pool.as_ref()).expect("item pool on");
-    let first = proxy.rank(&request(&a.model, "u-1", "s1")).await;
-    assert_eq!(first["ranking"].as_array().map(Vec::len), Some(ITEMS));
-    wait_for(
-        format_args!("every item filled at its home ({ITEMS} resident in all, 0 pending)"),
-        Duration::from_secs(180),
-        async || {
-            let counts: Vec<(usize, usize)> = pools.iter().map(|p| p.counts()).collect();
-            let (res, pend) = (counts.iter()).fold((0, 0), |s, c| (s.0 + c.0, s.1 + c.1));
-            match (res, pend) {
-                (ITEMS, 0) => Ok(()),
-                _ => Err(format!("(resident, pending) per pool {counts:?}")),
-            }
-        },
-    )
-    .await;
-    let homed: Vec<usize> = pools.iter().map(|p| p.counts().0).collect();
-    assert!(
-        homed.iter().all(|&n| n > 0),
-        "both replicas are home to some items: {homed:?}"
-    );
-    // The engines' store counters so far (earlier phases included): what the stream adds.
-    let hits_before = metric(
-        &proxy.metrics_text().await,
-        "recache_rank_pool_store_reads",
-        "result=\"hit\"",
-    );
-    let second = proxy.rank(&request(&a.model, "u-2", "s2")).await;
-    assert_eq!(second["ranking"].as_array().map(Vec::len), Some(ITEMS));
-    let text = proxy.metrics_text().await;
-    let cold = metric(&text, "recache_rank_pool_cold_items_total", "");
-    assert!(
-        homed.iter().any(|&n| n as f64 == cold),
-        "the items the other replica holds went cold: {cold} of {homed:?}"
-    );
-    let hits = wait_for(
-        format_args!("the engine reporting {cold} store hits"),
-        Duration::from_secs(30),
-        async || {
-            // Reports arrive with answers; a third ranking carries the second's counters.
-            let _ = proxy.rank(&request(&a.model, "u-3", "s3")).await;
-            let text = proxy.metrics_text().await;
-            match metric(&text, "recache_rank_pool_store_reads", "result=\"hit\"") - hits_before {
-                h if h >= cold => Ok(h),
-                h => Err(format!("{h} hits; store metrics:\n{}", store_lines(&text))),
-            }
-        },
-    )
-    .await;
-    println!("cold items sent {cold}, store hits {hits}");
-    wait_for(
-        "/ready reporting the store reachable",
-        Duration::from_secs(30),
-        async || match proxy.ready().await {
-            r if r["store"]["reachable"] == json!(true) => Ok(()),
-            r => Err(r.to_string()),
-        },
-    )
-    .await;
+    store::cold_items_are_served_across_replicas(Engine::Vllm, &a, &b, &master.url()).await;
     a.down();
     b.down();
-}
-
-fn store_lines(text: &str) -> String {
-    (text.lines())
-        .filter(|l| l.contains("pool_store") || l.contains("cold_items"))
-        .collect::<Vec<_>>()
-        .join("\n")
 }

@@ -139,6 +139,11 @@ class ColdLoads:
         ``layers``, the cache's heads and dim), keyed ``(key, tokens)``."""
         wants = list(dict.fromkeys((p[0], tuple(p[4])) for op in loads for p in op.parts
                                    if is_cold(p)))
+        return self.fetch_wants(wants, layers)
+
+    def fetch_wants(self, wants, layers) -> dict[tuple[str, tuple], Entry]:
+        """The entries of ``wants`` ([(key, tokens)]) the store served whole, in one bounded
+        call (SGLang's linker asks in ``lookup``, before it claims anything)."""
         if not wants or self.tier is None:
             return {}
         got = self.tier.get_many(wants)

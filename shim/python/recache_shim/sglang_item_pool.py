@@ -27,9 +27,13 @@ cache's ``on_release`` (every finished request, before its row is freed and its 
 a fill's rows are read from its slots. ``offload`` acknowledges every node so the tree never
 offers it again (the pool fills from its own requests, not the tree's pages).
 
+The cold tier (``linker_extra_config.store``, as the connector's ``store``: Redis or Mooncake
+Store): segments recache lists in ``cold`` and this engine does not hold are read from the
+store in ``lookup`` and claimed only when they came back whole; fills are written through
+(``sglang_item_cold``). Reports carry the connector's store counts.
+
 Serves only SGLang's CPU engine with one token a page, an unquantised ``MHATokenToKVPool``
-(``nhd``) and tensor parallelism 1; anything else logs why once and claims nothing. No cold
-tier (store) yet.
+(``nhd``) and tensor parallelism 1; anything else logs why once and claims nothing.
 """
 
 from __future__ import annotations
@@ -50,9 +54,11 @@ from sglang.srt.mem_cache.unified_cache.unified_cache_linker import (
 )
 
 from . import item_codec
+from .item_cold_loads import is_cold
 from .item_pool_sched import SchedulerState
 from .item_pool_store import PoolStore
 from .paged_kv import RopeSpec, rope_shift
+from .sglang_item_cold import SglangCold, served_name
 
 logger = logging.getLogger("recache_shim.sglang_item_pool")
 PARAMS = "recache_pool"
@@ -165,6 +171,8 @@ class RecacheItemLinker(UnifiedCacheLinker):
         self.loaded: dict[str, int] = {}
         self.acks: collections.deque[bool] = collections.deque()
         self.disabled = self._why_not(server_args, components, extra)
+        self.cold = SglangCold(None if self.disabled else extra.get("store"),
+                               served_name(server_args), self.kv)
         if self.disabled:
             logger.warning("recache item pool disabled: %s", self.disabled)
         else:
@@ -174,15 +182,14 @@ class RecacheItemLinker(UnifiedCacheLinker):
 
                 install()
             logger.info("recache item pool (SGLang linker): %d layers, %d heads x %d, %s, "
-                        "pool %d bytes, codec %s", self.kv.layer_num, self.kv.head_num,
-                        self.kv.head_dim, self.kv.dtype, self.sched.budget, self.codec)
+                        "pool %d bytes, codec %s, store %s", self.kv.layer_num,
+                        self.kv.head_num, self.kv.head_dim, self.kv.dtype, self.sched.budget,
+                        self.codec, "on" if self.cold.enabled else "off")
         global _ACTIVE
         _ACTIVE = None if self.disabled else self
 
     def _why_not(self, server_args, components, extra) -> str | None:
         kv = self.kv
-        if extra.get("store"):
-            return "the cold tier (store) is vLLM-only so far"
         if {getattr(c, "name", str(c)) for c in components} != {"FULL"}:
             return f"components {sorted(map(str, components))}: full attention only"
         if type(kv).__name__ != "MHATokenToKVPool" or getattr(kv, "kv_cache_layout", "") != "nhd":
@@ -209,7 +216,7 @@ class RecacheItemLinker(UnifiedCacheLinker):
                 self.sched.reset()
                 self.store.entries.clear()
             while len(self.noted) >= _MAX_NOTED:
-                self.noted.popitem(last=False)
+                self.cold.forget(self.noted.popitem(last=False)[0])
         else:
             plan = self.noted[rid][1]
         self.noted[rid] = (req, plan, int(device_hit_len))
@@ -235,26 +242,35 @@ class RecacheItemLinker(UnifiedCacheLinker):
         req, plan, hit = noted
         prompt = list(req.origin_input_ids)
         tail_end = hit + len(transfers[0].keys or []) * self.page
+        cold = plan.get("cold") if self.cold.enabled else None
         try:
-            end, run = self.sched.match(prompt, plan["segments"], (), hit)
+            end, run = self.sched.match(prompt, plan["segments"],
+                                        set(map(str, cold)) if isinstance(cold, list) else (), hit)
         except (TypeError, ValueError, IndexError, KeyError) as e:  # malformed: claim nothing
             logger.warning("recache item pool: bad segments in %s: %s", rid, e)
             return []
         end = min(end, tail_end, len(prompt) - 1)
-        parts, keys = [], []
-        for key, start, n, pos in run:
+        # What the store must serve, read now: a claim SGLang cannot load aborts the request.
+        fetched = self.cold.fetch(rid, [(p[0], p[4]) for p in run if is_cold(p)
+                                        and max(p[1], hit) < min(p[1] + p[2], end)])
+        parts, keys, from_store = [], [], 0
+        for key, start, n, pos, *toks in run:
             lo, hi = max(start, hit), min(start + n, end)
-            entry = self.store.get(key)
             if lo >= hi:
                 continue
+            rows = fetched.get((key, toks[0])) if toks else None
+            entry = Stacked(toks[0], rows) if rows is not None else \
+                None if toks else self.store.get(key)
             if entry is None or (pos and self.rope is None):
                 end = lo  # cut the run here: what follows is computed
                 break
             parts.append((entry, lo - start, hi - lo, pos))
             keys.append(key)
+            from_store += (hi - lo) if toks else 0
         if end <= hit or not parts:
             return []
-        self.claims[rid] = (hit, end, parts, keys)  # entries held: a later eviction cannot hurt
+        # Entries held: a later eviction cannot hurt.
+        self.claims[rid] = (hit, end, parts, keys, from_store)
         return [(end - hit) // self.page]
 
     def load(self, rid, transfers) -> bool:
@@ -262,11 +278,12 @@ class RecacheItemLinker(UnifiedCacheLinker):
         slots = transfers[0].device_indices if transfers else None
         if claim is None or slots is None or len(slots) != claim[1] - claim[0]:
             return False  # SGLang frees the slots and computes the tokens
-        hit, end, parts, keys = claim
+        hit, end, parts, keys, from_store = claim
         self.pending.append((slots.to(torch.long), parts))
         self.sched.touch(keys)
         self.loaded[rid] = self.loaded.get(rid, 0) + (end - hit)
         self.sched.stats["total_loaded_tokens"] += end - hit
+        self.sched.stats["store_loaded_tokens"] += from_store
         return True
 
     def start_layer_wise_loading(self) -> int:
@@ -320,7 +337,7 @@ class RecacheItemLinker(UnifiedCacheLinker):
         self.layer_done_counter.reset()
 
     def close(self) -> None:
-        pass
+        self.cold.close()
 
     # ---- finished requests: fills and reports ----
 
@@ -328,6 +345,7 @@ class RecacheItemLinker(UnifiedCacheLinker):
         rid = req.rid
         noted = self.noted.pop(rid, None)
         self.claims.pop(rid, None)
+        self.cold.forget(rid)
         loaded = self.loaded.pop(rid, 0)
         plan = noted[1] if noted else plan_of(req)
         if not plan:
@@ -337,6 +355,7 @@ class RecacheItemLinker(UnifiedCacheLinker):
         keys = [str(s[0]) for s in plan.get("segments", []) if isinstance(s, list) and s]
         if "fill" in plan:
             keys.append(str(plan["fill"]))
+        self.cold.counts_into(self.sched.stats)
         report = self.sched.report(keys, loaded, bool(plan.get("list")))
         info = req.customized_info if isinstance(req.customized_info, dict) else {}
         info[PARAMS] = [report]
@@ -357,6 +376,7 @@ class RecacheItemLinker(UnifiedCacheLinker):
             logger.warning("recache item pool: %s; keeping the engine's rows", err)
             self.codec, kept = "bf16", Stacked(tokens, rows)
         self.store.put(key, kept)
+        self.cold.put(key, tokens, rows)  # the engine's rows, before the codec
         self.sched.committed(key, tokens, kept.nbytes)
         for old in self.sched.to_evict:
             if old != key:

@@ -358,6 +358,10 @@ fn ready(state: &AppState) -> Response<Body> {
         if let Some(g) = &rank.guard {
             body["quality"] = g.detail();
         }
+        // Ready either way: an engine without the pool computes every item (no wrong answer).
+        if let Some(p) = &rank.pool {
+            body["item_pool"] = p.iter().map(|p| p.detail()).collect();
+        }
         // Ready either way: a store that is down costs recomputing cold items, not answers.
         if let Some(s) = &rank.store {
             body["store"] = s.detail();

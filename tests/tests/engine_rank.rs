@@ -2,8 +2,9 @@
 //! testbeds (SGLang: `recache serve --engine sglang`, scoring through `/generate` with
 //! `token_ids_logprob`): every candidate scored with its id mapped back, the UP/IP layout
 //! reported, cached tokens on a repeated request (SGLang: the whole prompt but its last token,
-//! same scores), `readout: item` scoring the candidates' own first tokens, and 400s for
-//! invalid requests. One body, run once per engine.
+//! same scores), `readout: item` scoring the candidates' own first tokens, 400s for invalid
+//! requests, and `--rank-item-pool` in front of an engine without the pool (`/ready` says it
+//! is missing; ranking still answers). One body, run once per engine.
 
 use std::collections::BTreeSet;
 
@@ -191,6 +192,32 @@ async fn rank_scores_every_candidate(engine: Engine) {
         serde_json::from_str(headers["x-recache-labels"].to_str().expect("ascii")).expect("json");
     assert_eq!(labels.as_array().map(Vec::len), Some(20));
     assert!(v["usage"]["prompt_tokens"].as_u64().expect("usage") > 1000);
+
+    // The item pool asked of an engine without it (no connector, no linker): start-up's list
+    // fails naming the connector, `/ready` says the engine's pool is missing, and ranking
+    // still answers every candidate (the items are computed).
+    let mut args = engine.serve_args(&[&tb.upstream]);
+    args.rank.pool.rank_item_pool = Some(8);
+    let pooled = Proxy::start_with(&args).await;
+    assert_eq!(
+        pooled.ready().await["item_pool"][0]["engine_pool"],
+        "unknown"
+    );
+    let none = |_: usize, _: usize| {};
+    let prepared = recache::rank::startup::prepare(&pooled.state.ranker, None, vec![], &none).await;
+    let err = prepared
+        .expect_err("an engine without the pool has no list")
+        .to_string();
+    assert!(err.contains("connector"), "{err}");
+    let ready = pooled.ready().await;
+    assert_eq!(ready["item_pool"][0]["engine_pool"], "missing", "{ready}");
+    let (status, v, _) = post(
+        pooled.url("/v1/rank"),
+        &request(&tb.model, 10, "item_prefix"),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["ranking"].as_array().map(Vec::len), Some(10));
     tb.down();
 }
 

@@ -16,7 +16,13 @@
 //!    (SGLang's `host` hits) and scores a repeat identically; the engine is SIGKILLed and
 //!    restarted on the same ports (its pool empty): once health probes take it back recache's
 //!    residency is reconciled to 0 through the linker's list, nothing stays in flight, ranking
-//!    serves every candidate again and the refills make items resident again.
+//!    serves every candidate again and the refills make items resident again;
+//! 4. the cold tier: two SGLang replicas sharing a real Redis (`up --pool-store redis://..`)
+//!    behind recache (`--rank-pool-store`, each item pooled at its home only): a ranking sent
+//!    to one replica carries the other's items marked cold, its linker reads them from the
+//!    store before it claims them (store hits in recache's metrics), and every candidate is
+//!    answered (`recache_integration::store::cold_items_are_served_across_replicas`, the
+//!    body vLLM's `engine_vllm_pool_store.rs` runs too).
 
 use std::process::Command;
 use std::time::Duration;
@@ -25,6 +31,7 @@ use recache::config::ServeArgs;
 use recache::itempool::config::PoolArgs;
 use recache::rank::config::RankArgs;
 use recache_adapters::{Engine, prom};
+use recache_integration::store::{self, RedisServer};
 use recache_integration::{Proxy, SGLANG_HEALTH_INTERVAL, Testbed, pool, testbed_home, wait_for};
 use serde_json::{Value, json};
 
@@ -131,6 +138,8 @@ async fn sglang_pool_serves_through_recache_and_is_reconciled_after_a_restart() 
             .expect("precompute");
     let pre = done.precomputed.expect("a catalog was given");
     assert_eq!((pre.filled, pre.resident), (ITEMS, ITEMS));
+    let ready = proxy.ready().await;
+    assert_eq!(ready["item_pool"][0]["engine_pool"], "loaded", "{ready}");
     let pool = proxy.pool();
     let region = (ITEMS * (ITEM_TOKENS + 1)) as f64;
     let host0 = host_hits(&tb).await;
@@ -157,4 +166,27 @@ async fn sglang_pool_serves_through_recache_and_is_reconciled_after_a_restart() 
     assert_eq!(after["ranking"].as_array().map(Vec::len), Some(ITEMS));
     pool::wait_refilled(replica, &pool).await;
     tb.down();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real engine (tests/run runs it with --include-ignored)"]
+async fn sglang_pool_reads_what_the_other_replica_filled_from_the_store() {
+    store::install(); // redis-server and the clients
+    let master = RedisServer::start().await;
+    let spec = master.url();
+    let flags = ["--engine", "sglang", "--item-pool", "--pool-store", &spec];
+    // A cold read's bound well above this busy 2-core machine's worst (the default, 250 ms,
+    // is for serving; here a late read would fail the check, not cost a recompute).
+    let env = [("RECACHE_TESTBED_POOL_STORE_TIMEOUT_MS", "2000")];
+    let a = Testbed::up_with_env("it-sgl-store-a", &flags, &env);
+    let b = Testbed::up_with_env("it-sgl-store-b", &flags, &env);
+    store::cold_items_are_served_across_replicas(
+        recache_integration::Engine::Sglang,
+        &a,
+        &b,
+        &spec,
+    )
+    .await;
+    a.down();
+    b.down();
 }

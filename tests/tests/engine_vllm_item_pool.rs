@@ -180,6 +180,9 @@ async fn item_pool_is_precomputed_adopted_after_a_restart_and_labels_are_checked
             .await
             .expect("adopt");
     assert_eq!((done.adopted, done.evicted), (ITEMS, 0));
+    let ready = second.ready().await;
+    assert_eq!(ready["item_pool"][0]["engine_pool"], "loaded", "{ready}");
+    assert_eq!(ready["item_pool"][0]["engine_entries"], ITEMS, "{ready}");
     let ext0 = tb.metric("vllm:external_prefix_cache_hits_total").await;
     let answer = second.rank(&body).await;
     let ext1 = external_hits_reach(&tb, ext0, (ITEMS * (ITEM_TOKENS + 1)) as f64).await;

@@ -146,6 +146,9 @@ pub struct ItemPool {
     pub target: Option<usize>,
     /// This pool's own fills (the metrics add up every replica's): ok, failed, tokens.
     own_fills: [std::sync::atomic::AtomicU64; 3],
+    /// The engine's answer to the last `list`: its entries, or why it has no pool (None:
+    /// not asked yet). `/ready` shows it ([`sync`]).
+    engine_pool: Mutex<Option<Result<usize, String>>>,
 }
 
 /// The pool key of an item: model and the item's id as sent (JSON text).
@@ -171,6 +174,7 @@ impl ItemPool {
             index: 0,
             target: None,
             own_fills: Default::default(),
+            engine_pool: Mutex::default(),
         }
     }
 

@@ -10,6 +10,10 @@
 //! same list **reconciles** that replica's pool ([`ItemPool::resync`]): what recache took as
 //! resident before asking, and the engine no longer lists, is forgotten at once (labels freed,
 //! refilled when next wanted), instead of one ranking answer at a time.
+//!
+//! Each list also says whether the engine runs recache's pool at all: `/ready` shows per
+//! replica `engine_pool` `loaded`, `missing` (an answer without a list) or `unknown`
+//! ([`ItemPool::detail`]).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -168,13 +172,37 @@ impl ItemPool {
         let answer = self.post(engine, call).await?;
         let report = engine.dialect.pool_report(&answer);
         self.metrics.observe_report(self.index, report);
-        read_list(report).ok_or_else(|| {
+        self.read_engine_list(report)
+    }
+
+    /// The list in the connector's `report`, recording what it says of the engine's pool.
+    fn read_engine_list(&self, report: &Value) -> Result<Vec<Listed>, EngineError> {
+        let listed = read_list(report).ok_or_else(|| {
             EngineError::BadEngineAnswer(
                 "the engine's answer has no item pool list: is it running recache's connector \
                  (testbed `up --item-pool`)?"
                     .into(),
             )
-        })
+        });
+        let seen = listed.as_ref().map(Vec::len).map_err(ToString::to_string);
+        *self.engine_pool.lock().unwrap_or_else(|e| e.into_inner()) = Some(seen);
+        listed
+    }
+
+    /// `/ready`'s view of this pool: whether its engine's pool is `loaded` (it answered the
+    /// last `list`), `missing` (it answered without one: not running recache's connector or
+    /// linker) or `unknown` (not asked yet), with its entries and recache's residency.
+    pub fn detail(&self) -> Value {
+        let (resident, pending) = self.counts();
+        let mut out = json!({"resident": resident, "pending": pending});
+        match &*self.engine_pool.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(Ok(n)) => {
+                (out["engine_pool"], out["engine_entries"]) = (json!("loaded"), json!(n))
+            }
+            Some(Err(why)) => (out["engine_pool"], out["why"]) = (json!("missing"), json!(why)),
+            None => out["engine_pool"] = json!("unknown"),
+        }
+        out
     }
 }
 

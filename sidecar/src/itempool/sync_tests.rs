@@ -79,3 +79,27 @@ fn reconcile_forgets_what_a_restarted_engine_lost_and_keeps_the_rest() {
     assert_eq!((r.kept, r.forgotten), (0, 4));
     assert_eq!(p.counts(), (0, 0));
 }
+
+#[test]
+fn detail_says_whether_the_engine_runs_the_pool() {
+    let p = super::super::tests::pool(2);
+    assert_eq!(p.detail()["engine_pool"], "unknown");
+    let err = p
+        .read_engine_list(&serde_json::Value::Null)
+        .expect_err("no list");
+    let d = p.detail();
+    assert_eq!(d["engine_pool"], "missing");
+    assert_eq!(d["why"], json!(err.to_string()));
+    assert!(err.to_string().contains("connector"), "{err}");
+    let listed = p.read_engine_list(&json!({"list": [["a", 1000, 9]]}));
+    assert_eq!(listed.expect("list").len(), 1);
+    let d = p.detail();
+    assert_eq!(
+        (d["engine_pool"].as_str(), d["engine_entries"].as_u64()),
+        (Some("loaded"), Some(1))
+    );
+    assert_eq!(
+        (d["resident"].as_u64(), d["pending"].as_u64()),
+        (Some(0), Some(0))
+    );
+}

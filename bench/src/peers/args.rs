@@ -161,6 +161,10 @@ pub struct PeersArgs {
     /// engines (e.g. `balance=100:queue_gap=1000`: the load bound and queue gap off)
     #[arg(long)]
     pub recache_route_params: Option<String>,
+    /// The testbed replicas' engine: vllm, or sglang (the gr workload only, with recache's
+    /// SGLang item pool linker, against sglang-router; vllm-router fronts vLLM only)
+    #[arg(long, default_value = "vllm")]
+    pub engine: recache_adapters::Engine,
 }
 
 impl PeersArgs {

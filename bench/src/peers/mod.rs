@@ -24,7 +24,8 @@ use serde_json::Value;
 use crate::error::BenchError;
 use crate::http;
 pub use args::PeersArgs;
-use args::Workload;
+use args::{Peer, Workload};
+use recache_adapters::Engine;
 use system::System;
 
 /// The systems of one round, rotated by `round` so each takes every place in turn.
@@ -52,6 +53,11 @@ pub async fn run(args: PeersArgs) -> Result<(), BenchError> {
     if args.workloads.contains(&Workload::Retrieve) {
         retrieve::check(&args)?;
     }
+    if args.engine == Engine::Sglang && args.workloads.iter().any(|w| *w != Workload::Gr) {
+        return Err(BenchError::Setup(
+            "--engine sglang runs the gr workload only (--workloads gr)".into(),
+        ));
+    }
     let venv = args
         .peers_venv
         .clone()
@@ -59,6 +65,10 @@ pub async fn run(args: PeersArgs) -> Result<(), BenchError> {
     install::ensure(&venv)?;
     let mut systems = vec![System::Recache];
     for p in &args.peers {
+        if args.engine == Engine::Sglang && *p == Peer::VllmRouter {
+            eprintln!("[peers] vllm-router left out: it fronts vLLM replicas only");
+            continue;
+        }
         if !systems.contains(&System::Peer(*p)) {
             systems.push(System::Peer(*p));
         }

@@ -213,6 +213,7 @@ impl Replicas {
         let block_bytes = testbed::BLOCK_TOKENS * args.model()?.kv_token_bytes;
         let mut tb = Testbed::new(&args.testbed_dir, block_bytes)?
             .with_model(args.testbed_model)
+            .with_engine(Some(args.engine))
             .with_pool_codec(codec);
         let (mut urls, mut kv_events) = (Vec::new(), Vec::new());
         for i in 0..args.replicas {
@@ -220,7 +221,7 @@ impl Replicas {
             urls.push(inst.upstream);
             kv_events.extend(inst.kv_events);
         }
-        let engine = engine_ops::resolve(client, &urls[0], Some(Engine::Vllm)).await;
+        let engine = args.engine;
         let model = http::first_model(client, &urls[0]).await?;
         for up in &urls {
             engine_ops::warm_up(client, up, &model).await?;

@@ -199,8 +199,12 @@ pub async fn build(
             let (tokens, labels) = prompt::user_first(&body, &load.instruction, label_base);
             let text = detokenize(client, upstream, model, &tokens).await?;
             s.user_first_tokens += tokens.len() as f64;
-            s.peer_bodies
-                .push(Arc::new(prompt::peer_body(model, &text, &labels)));
+            s.peer_bodies.push(Arc::new(prompt::peer_body(
+                args.engine,
+                model,
+                &text,
+                &labels,
+            )));
             s.rank_bodies.push(Arc::new(body));
             s.labels.push(labels);
             s.targets.push(target);
@@ -277,7 +281,8 @@ async fn detokenize(
 ) -> Result<String, BenchError> {
     let body = json!({"model": model, "tokens": tokens});
     let (status, v) = http::post(client, &format!("{upstream}/detokenize"), &body).await?;
-    match v["prompt"].as_str() {
+    // vLLM answers `prompt`, SGLang `text`.
+    match v["prompt"].as_str().or(v["text"].as_str()) {
         Some(text) if status == 200 => Ok(text.to_string()),
         _ => Err(BenchError::Setup(format!(
             "{upstream}/detokenize answered {status}: {}",

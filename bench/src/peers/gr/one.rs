@@ -53,7 +53,9 @@ async fn send(
     }
     Ok(Answer {
         rank: check(&v)?,
-        prompt_tokens: v["usage"]["prompt_tokens"].as_f64(),
+        // vLLM's (and recache's) usage; SGLang's /generate says it in meta_info.
+        prompt_tokens: (v["usage"]["prompt_tokens"].as_f64())
+            .or(v["meta_info"]["prompt_tokens"].as_f64()),
         user_first: v["prefix"].as_str().map(|p| p == "user"),
     })
 }
@@ -101,6 +103,7 @@ pub async fn one(
             let rank_body = stream.rank_bodies[i].clone();
             let peer_body = stream.peer_bodies[i].clone();
             let base = running.url();
+            let engine = replicas.engine;
             async move {
                 match s {
                     System::Recache | System::RecacheLoop => {
@@ -108,8 +111,9 @@ pub async fn one(
                         send(client, format!("{base}/v1/rank"), rank_body, check).await
                     }
                     System::Peer(_) | System::Direct => {
-                        let check = move |v: &Value| prompt::peer_rank(v, &labels, pos);
-                        send(client, format!("{base}/v1/completions"), peer_body, check).await
+                        let check = move |v: &Value| prompt::peer_rank(engine, v, &labels, pos);
+                        let url = format!("{base}{}", prompt::peer_path(engine));
+                        send(client, url, peer_body, check).await
                     }
                 }
             }

@@ -32,6 +32,9 @@ pub fn recache_setup(args: &PeersArgs, replicas: &Replicas, stream: &Stream) -> 
     let mut rank = gr_load::rank_args(blocks as usize, args.max_model_len, stream.pool_items);
     rank.rank_pool_after_user = args.pool_after_user;
     let mut extra = rank_flags(&rank);
+    if args.engine == recache_adapters::Engine::Sglang {
+        extra.extend(["--engine".into(), "sglang".into()]);
+    }
     // A split that pools nothing (the stream's users take the budget) runs bat alone.
     if stream.pool_items > 0 {
         extra.extend([

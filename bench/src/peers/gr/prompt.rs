@@ -42,22 +42,41 @@ pub fn user_first(body: &Value, instruction: &[u32], label_base: u32) -> (Vec<u3
     (tokens, labels)
 }
 
-/// The scoring request recache sends vLLM, with `text` as the prompt (what a peer routes).
-pub fn peer_body(model: &str, text: &str, labels: &[u32]) -> Value {
-    let mut body = Engine::Vllm.score_body(&ScoreRequest {
+/// The scoring request recache sends `engine`, with `text` as the prompt (what a peer
+/// routes): vLLM's completions body with `prompt`, SGLang's `/generate` body with `text`.
+pub fn peer_body(engine: Engine, model: &str, text: &str, labels: &[u32]) -> Value {
+    let mut body = engine.score_body(&ScoreRequest {
         model: Some(model),
         tokens: &[],
         labels,
         cache_salt: None,
     });
-    body["prompt"] = json!(text);
+    match engine {
+        Engine::Vllm => body["prompt"] = json!(text),
+        Engine::Sglang => {
+            if let Some(b) = body.as_object_mut() {
+                b.remove("input_ids");
+            }
+            body["text"] = json!(text);
+        }
+    }
     body
+}
+
+/// Where a peer gets [`peer_body`] (the path recache scores on).
+pub fn peer_path(engine: Engine) -> &'static str {
+    engine.scoring_path()
 }
 
 /// 1-based rank of the held-out item in a peer's answer: candidates (request order) by their
 /// labels' log-probabilities. Err: the answer lacks them (the request is not answered).
-pub fn peer_rank(answer: &Value, labels: &[u32], target_pos: usize) -> Result<usize, String> {
-    let scores = Engine::Vllm
+pub fn peer_rank(
+    engine: Engine,
+    answer: &Value,
+    labels: &[u32],
+    target_pos: usize,
+) -> Result<usize, String> {
+    let scores = engine
         .read_score(answer, labels)
         .map_err(|e| e.to_string())?
         .logprobs;
@@ -126,7 +145,7 @@ mod tests {
 
     #[test]
     fn the_peer_body_is_recaches_scoring_request_with_text() {
-        let b = peer_body("m", "hello", &[256, 257]);
+        let b = peer_body(Engine::Vllm, "m", "hello", &[256, 257]);
         assert_eq!(b["prompt"], "hello");
         assert_eq!(b["logprob_token_ids"], json!([256, 257]));
         assert_eq!(b["allowed_token_ids"], json!([256, 257]));
@@ -136,6 +155,13 @@ mod tests {
         );
         assert_eq!(b["return_tokens_as_token_ids"], true);
         assert_eq!(b["model"], "m");
+        let s = peer_body(Engine::Sglang, "m", "hello", &[256, 257]);
+        assert_eq!(
+            (s["text"].as_str(), s.get("input_ids")),
+            (Some("hello"), None)
+        );
+        assert_eq!(s["token_ids_logprob"], json!([256, 257]));
+        assert_eq!(peer_path(Engine::Sglang), "/generate");
     }
 
     #[test]
@@ -143,8 +169,14 @@ mod tests {
         let answer = json!({"choices": [{"logprobs": {"top_logprobs": [
             {"token_id:256": -3.0, "token_id:257": -1.0, "token_id:258": -2.0}]}}]});
         // Candidate 2 (label 258) is second best.
-        assert_eq!(peer_rank(&answer, &[256, 257, 258], 2), Ok(2));
-        assert!(peer_rank(&json!({"choices": []}), &[256], 0).is_err());
+        assert_eq!(peer_rank(Engine::Vllm, &answer, &[256, 257, 258], 2), Ok(2));
+        assert!(peer_rank(Engine::Vllm, &json!({"choices": []}), &[256], 0).is_err());
+        let sglang = json!({"meta_info": {"prompt_tokens": 9, "output_token_ids_logprobs": [[
+            [-3.0, 256, null], [-1.0, 257, null], [-2.0, 258, null]]]}});
+        assert_eq!(
+            peer_rank(Engine::Sglang, &sglang, &[256, 257, 258], 2),
+            Ok(2)
+        );
         let ranked = json!({"ranking": [{"id": 7}, {"id": 9}, {"id": 5}]});
         assert_eq!(rank_answer_rank(&ranked, &json!(9), 3), Ok(2));
         // top_k: the target left out ranks below every candidate.

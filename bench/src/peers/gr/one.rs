@@ -153,11 +153,18 @@ pub async fn one(
     let mine_after = after.recache.first().cloned().unwrap_or_default();
     let counted = replicas.counted(&before, &after);
     let (queries, local_hits) = (counted.queries, counted.hits);
-    let ext = replicas.engine.external_hits_counter();
+    // Tokens the item pool supplied: vLLM counts them apart from its prefix hits (added
+    // here), SGLang among them (its `host` hits, already in `local_hits`).
+    let sel = recache_adapters::prom::selected_sum;
+    let pool = replicas.engine.pool_hits_counter();
     let pool_hits: f64 = (before.engines.iter().zip(&after.engines))
-        .map(|(b, a)| ext.map_or(0.0, |n| http::counter(a, n) - http::counter(b, n)))
+        .map(|(b, a)| sel(a, pool) - sel(b, pool))
         .sum();
-    let hits = local_hits + pool_hits;
+    let external = replicas
+        .engine
+        .external_hits_counter()
+        .map_or(0.0, |_| pool_hits);
+    let hits = local_hits + external;
     let per_replica = counted.requests_per_replica;
     lat.sort_by(f64::total_cmp);
     service.sort_by(f64::total_cmp);

@@ -35,6 +35,7 @@ from recache_shim.item_pool import (  # noqa: E402
 from recache_shim.item_pool_store import Entry, split_kv  # noqa: E402
 from recache_shim.paged_kv import rope_shift  # noqa: E402
 from test_item_pool import BS, DIM, HEADS, LAYERS, _finish, _isa, _req, _step  # noqa: E402
+from testkit import wait_for  # noqa: E402
 
 MODEL = "tiny-qwen2"
 LAYOUT = entry_layout(HEADS, DIM, torch.bfloat16)
@@ -76,16 +77,6 @@ class HungStore(FakeStore):
     def get_many(self, keys):
         self.released.wait(timeout=10)
         return super().get_many(keys)
-
-
-def wait_for(cond, what: str, timeout: float = 5.0) -> None:
-    """Polls ``cond`` until it holds; fails with ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    tick = threading.Event()
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        tick.wait(0.01)
 
 
 def entry(tokens, seed) -> Entry:

@@ -26,6 +26,7 @@ from recache_shim.item_cold import cold_key  # noqa: E402
 from recache_shim.paged_kv import RopeSpec, rope_shift  # noqa: E402
 from recache_shim.sglang_item_cold import SglangCold  # noqa: E402
 from test_sglang_item_pool import A, B, D, L, claim, fill, load, make  # noqa: E402
+from testkit import run_all, wait_for  # noqa: E402
 
 MODEL = "tiny-qwen2"
 STORE = {"url": "redis://127.0.0.1:1", "timeout_ms": 100}
@@ -51,16 +52,6 @@ class FakeStore:
 
     def close(self):
         pass
-
-
-def wait_for(cond, what: str, timeout: float = 5.0) -> None:
-    """Polls ``cond`` until it holds; fails with ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    tick = threading.Event()
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        tick.wait(0.01)
 
 
 def with_store(fake):
@@ -163,8 +154,4 @@ def test_a_waiting_request_reads_the_store_once():
 
 
 if __name__ == "__main__":
-    tests = [v for k, v in sorted(globals().items()) if k.startswith("test_")]
-    for t in tests:
-        t()
-        print(f"ok {t.__name__}")
-    print(f"{len(tests)} passed")
+    run_all(globals())

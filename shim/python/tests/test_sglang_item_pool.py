@@ -243,8 +243,6 @@ def test_extend_attention_after_a_prefix_equals_sglangs_padded_pass():
 
 
 if __name__ == "__main__":
-    tests = [v for k, v in sorted(globals().items()) if k.startswith("test_")]
-    for t in tests:
-        t()
-        print(f"ok {t.__name__}")
-    print(f"{len(tests)} passed")
+    from testkit import run_all
+
+    run_all(globals())

@@ -1,8 +1,9 @@
 //! Where a measurement's CPU time went, by role, from `/proc` (Linux): each process's user +
 //! system time (all its threads) and the machine's idle time, sampled before and after a run.
 //! Roles: the engines' compute processes (`engine_compute`: `VLLM::EngineCore`, the scheduler,
-//! plus `VLLM::Worker`, what runs the model; each also apart), their API servers (each
-//! compute process's parent), the system under test (the
+//! plus `VLLM::Worker`, what runs the model; each also apart; SGLang's `sglang::scheduler`,
+//! which runs the model in the scheduler's process on the CPU engine, is an engine core), their
+//! API servers (each compute process's parent, and SGLang's detokenizer), the system under test (the
 //! gateway's process tree: `recache serve` or a peer), this bench, and everything else. On a
 //! machine where engines, gateway and load generator share few cores, this says whether a
 //! system's extra per-request work takes cores the model needed.
@@ -67,7 +68,10 @@ fn ticks_per_s() -> f64 {
 }
 
 fn is_compute(comm: &str) -> bool {
-    comm.starts_with("VLLM::EngineCor") || comm.starts_with("VLLM::Worker")
+    // comm is cut to 15 bytes: `sglang::scheduler` reads `sglang::schedul`.
+    comm.starts_with("VLLM::EngineCor")
+        || comm.starts_with("VLLM::Worker")
+        || comm.starts_with("sglang::schedul")
 }
 
 /// The role of `pid` in `s`: `gateway` for `gateway`'s tree, `engine_worker` for vLLM's
@@ -95,6 +99,7 @@ fn role(s: &Sample, apis: &HashSet<u32>, pid: u32, gateway: Option<u32>) -> &'st
     match comm {
         c if c.starts_with("VLLM::Worker") => "engine_worker",
         c if is_compute(c) => "engine_core",
+        c if c.starts_with("sglang::detoken") => "engine_api",
         _ if apis.contains(&pid) => "engine_api",
         _ => "other",
     }
@@ -158,5 +163,13 @@ mod tests {
         assert_eq!(role(&s, &apis, 21, Some(20)), "gateway");
         assert_eq!(role(&s, &apis, 30, Some(20)), "other");
         assert_eq!(role(&s, &apis, 30, None), "other");
+        // SGLang's CPU engine: the scheduler runs the model; the detokenizer serves.
+        s.procs.insert(40, ("python".into(), 1, 0));
+        s.procs.insert(41, ("sglang::schedul".into(), 40, 0));
+        s.procs.insert(42, ("sglang::detoken".into(), 40, 0));
+        let apis = api_servers(&s);
+        assert_eq!(role(&s, &apis, 41, None), "engine_core");
+        assert_eq!(role(&s, &apis, 42, None), "engine_api");
+        assert_eq!(role(&s, &apis, 40, None), "engine_api");
     }
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use recache::itempool::config::PoolArgs;
 use recache::rank::config::RankArgs;
+use recache_adapters::prom::selected_sum;
 use serde_json::{Value, json};
 
 use crate::{Engine, Proxy, Testbed, pool, repo_root, wait_for};
@@ -111,21 +112,14 @@ impl Drop for RedisServer {
 }
 
 const ITEMS: usize = 24;
+/// The store reads the engines reported as hits (recache's `/metrics`).
+const STORE_HITS: &str = "recache_rank_pool_store_reads{result=\"hit\"}";
 const ITEM_TOKENS: usize = 12;
 
 fn request(model: &str, user: &str, salt: &str) -> Value {
     let items = pool::items(ITEMS, ITEM_TOKENS, 700, 41, |i| json!(format!("s{i}")));
     let profile = pool::profile(300, user.len() as u32);
     pool::item_prefix_request(model, user, profile, items, Some(salt))
-}
-
-/// One sample of recache's `/metrics` (summed over label sets matching `labels`).
-fn metric(text: &str, name: &str, labels: &str) -> f64 {
-    (text.lines())
-        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
-        .filter(|l| l.contains(labels))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 fn store_lines(text: &str) -> String {
@@ -182,15 +176,11 @@ pub async fn cold_items_are_served_across_replicas(
         "both replicas are home to some items: {homed:?}"
     );
     // The engines' store counters so far (earlier phases included): what the stream adds.
-    let hits_before = metric(
-        &proxy.metrics_text().await,
-        "recache_rank_pool_store_reads",
-        "result=\"hit\"",
-    );
+    let hits_before = selected_sum(&proxy.metrics_text().await, STORE_HITS);
     let second = proxy.rank(&request(&a.model, "u-2", "s2")).await;
     assert_eq!(second["ranking"].as_array().map(Vec::len), Some(ITEMS));
     let text = proxy.metrics_text().await;
-    let cold = metric(&text, "recache_rank_pool_cold_items_total", "");
+    let cold = selected_sum(&text, "recache_rank_pool_cold_items_total");
     assert!(
         homed.iter().any(|&n| n as f64 == cold),
         "the items the other replica holds went cold: {cold} of {homed:?}"
@@ -202,7 +192,7 @@ pub async fn cold_items_are_served_across_replicas(
             // Reports arrive with answers; a third ranking carries the second's counters.
             let _ = proxy.rank(&request(&a.model, "u-3", "s3")).await;
             let text = proxy.metrics_text().await;
-            match metric(&text, "recache_rank_pool_store_reads", "result=\"hit\"") - hits_before {
+            match selected_sum(&text, STORE_HITS) - hits_before {
                 h if h >= cold => Ok(h),
                 h => Err(format!("{h} hits; store metrics:\n{}", store_lines(&text))),
             }

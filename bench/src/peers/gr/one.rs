@@ -112,7 +112,7 @@ pub async fn one(
                     }
                     System::Peer(_) | System::Direct => {
                         let check = move |v: &Value| prompt::peer_rank(engine, v, &labels, pos);
-                        let url = format!("{base}{}", prompt::peer_path(engine));
+                        let url = format!("{base}{}", engine.scoring_path());
                         send(client, url, peer_body, check).await
                     }
                 }

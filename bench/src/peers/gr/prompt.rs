@@ -63,11 +63,6 @@ pub fn peer_body(engine: Engine, model: &str, text: &str, labels: &[u32]) -> Val
     body
 }
 
-/// Where a peer gets [`peer_body`] (the path recache scores on).
-pub fn peer_path(engine: Engine) -> &'static str {
-    engine.scoring_path()
-}
-
 /// 1-based rank of the held-out item in a peer's answer: candidates (request order) by their
 /// labels' log-probabilities. Err: the answer lacks them (the request is not answered).
 pub fn peer_rank(
@@ -161,7 +156,7 @@ mod tests {
             (Some("hello"), None)
         );
         assert_eq!(s["token_ids_logprob"], json!([256, 257]));
-        assert_eq!(peer_path(Engine::Sglang), "/generate");
+        assert_eq!(Engine::Sglang.scoring_path(), "/generate");
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! ([`features`]: `base` block columns, `gr` entity columns from
 //! [`entity`], upper-bound `future` columns from [`foresight`]; the
 //! [`FeatureSet`] chosen by config picks which a model uses; [`bins`] keeps LightGBM's bin
-//! boundaries across retrains).
+//! boundaries across retrains). The [`reuse`] predictor needs no model: a block's idle age
+//! against the reuse distances seen so far.
 
 #[cfg(feature = "lightgbm")]
 pub mod bins;
@@ -18,12 +19,14 @@ pub mod lgbm;
 mod oracle;
 #[cfg(feature = "lightgbm")]
 mod refresher;
+pub mod reuse;
 pub mod trees;
 
 use serde::Serialize;
 
 pub use feature_set::FeatureSet;
 pub use oracle::OracleNoise;
+pub use reuse::ReuseHist;
 
 use crate::BlockId;
 use crate::policy::AccessEvent;

@@ -17,6 +17,8 @@ pub enum PredictorKind {
     Lightgbm,
     /// True next access from the trace, corrupted with probability --noise.
     Oracle,
+    /// Idle age against the reuse distances seen so far (no model; `predict::reuse`).
+    Reuse,
 }
 
 impl PredictorKind {
@@ -24,6 +26,7 @@ impl PredictorKind {
         match self {
             Self::Lightgbm => "lightgbm",
             Self::Oracle => "oracle",
+            Self::Reuse => "reuse",
         }
     }
 }

@@ -66,6 +66,7 @@ pub fn build(
             noise,
             args.seed,
         ))),
+        PredictorKind::Reuse => Ok(Box::new(crate::predict::ReuseHist::new())),
         PredictorKind::Lightgbm => {
             let mut flags = LgbmFlags::from_args(args);
             // The policy's own keys win over the run's flags.

@@ -1,0 +1,235 @@
+//! The reuse-distance predictor (`--predictor reuse`): the next access of a block read off
+//! the distribution of reuse distances the trace has shown so far, given how long the block
+//! has been idle. No model, no training: a histogram of observed reuse distances (log-spaced
+//! bins, halved every [`HALF_LIFE`] accesses so it follows the traffic) and a count of
+//! accesses.
+//!
+//! Why idle age and not the access's own columns: in multi-turn traffic (LCR's Online-QA,
+//! a conversation's next turn ~266 requests later, spread little) a block's next access is
+//! mostly a function of how long it has waited. One just used will not be needed for a
+//! while, one idle for ~250 requests is about to be, one idle far past the usual gap
+//! belongs to a finished conversation. LRU ranks the first above the second; OPT the other
+//! way round. A prediction made at access time cannot see the wait, so predictions are remade
+//! as the age crosses each bin ([`Predictor::repredict_at`]).
+//!
+//! Counts are kept per block class, the class of the block's last access: its entity kind
+//! where the trace says (a GR user profile, a pooled item, a run of candidates, the rest) and
+//! one class otherwise. So a GR request's candidate runs, which are never reused, predict
+//! "never" (dead-first's order falls out), and profiles are ranked by their own returns.
+//!
+//! For a block idle `a`: `M` = reuses seen at distances beyond `a`, `N` = accesses never
+//! followed by a reuse (so far); `p = M / (M + N)` is the chance it is reused at all and `r`
+//! the mean remaining wait of those reuses. The prediction is `now + r / p`: a reuse
+//! expected in `r`, discounted by the chance it comes (an expected wait per hit, as LHD's
+//! hit density ranks). No reuse beyond `a` seen: never.
+
+use super::{Predictor, PredictorStats};
+use crate::BlockId;
+use crate::hash::FastMap;
+use crate::policy::AccessEvent;
+use crate::trace::SegmentKind;
+
+/// Bins per doubling of distance.
+const STEPS: f64 = 4.0;
+/// Bins: distances up to 2^(BINS/STEPS) = 2^32.
+const BINS: usize = 128;
+/// Accesses between halvings of every count.
+pub const HALF_LIFE: u64 = 1 << 20;
+/// Reuses seen before predictions are made (LRU before that).
+const WARM: f64 = 64.0;
+/// Blocks whose last access is kept; past it the map starts over (bounded memory).
+const MAX_BLOCKS: usize = 1 << 22;
+/// Stands in for "never again" (as the oracle's).
+const NEVER: f64 = super::oracle::NEVER;
+/// Block classes: no entity context, then one per [`SegmentKind`].
+const CLASSES: usize = 5;
+
+fn class(ev: &AccessEvent) -> usize {
+    match ev.ctx.entity.map(|e| e.kind) {
+        None => 0,
+        Some(SegmentKind::User) => 1,
+        Some(SegmentKind::Item) => 2,
+        Some(SegmentKind::Items) => 3,
+        Some(SegmentKind::Other) => 4,
+    }
+}
+
+/// One class's counts.
+#[derive(Clone)]
+struct Hist {
+    reuses: [f64; BINS],
+    /// Sum of the distances in each bin (their mean is the bin's representative).
+    sums: [f64; BINS],
+    accesses: f64,
+    /// Suffix sums of `reuses` and `sums`, remade when counts changed.
+    tail: Vec<(f64, f64)>,
+    dirty: bool,
+}
+
+impl Hist {
+    fn new() -> Self {
+        Self {
+            reuses: [0.0; BINS],
+            sums: [0.0; BINS],
+            accesses: 0.0,
+            tail: vec![(0.0, 0.0); BINS + 1],
+            dirty: true,
+        }
+    }
+
+    fn halve(&mut self) {
+        self.reuses.iter_mut().for_each(|c| *c *= 0.5);
+        self.sums.iter_mut().for_each(|c| *c *= 0.5);
+        self.accesses *= 0.5;
+        self.dirty = true;
+    }
+
+    fn refresh(&mut self) {
+        if !self.dirty {
+            return;
+        }
+        let mut acc = (0.0, 0.0);
+        for b in (0..BINS).rev() {
+            acc.0 += self.reuses[b];
+            acc.1 += self.sums[b];
+            self.tail[b] = acc;
+        }
+        self.dirty = false;
+    }
+
+    /// Predicted wait for a block idle `age` (see the module doc); None: never.
+    fn wait(&self, age: u64) -> Option<f64> {
+        let b = bin(age);
+        // Reuses beyond this bin, plus this bin when its mean lies past `age`.
+        let (mut m, mut s) = self.tail[b + 1];
+        let (rb, sb) = (self.reuses[b], self.sums[b]);
+        if rb > 0.0 && sb / rb > age as f64 {
+            m += rb;
+            s += sb;
+        }
+        if m <= 0.0 {
+            return None;
+        }
+        let never = (self.accesses - self.tail[0].0).max(0.0);
+        let p = m / (m + never);
+        let r = (s / m - age as f64).max(1.0);
+        Some(r / p)
+    }
+}
+
+fn bin(d: u64) -> usize {
+    (((d as f64 + 1.0).log2() * STEPS) as usize).min(BINS - 1)
+}
+
+/// The smallest distance in bin `b + 1` (where a block of bin `b` moves on).
+fn next_edge(b: usize) -> u64 {
+    (2f64.powf((b + 1) as f64 / STEPS) - 1.0).ceil() as u64
+}
+
+pub struct ReuseHist {
+    /// Each block's last access and class.
+    last: FastMap<BlockId, (u64, u8)>,
+    hists: Vec<Hist>,
+    reuses: f64,
+    observed: u64,
+    now: u64,
+    stats: PredictorStats,
+}
+
+impl Default for ReuseHist {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ReuseHist {
+    pub fn new() -> Self {
+        Self {
+            last: FastMap::default(),
+            hists: vec![Hist::new(); CLASSES],
+            reuses: 0.0,
+            observed: 0,
+            now: 0,
+            stats: PredictorStats::default(),
+        }
+    }
+
+    fn warm(&self) -> bool {
+        self.reuses >= WARM
+    }
+}
+
+impl Predictor for ReuseHist {
+    fn kind(&self) -> &'static str {
+        "reuse"
+    }
+
+    fn observe(&mut self, ev: &AccessEvent) {
+        self.stats.observed += 1;
+        self.now = self.now.max(ev.time);
+        if self.last.len() >= MAX_BLOCKS && !self.last.contains_key(&ev.block) {
+            self.last.clear();
+        }
+        let c = class(ev);
+        match self.last.insert(ev.block, (ev.time, c as u8)) {
+            // A second touch within one request is not a reuse.
+            Some((prev, _)) if prev == ev.time => return,
+            // Counted under the class the block had when it was last used: what a
+            // prediction for it knows.
+            Some((prev, pc)) => {
+                let d = ev.time.saturating_sub(prev);
+                let h = &mut self.hists[usize::from(pc)];
+                h.reuses[bin(d)] += 1.0;
+                h.sums[bin(d)] += d as f64;
+                h.dirty = true;
+                self.reuses += 1.0;
+            }
+            None => {}
+        }
+        self.hists[c].accesses += 1.0;
+        self.hists[c].dirty = true;
+        self.observed += 1;
+        if self.observed % HALF_LIFE == 0 {
+            self.hists.iter_mut().for_each(Hist::halve);
+            self.reuses *= 0.5;
+        }
+    }
+
+    fn tick(&mut self, now: u64) {
+        self.now = self.now.max(now);
+    }
+
+    fn repredict_at(&self, last: u64, now: u64) -> Option<u64> {
+        Some(last + next_edge(bin(now.saturating_sub(last))))
+    }
+
+    fn model_version(&self) -> Option<u64> {
+        self.warm().then_some(1)
+    }
+
+    fn predict(&mut self, blocks: &[(BlockId, u64)], out: &mut Vec<f64>) -> bool {
+        out.clear();
+        if !self.warm() {
+            self.stats.fallbacks += 1;
+            return false;
+        }
+        self.hists.iter_mut().for_each(Hist::refresh);
+        let now = self.now;
+        for &(b, last) in blocks {
+            let age = now.saturating_sub(last);
+            let c = self.last.get(&b).map_or(0, |&(_, c)| usize::from(c));
+            out.push(self.hists[c].wait(age).map_or(NEVER, |w| now as f64 + w));
+        }
+        self.stats.predict_calls += 1;
+        self.stats.predict_rows += blocks.len() as u64;
+        true
+    }
+
+    fn stats(&self) -> PredictorStats {
+        self.stats.clone()
+    }
+}
+
+#[cfg(test)]
+#[path = "reuse_tests.rs"]
+mod tests;

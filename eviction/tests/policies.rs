@@ -144,6 +144,7 @@ fn laru_with_lightgbm_is_deterministic() {
             base: None,
             install_after: None,
             label_horizon: None,
+            predictor: None,
         };
         let mut cache = Cache::new(120, policy::build(&laru, env).expect("laru"));
         let hits: Vec<usize> = trace

@@ -110,7 +110,7 @@ pub fn servable_names() -> Vec<&'static str> {
 }
 
 fn servable(config: &PolicyConfig) -> bool {
-    !config.needs_future() && (cfg!(feature = "lightgbm") || !config.uses_predictor())
+    !config.needs_future() && (cfg!(feature = "lightgbm") || !config.needs_lightgbm())
 }
 
 /// Rejects offline-only policies with the list of those that work.

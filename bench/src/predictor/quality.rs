@@ -372,6 +372,7 @@ pub fn report(
                 features,
                 install_after: None,
                 label_horizon: None,
+                predictor: None,
             },
             blocks,
             &src,
@@ -388,6 +389,7 @@ pub fn report(
             base: None,
             install_after: None,
             label_horizon: None,
+            predictor: None,
         };
         let (laru, laru_rps) = hit_ratio(requests, &laru_cfg, blocks, &src, set)?;
         step(format!("{set}: LARU {laru:.4}"));

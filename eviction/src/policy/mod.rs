@@ -92,6 +92,14 @@ fn default_hf_candidates() -> usize {
 
 /// Every policy with its parameters, e.g. `{"policy":"lru"}` or
 /// `{"policy":"laru","lambda_min_misses":8}`.
+/// The predictor a learned policy asks (`fpb:predictor=reuse`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PredictorChoice {
+    Lightgbm,
+    Reuse,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 // Struct variants, even empty ones: serde ignores unknown fields on unit
 // variants of an internally tagged enum, and `{"policy":"lru","x":1}` must fail.
@@ -113,6 +121,10 @@ pub enum PolicyConfig {
         /// Requests after which a row not yet reused is labelled censored (default 2,000).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         label_horizon: Option<u64>,
+        /// Which predictor: `lightgbm` (the default) or `reuse` (idle age against the reuse
+        /// distances seen, no model: `predict::reuse`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        predictor: Option<PredictorChoice>,
     },
     /// LRU pre-selects `candidates` (default 4), the prediction picks.
     Hf {
@@ -126,6 +138,10 @@ pub enum PolicyConfig {
         /// Requests after which a row not yet reused is labelled censored (default 2,000).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         label_horizon: Option<u64>,
+        /// Which predictor: `lightgbm` (the default) or `reuse` (idle age against the reuse
+        /// distances seen, no model: `predict::reuse`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        predictor: Option<PredictorChoice>,
     },
     /// Learning-augmented LRU (LCR Algorithm 1).
     Laru {
@@ -158,6 +174,10 @@ pub enum PolicyConfig {
         /// Requests after which a row not yet reused is labelled censored (default 2,000).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         label_horizon: Option<u64>,
+        /// Which predictor: `lightgbm` (the default) or `reuse` (idle age against the reuse
+        /// distances seen, no model: `predict::reuse`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        predictor: Option<PredictorChoice>,
     },
     /// Belady: furthest true next use. Needs the future (simulator only).
     Opt {},
@@ -315,6 +335,21 @@ impl PolicyConfig {
         }
     }
 
+    /// The predictor this learned policy names (None: LightGBM).
+    pub fn predictor(&self) -> Option<PredictorChoice> {
+        match self {
+            Self::Fpb { predictor, .. }
+            | Self::Hf { predictor, .. }
+            | Self::Laru { predictor, .. } => *predictor,
+            _ => None,
+        }
+    }
+
+    /// Whether this policy needs the LightGBM predictor (learned, and not given another).
+    pub fn needs_lightgbm(&self) -> bool {
+        self.uses_predictor() && self.predictor() != Some(PredictorChoice::Reuse)
+    }
+
     pub fn needs_future(&self) -> bool {
         matches!(self, Self::Opt {})
     }
@@ -389,6 +424,7 @@ mod tests {
                 base: None,
                 install_after: None,
                 label_horizon: None,
+                predictor: None,
             }
         );
         let early =
@@ -409,6 +445,31 @@ mod tests {
             PolicyConfig::from_spec("fpb:features=base+nope"),
             Err(PolicyError::BadParams { .. })
         ));
+    }
+
+    #[test]
+    fn a_learned_policy_may_name_the_reuse_predictor() {
+        let reuse = PolicyConfig::from_spec("laru:predictor=reuse").expect("reuse");
+        assert_eq!(reuse.predictor(), Some(PredictorChoice::Reuse));
+        assert!(reuse.uses_predictor() && !reuse.needs_lightgbm());
+        let plain = PolicyConfig::from_name("fpb").expect("fpb");
+        assert_eq!(plain.predictor(), None);
+        assert!(plain.needs_lightgbm());
+        assert!(
+            !PolicyConfig::from_name("lru")
+                .expect("lru")
+                .needs_lightgbm()
+        );
+        assert!(matches!(
+            PolicyConfig::from_spec("hf:predictor=oracle"),
+            Err(PolicyError::BadParams { .. })
+        ));
+        let env = PolicyEnv {
+            capacity: 8,
+            predictor: Some(Box::new(crate::predict::ReuseHist::new())),
+            future: None,
+        };
+        assert!(build(&reuse, env).is_ok());
     }
 
     #[test]

@@ -31,6 +31,35 @@ pub use reuse::ReuseHist;
 use crate::BlockId;
 use crate::policy::AccessEvent;
 
+/// The predictor a live server gives learned policy `cfg` over `block_tokens`-token blocks:
+/// the reuse predictor where it names it (`laru:predictor=reuse`), else the online LightGBM
+/// predictor with the policy's feature set and install schedule (the simulator's defaults
+/// or the policy's `install_after`/`label_horizon` keys); None for a policy that predicts
+/// nothing, or needs LightGBM in a build without it.
+pub fn for_serving(cfg: &crate::PolicyConfig, block_tokens: usize) -> Option<Box<dyn Predictor>> {
+    if !cfg.uses_predictor() {
+        return None;
+    }
+    if !cfg.needs_lightgbm() {
+        return Some(Box::new(ReuseHist::new()));
+    }
+    #[cfg(feature = "lightgbm")]
+    {
+        let mut c = lgbm::LgbmConfig::default();
+        c.features.set = cfg.features().unwrap_or_default();
+        c.features.block_tokens = block_tokens.clamp(1, u32::MAX as usize) as u32;
+        let (install_after, horizon) = cfg.model_schedule();
+        c.install = install_after.map_or(c.install, lgbm::Install::AfterRequests);
+        c.features.horizon = horizon.unwrap_or(c.features.horizon);
+        Some(Box::new(lgbm::LightGbm::new(c)))
+    }
+    #[cfg(not(feature = "lightgbm"))]
+    {
+        let _ = block_tokens;
+        None
+    }
+}
+
 /// Plain counters a server can export (e.g. to Prometheus).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PredictorStats {

@@ -53,13 +53,18 @@ pub fn feature_set(cfg: &PolicyConfig, args: &SimArgs) -> FeatureSet {
     cfg.features().unwrap_or(args.features)
 }
 
-/// The predictor for `cfg` at oracle noise `noise`.
+/// The predictor for `cfg` at oracle noise `noise`: the policy's own `predictor=reuse`,
+/// else `--predictor`.
 pub fn build(
     args: &SimArgs,
     cfg: &PolicyConfig,
     noise: f64,
     src: &Sources<'_>,
 ) -> Result<Box<dyn Predictor>, SimError> {
+    // A policy that names the reuse predictor gets it whatever --predictor says.
+    if cfg.predictor() == Some(crate::policy::PredictorChoice::Reuse) {
+        return Ok(Box::new(crate::predict::ReuseHist::new()));
+    }
     match args.predictor {
         PredictorKind::Oracle => Ok(Box::new(OracleNoise::new(
             src.future.clone(),

@@ -144,7 +144,9 @@ pub fn run(args: &SimArgs, plot: Option<Plotter<'_>>) -> Result<(), SimError> {
     for &(fraction, blocks) in &capacities {
         for cfg in &configs {
             let label = cfg_label(cfg);
-            let pname = if cfg.uses_predictor() {
+            let pname = if cfg.predictor() == Some(crate::policy::PredictorChoice::Reuse) {
+                "reuse"
+            } else if cfg.uses_predictor() {
                 args.predictor.name()
             } else {
                 "none"
@@ -191,7 +193,9 @@ pub fn run(args: &SimArgs, plot: Option<Plotter<'_>>) -> Result<(), SimError> {
 
 /// Whether the noise values change this policy's result.
 fn noisy(cfg: &PolicyConfig, args: &SimArgs) -> bool {
-    cfg.uses_predictor() && args.predictor == PredictorKind::Oracle
+    cfg.uses_predictor()
+        && args.predictor == PredictorKind::Oracle
+        && cfg.predictor() != Some(crate::policy::PredictorChoice::Reuse)
 }
 
 /// The policy name as shown in results: the tag, plus the params that differ from the

@@ -18,7 +18,8 @@ use super::mirror::Mirror;
 const RECENT: usize = 4096;
 
 /// Builds the policy a live shadow runs over `block_tokens`-token blocks; learned policies
-/// get the online LightGBM predictor with the policy's feature set (`laru:features=...`) and
+/// get the reuse predictor where they name it (`laru:predictor=reuse`), else the online
+/// LightGBM predictor with the policy's feature set (`laru:features=...`) and
 /// its deterministic install schedule (the simulator's default, or the policy's
 /// `install_after`/`label_horizon` keys, so `recache sim` on the same stream with the same
 /// spec makes the same choices).
@@ -27,27 +28,9 @@ pub fn build_policy(
     capacity: usize,
     block_tokens: usize,
 ) -> Result<Box<dyn recache_eviction::EvictionPolicy>, PolicyError> {
-    // Without the `lightgbm` feature, `policy_slot::check_servable` refuses learned
-    // policies before they get here.
-    #[cfg(feature = "lightgbm")]
-    let predictor: Option<Box<dyn recache_eviction::Predictor>> = if cfg.uses_predictor() {
-        let mut lgbm = recache_eviction::predict::lgbm::LgbmConfig::default();
-        lgbm.features.set = cfg.features().unwrap_or_default();
-        lgbm.features.block_tokens = block_tokens.clamp(1, u32::MAX as usize) as u32;
-        let (install_after, horizon) = cfg.model_schedule();
-        let after = recache_eviction::predict::lgbm::Install::AfterRequests;
-        lgbm.install = install_after.map_or(lgbm.install, after);
-        lgbm.features.horizon = horizon.unwrap_or(lgbm.features.horizon);
-        Some(Box::new(recache_eviction::predict::lgbm::LightGbm::new(
-            lgbm,
-        )))
-    } else {
-        None
-    };
-    #[cfg(not(feature = "lightgbm"))]
-    let _ = block_tokens;
-    #[cfg(not(feature = "lightgbm"))]
-    let predictor: Option<Box<dyn recache_eviction::Predictor>> = None;
+    // Without the `lightgbm` feature, `policy_slot::check_servable` refuses policies that
+    // need it before they get here.
+    let predictor = recache_eviction::predict::for_serving(cfg, block_tokens);
     policy::build(
         cfg,
         PolicyEnv {

@@ -13,9 +13,13 @@
 //! as the age crosses each bin ([`Predictor::repredict_at`]).
 //!
 //! Counts are kept per block class, the class of the block's last access: its entity kind
-//! where the trace says (a GR user profile, a pooled item, a run of candidates, the rest) and
-//! one class otherwise. So a GR request's candidate runs, which are never reused, predict
-//! "never" (dead-first's order falls out), and profiles are ranked by their own returns.
+//! where the trace says (a GR user profile, a pooled item, a run of candidates, the rest; one
+//! kind otherwise) and how often the block was used (once, 2-3, 4-7, 8+ times; LHD's classes
+//! by hits). So a GR request's candidate runs, which are never reused, predict "never"
+//! (dead-first's order falls out), profiles are ranked by their own returns, and a shared
+//! system prompt (used every few requests) does not blur a conversation's return (used once
+//! per turn). A (kind, uses) class is used once it has seen [`FINE_MIN`] accesses, its kind's
+//! counts before that.
 //!
 //! For a block idle `a`: `M` = reuses seen at distances beyond `a`, `N` = accesses never
 //! followed by a reuse (so far); `p = M / (M + N)` is the chance it is reused at all and `r`
@@ -41,10 +45,14 @@ const WARM: f64 = 64.0;
 const MAX_BLOCKS: usize = 1 << 22;
 /// Stands in for "never again" (as the oracle's).
 const NEVER: f64 = super::oracle::NEVER;
-/// Block classes: no entity context, then one per [`SegmentKind`].
-const CLASSES: usize = 5;
+/// Block kinds: no entity context, then one per [`SegmentKind`].
+const KINDS: usize = 5;
+/// Use-count buckets within a kind: used once, 2-3, 4-7, 8 or more times.
+const USES: usize = 4;
+/// Accesses a (kind, uses) class needs before its own counts replace its kind's.
+const FINE_MIN: f64 = 1024.0;
 
-fn class(ev: &AccessEvent) -> usize {
+fn kind(ev: &AccessEvent) -> usize {
     match ev.ctx.entity.map(|e| e.kind) {
         None => 0,
         Some(SegmentKind::User) => 1,
@@ -117,6 +125,12 @@ impl Hist {
     }
 }
 
+/// The (kind, uses bucket) histogram's index.
+fn fine(kind: usize, uses: u32) -> usize {
+    let bucket = (32 - uses.max(1).leading_zeros() as usize - 1).min(USES - 1);
+    KINDS + kind * USES + bucket
+}
+
 fn bin(d: u64) -> usize {
     (((d as f64 + 1.0).log2() * STEPS) as usize).min(BINS - 1)
 }
@@ -127,8 +141,9 @@ fn next_edge(b: usize) -> u64 {
 }
 
 pub struct ReuseHist {
-    /// Each block's last access and class.
-    last: FastMap<BlockId, (u64, u8)>,
+    /// Each block's last access, kind and times used.
+    last: FastMap<BlockId, (u64, u8, u32)>,
+    /// One per kind, then one per (kind, uses bucket).
     hists: Vec<Hist>,
     reuses: f64,
     observed: u64,
@@ -146,7 +161,7 @@ impl ReuseHist {
     pub fn new() -> Self {
         Self {
             last: FastMap::default(),
-            hists: vec![Hist::new(); CLASSES],
+            hists: vec![Hist::new(); KINDS * (1 + USES)],
             reuses: 0.0,
             observed: 0,
             now: 0,
@@ -156,6 +171,17 @@ impl ReuseHist {
 
     fn warm(&self) -> bool {
         self.reuses >= WARM
+    }
+
+    /// The histogram a block of `kind` used `uses` times is ranked by: its (kind, uses)
+    /// class once that has seen enough, else its kind's.
+    fn hist_for(&self, kind: usize, uses: u32) -> &Hist {
+        let fine = &self.hists[fine(kind, uses)];
+        if fine.accesses >= FINE_MIN {
+            fine
+        } else {
+            &self.hists[kind]
+        }
     }
 }
 
@@ -170,24 +196,30 @@ impl Predictor for ReuseHist {
         if self.last.len() >= MAX_BLOCKS && !self.last.contains_key(&ev.block) {
             self.last.clear();
         }
-        let c = class(ev);
-        match self.last.insert(ev.block, (ev.time, c as u8)) {
-            // A second touch within one request is not a reuse.
-            Some((prev, _)) if prev == ev.time => return,
+        let k = kind(ev);
+        let prev = self.last.get(&ev.block).copied();
+        // A second touch within one request is not a reuse.
+        if prev.is_some_and(|(t, _, _)| t == ev.time) {
+            return;
+        }
+        let uses = prev.map_or(1, |(_, _, u)| u.saturating_add(1));
+        self.last.insert(ev.block, (ev.time, k as u8, uses));
+        if let Some((t, pk, pu)) = prev {
             // Counted under the class the block had when it was last used: what a
             // prediction for it knows.
-            Some((prev, pc)) => {
-                let d = ev.time.saturating_sub(prev);
-                let h = &mut self.hists[usize::from(pc)];
+            let d = ev.time.saturating_sub(t);
+            for i in [usize::from(pk), fine(usize::from(pk), pu)] {
+                let h = &mut self.hists[i];
                 h.reuses[bin(d)] += 1.0;
                 h.sums[bin(d)] += d as f64;
                 h.dirty = true;
-                self.reuses += 1.0;
             }
-            None => {}
+            self.reuses += 1.0;
         }
-        self.hists[c].accesses += 1.0;
-        self.hists[c].dirty = true;
+        for i in [k, fine(k, uses)] {
+            self.hists[i].accesses += 1.0;
+            self.hists[i].dirty = true;
+        }
         self.observed += 1;
         if self.observed % HALF_LIFE == 0 {
             self.hists.iter_mut().for_each(Hist::halve);
@@ -217,8 +249,12 @@ impl Predictor for ReuseHist {
         let now = self.now;
         for &(b, last) in blocks {
             let age = now.saturating_sub(last);
-            let c = self.last.get(&b).map_or(0, |&(_, c)| usize::from(c));
-            out.push(self.hists[c].wait(age).map_or(NEVER, |w| now as f64 + w));
+            let (k, uses) = self
+                .last
+                .get(&b)
+                .map_or((0, 1), |&(_, k, u)| (usize::from(k), u));
+            let w = self.hist_for(k, uses).wait(age);
+            out.push(w.map_or(NEVER, |w| now as f64 + w));
         }
         self.stats.predict_calls += 1;
         self.stats.predict_rows += blocks.len() as u64;

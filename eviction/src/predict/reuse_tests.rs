@@ -68,3 +68,29 @@ fn predictions_are_due_again_when_the_age_changes_bin() {
     assert!(bin(at - 100) > bin(10));
     assert_eq!(bin(at - 100 - 1), bin(10));
 }
+
+#[test]
+fn a_block_used_often_is_ranked_by_its_own_returns_not_those_of_blocks_used_once() {
+    // Ten hot blocks (a shared system prompt) come back every 5 steps; conversation blocks
+    // (used once so far) come back 100 steps later. Both idle 3: the hot one is due now, the
+    // once-used one not for ~97 steps; a single histogram would rank them alike.
+    let mut p = ReuseHist::new();
+    for t in 0..4000u64 {
+        access(&mut p, 1_000_000 + t, t);
+        if t >= 100 && t % 2 == 0 {
+            access(&mut p, 1_000_000 + t - 100, t);
+        }
+        if t % 5 == 0 {
+            (0..10).for_each(|h| access(&mut p, h, t));
+        }
+    }
+    p.tick(4003);
+    let mut out = Vec::new();
+    assert!(p.predict(&[(3, 4000), (1_000_000 + 4000, 4000)], &mut out));
+    let (hot, once) = (out[0], out[1]);
+    assert!(
+        hot < once,
+        "hot {hot} should be due before once-used {once}"
+    );
+    assert!(hot < 4003.0 + 10.0, "hot {hot}");
+}

@@ -27,8 +27,11 @@
 //! expected in `r`, discounted by the chance it comes (an expected wait per hit, as LHD's
 //! hit density ranks). No reuse beyond `a` seen: never.
 
+use std::sync::Arc;
+
 use super::{Predictor, PredictorStats};
 use crate::BlockId;
+use crate::future::FutureIndex;
 use crate::hash::FastMap;
 use crate::policy::AccessEvent;
 use crate::trace::SegmentKind;
@@ -105,16 +108,22 @@ impl Hist {
         self.dirty = false;
     }
 
-    /// Predicted wait for a block idle `age` (see the module doc); None: never.
-    fn wait(&self, age: u64) -> Option<f64> {
+    /// Reuses seen beyond `age` (this bin counted when its mean lies past `age`): their
+    /// count and the sum of their distances.
+    fn beyond(&self, age: u64) -> (f64, f64) {
         let b = bin(age);
-        // Reuses beyond this bin, plus this bin when its mean lies past `age`.
         let (mut m, mut s) = self.tail[b + 1];
         let (rb, sb) = (self.reuses[b], self.sums[b]);
         if rb > 0.0 && sb / rb > age as f64 {
             m += rb;
             s += sb;
         }
+        (m, s)
+    }
+
+    /// Predicted wait for a block idle `age` (see the module doc); None: never.
+    fn wait(&self, age: u64) -> Option<f64> {
+        let (m, s) = self.beyond(age);
         if m <= 0.0 {
             return None;
         }
@@ -122,6 +131,17 @@ impl Hist {
         let p = m / (m + never);
         let r = (s / m - age as f64).max(1.0);
         Some(r / p)
+    }
+
+    /// The wait of a block known to be used again: the mean remaining wait alone (due now
+    /// when no reuse this late was seen).
+    fn wait_if_reused(&self, age: u64) -> f64 {
+        let (m, s) = self.beyond(age);
+        if m <= 0.0 {
+            1.0
+        } else {
+            (s / m - age as f64).max(1.0)
+        }
     }
 }
 
@@ -141,6 +161,9 @@ fn next_edge(b: usize) -> u64 {
 }
 
 pub struct ReuseHist {
+    /// `--predictor reuse-oracle`: the trace's future, asked only whether a block is used
+    /// again (never when); such a block is predicted as if its reuse were certain.
+    whether: Option<Arc<FutureIndex>>,
     /// Each block's last access, kind and times used.
     last: FastMap<BlockId, (u64, u8, u32)>,
     /// One per kind, then one per (kind, uses bucket).
@@ -160,6 +183,7 @@ impl Default for ReuseHist {
 impl ReuseHist {
     pub fn new() -> Self {
         Self {
+            whether: None,
             last: FastMap::default(),
             hists: vec![Hist::new(); KINDS * (1 + USES)],
             reuses: 0.0,
@@ -167,6 +191,12 @@ impl ReuseHist {
             now: 0,
             stats: PredictorStats::default(),
         }
+    }
+
+    /// The simulator's bound for age-based rules: told whether each block is used again.
+    pub fn knowing_whether(mut self, future: Arc<FutureIndex>) -> Self {
+        self.whether = Some(future);
+        self
     }
 
     fn warm(&self) -> bool {
@@ -253,7 +283,11 @@ impl Predictor for ReuseHist {
                 .last
                 .get(&b)
                 .map_or((0, 1), |&(_, k, u)| (usize::from(k), u));
-            let w = self.hist_for(k, uses).wait(age);
+            let h = self.hist_for(k, uses);
+            let w = match &self.whether {
+                None => h.wait(age),
+                Some(f) => f.next_after(b, last).map(|_| h.wait_if_reused(age)),
+            };
             out.push(w.map_or(NEVER, |w| now as f64 + w));
         }
         self.stats.predict_calls += 1;

@@ -94,3 +94,19 @@ fn a_block_used_often_is_ranked_by_its_own_returns_not_those_of_blocks_used_once
     );
     assert!(hot < 4003.0 + 10.0, "hot {hot}");
 }
+
+#[test]
+fn told_whether_a_block_returns_it_predicts_never_only_for_those_that_do_not() {
+    // Requests 0..2000 of `trained()`, plus request 2001: block 1999 returns, 1998 does not.
+    let mut reqs: Vec<Vec<BlockId>> = (0..2000u64).map(|t| vec![t]).collect();
+    reqs.push(vec![]);
+    reqs.push(vec![1999]);
+    let future = std::sync::Arc::new(crate::future::FutureIndex::new(
+        reqs.iter().map(Vec::as_slice),
+    ));
+    let mut p = trained().knowing_whether(future);
+    let mut out = Vec::new();
+    assert!(p.predict(&[(1999, 1999), (1998, 1998)], &mut out));
+    assert!(out[0] < NEVER, "block 1999 returns: {}", out[0]);
+    assert_eq!(out[1], NEVER, "block 1998 never returns");
+}

@@ -19,6 +19,9 @@ pub enum PredictorKind {
     Oracle,
     /// Idle age against the reuse distances seen so far (no model; `predict::reuse`).
     Reuse,
+    /// The reuse predictor told by the trace's future whether a block is used again, not
+    /// when: an upper bound for rules that see only idle age (simulator only).
+    ReuseOracle,
 }
 
 impl PredictorKind {
@@ -27,6 +30,7 @@ impl PredictorKind {
             Self::Lightgbm => "lightgbm",
             Self::Oracle => "oracle",
             Self::Reuse => "reuse",
+            Self::ReuseOracle => "reuse-oracle",
         }
     }
 }

@@ -72,6 +72,9 @@ pub fn build(
             args.seed,
         ))),
         PredictorKind::Reuse => Ok(Box::new(crate::predict::ReuseHist::new())),
+        PredictorKind::ReuseOracle => Ok(Box::new(
+            crate::predict::ReuseHist::new().knowing_whether(src.future.clone()),
+        )),
         PredictorKind::Lightgbm => {
             let mut flags = LgbmFlags::from_args(args);
             // The policy's own keys win over the run's flags.

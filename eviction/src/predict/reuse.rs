@@ -147,7 +147,7 @@ impl Hist {
 
 /// The (kind, uses bucket) histogram's index.
 fn fine(kind: usize, uses: u32) -> usize {
-    let bucket = (32 - uses.max(1).leading_zeros() as usize - 1).min(USES - 1);
+    let bucket = (uses.max(1).ilog2() as usize).min(USES - 1);
     KINDS + kind * USES + bucket
 }
 
@@ -227,13 +227,15 @@ impl Predictor for ReuseHist {
             self.last.clear();
         }
         let k = kind(ev);
-        let prev = self.last.get(&ev.block).copied();
+        // One map lookup per access: this runs for every block of every request.
+        let slot = self.last.entry(ev.block).or_insert((ev.time, k as u8, 0));
+        let prev = (slot.2 > 0).then_some(*slot);
         // A second touch within one request is not a reuse.
         if prev.is_some_and(|(t, _, _)| t == ev.time) {
             return;
         }
-        let uses = prev.map_or(1, |(_, _, u)| u.saturating_add(1));
-        self.last.insert(ev.block, (ev.time, k as u8, uses));
+        let uses = slot.2.saturating_add(1);
+        *slot = (ev.time, k as u8, uses);
         if let Some((t, pk, pu)) = prev {
             // Counted under the class the block had when it was last used: what a
             // prediction for it knows.

@@ -55,6 +55,10 @@ pub struct Cache {
     evictions: u64,
     /// Scratch: blocks pinned by the request in progress.
     pinned: Vec<BlockId>,
+    /// Requests served at once ([`Self::in_flight`]); 1: each is done before the next.
+    in_flight: usize,
+    /// The blocks of the last `in_flight - 1` requests, still pinned (oldest first).
+    running: std::collections::VecDeque<Vec<BlockId>>,
 }
 
 impl Cache {
@@ -65,7 +69,24 @@ impl Cache {
             capacity,
             evictions: 0,
             pinned: Vec::new(),
+            in_flight: 1,
+            running: std::collections::VecDeque::new(),
         }
+    }
+
+    /// Serves as an engine running `n` requests at once would (`n` ≥ 1): a request's blocks
+    /// stay pinned until `n - 1` more requests have arrived, so a policy cannot evict what a
+    /// running request holds. Under it, a policy that evicts what was just used (LARU on
+    /// conversations, where a turn returns hundreds of requests later) loses what an engine's
+    /// concurrency costs it; LRU, which evicts the oldest, barely notices.
+    pub fn in_flight(mut self, n: usize) -> Self {
+        self.in_flight = n.max(1);
+        self
+    }
+
+    /// The requests served at once ([`Self::in_flight`]).
+    pub fn concurrency(&self) -> usize {
+        self.in_flight
     }
 
     pub fn index(&self) -> &RadixIndex {
@@ -213,6 +234,14 @@ impl Cache {
                 parent = Some(b);
             }
         }
+        if self.in_flight > 1 {
+            self.running.push_back(pinned);
+            pinned = if self.running.len() >= self.in_flight {
+                self.running.pop_front().unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+        }
         for &b in &pinned {
             self.idx.unpin(b)?;
         }
@@ -294,6 +323,8 @@ impl Cache {
     pub fn all_cleared(&mut self) {
         let blocks: Vec<BlockId> = self.idx.blocks().collect();
         self.idx.clear();
+        // The running requests' pins went with their blocks: nothing is left to unpin.
+        self.running.clear();
         self.flush();
         for b in blocks {
             self.policy.on_remove(b);
@@ -306,6 +337,30 @@ impl Cache {
     pub fn next_leaves(&mut self, limit: usize, now: u64) -> Option<Vec<BlockId>> {
         self.flush();
         self.policy.next_leaves(&self.idx, limit, now)
+    }
+
+    /// [`Self::next_leaves`] with each leaf's chain behind it: the leaf, then the ancestors
+    /// it alone keeps (one child, no pins), deepest first, at most `limit` blocks. An engine
+    /// that must free more blocks than the policy has leaves (its running requests pin the
+    /// policy's victims) then unwinds the policy's next chain whole instead of one block off
+    /// the tip of every chain and its own order after that.
+    pub fn next_chains(&mut self, limit: usize, now: u64) -> Option<Vec<BlockId>> {
+        let leaves = self.next_leaves(limit, now)?;
+        let mut out = Vec::with_capacity(limit.min(self.idx.len()));
+        for leaf in leaves {
+            let mut b = Some(leaf);
+            while let Some(x) = b {
+                if out.len() == limit {
+                    return Some(out);
+                }
+                out.push(x);
+                b =
+                    self.idx.parent(x).flatten().filter(|p| {
+                        self.idx.children(*p) == Some(1) && self.idx.pins(*p) == Some(0)
+                    });
+            }
+        }
+        Some(out)
     }
 
     /// Asks the policy for up to `n` victims and removes them; the caller

@@ -105,3 +105,42 @@ fn one_chain_is_plain_access() {
         }
     }
 }
+
+#[test]
+fn in_flight_requests_keep_their_blocks_until_enough_others_arrive() {
+    // LRU, capacity 3; the third request is stamped oldest, so serially it is the victim when
+    // the fourth needs room. With two in flight it is still running then: the next oldest goes.
+    let trace = vec![vec![1, 2, 3, 4]];
+    let run = |in_flight: usize| {
+        let mut cache = cache_for(&trace, &lru(), 3, 0.0).in_flight(in_flight);
+        for (b, now) in [(1, 5), (2, 6), (3, 0), (4, 7)] {
+            cache.access(&[b], now, None).expect("access");
+        }
+        let mut resident: Vec<u64> = cache.index().blocks().collect();
+        resident.sort_unstable();
+        (resident, cache.index().pins(4))
+    };
+    assert_eq!(run(1), (vec![1, 2, 4], Some(0)), "serially the oldest goes");
+    assert_eq!(
+        run(2),
+        (vec![2, 3, 4], Some(1)),
+        "3 runs while 4 arrives; 4 runs after"
+    );
+}
+
+#[test]
+fn clearing_the_cache_forgets_the_running_requests() {
+    // The engine cleared its cache while requests ran: the next requests must not try to
+    // unpin blocks that are gone.
+    let trace = vec![vec![1, 2, 3]];
+    let mut cache = cache_for(&trace, &lru(), 4, 0.0).in_flight(3);
+    cache.access(&[1, 2], 0, None).expect("a");
+    cache.access(&[3], 1, None).expect("b");
+    cache.all_cleared();
+    for (t, b) in [4u64, 5, 6, 7].into_iter().enumerate() {
+        cache
+            .access(&[b], t as u64 + 2, None)
+            .expect("after the clear");
+    }
+    assert_eq!(cache.index().len(), 4);
+}

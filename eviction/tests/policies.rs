@@ -74,6 +74,51 @@ fn next_leaves_when_ranked_start_with_the_next_victim(name: &str, noise: f64) {
     }
 }
 
+#[apply(every_policy)]
+fn next_chains_unwind_whole_chains_from_the_next_victim(name: &str, noise: f64) {
+    // An engine that frees the listed blocks in turn must always free a leaf (an inner block
+    // freed first would strand its subtree), and the list starts where next_leaves does.
+    let cfg = PolicyConfig::from_name(name).expect("valid");
+    let trace = prefix_trace(&random_steps(600, 13), 20);
+    let mut cache = cache_for(&trace, &cfg, 60, noise);
+    let mut unwound = 0;
+    for (t, req) in trace.iter().enumerate() {
+        cache.access(req, t as u64, None).expect("access");
+        if t % 50 != 49 {
+            continue;
+        }
+        let (Some(leaves), Some(chains)) = (
+            cache.next_leaves(8, t as u64),
+            cache.next_chains(40, t as u64),
+        ) else {
+            continue;
+        };
+        assert_eq!(leaves.first(), chains.first(), "{name} at request {t}");
+        assert!(
+            chains.len() >= leaves.len().min(40),
+            "{name}: chains shorter than leaves"
+        );
+        // Freed in turn, each listed block must have no children left by then.
+        let idx = cache.index();
+        let mut freed_children: std::collections::HashMap<u64, u32> = Default::default();
+        for b in &chains {
+            let left =
+                idx.children(*b).expect("resident") - freed_children.get(b).copied().unwrap_or(0);
+            assert!(
+                left == 0 && idx.pins(*b) == Some(0),
+                "{name}: {b} freed before its children"
+            );
+            if let Some(p) = idx.parent(*b).flatten() {
+                *freed_children.entry(p).or_default() += 1;
+            }
+        }
+        unwound += usize::from(chains.len() > leaves.len());
+    }
+    if matches!(name, "lru" | "lfu" | "fpb" | "laru" | "dead-first") {
+        assert!(unwound > 0, "{name} never listed a chain behind a leaf");
+    }
+}
+
 #[rstest]
 fn learned_next_leaves_are_the_next_victims_in_a_flat_cache(#[values("fpb", "laru")] name: &str) {
     // Single-block requests: evicting a leaf makes no new one, and a perfect oracle's
@@ -142,6 +187,7 @@ fn laru_with_lightgbm_is_deterministic() {
             guard_span: None,
             lambda_over: None,
             base: None,
+            fallback: None,
             install_after: None,
             label_horizon: None,
             predictor: None,

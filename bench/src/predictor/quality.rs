@@ -316,6 +316,7 @@ fn hit_ratio(
         blocks,
         &src.future,
         Some(pred),
+        1,
         &ProgressBar::hidden(),
     )
     .map_err(|e| BenchError::Sim(Box::new(e)))?;
@@ -387,6 +388,7 @@ pub fn report(
             guard_span: None,
             lambda_over: None,
             base: None,
+            fallback: None,
             install_after: None,
             label_horizon: None,
             predictor: None,

@@ -99,6 +99,11 @@ pub struct ReplayArgs {
     /// segments too (dead-first needs them)
     #[arg(long)]
     pub shadow_segments: bool,
+    /// The live shadow models the engine's concurrency (recache's `--shadow-in-flight` set to
+    /// each run's `--concurrency`): a request's blocks stay pinned in the shadow until that
+    /// many minus one more have arrived, so the order never names a running request's blocks
+    #[arg(long)]
+    pub shadow_in_flight: bool,
 }
 
 fn load(args: &ReplayArgs) -> Result<Vec<Vec<u64>>, BenchError> {
@@ -111,10 +116,11 @@ fn simulate(
     gr: Option<&GrContext>,
     cfg: &PolicyConfig,
     capacity: usize,
+    in_flight: usize,
 ) -> Result<f64, BenchError> {
     let policy = recache::harness::build_policy(cfg, capacity, BLOCK)
         .map_err(|e| BenchError::Setup(e.to_string()))?;
-    let mut cache = Cache::new(capacity, policy);
+    let mut cache = Cache::new(capacity, policy).in_flight(in_flight);
     let (mut hits, mut queries) = (0u64, 0u64);
     for (t, r) in reqs.iter().enumerate() {
         let entities = gr
@@ -151,6 +157,7 @@ async fn start(
     engine: Engine,
     policy: &str,
     steer: Steer,
+    in_flight: usize,
 ) -> Result<Local, BenchError> {
     // A token-granular engine's capacity is counted in its own blocks (tokens).
     let engine_blocks = engine
@@ -173,6 +180,7 @@ async fn start(
             publish,
             kv_engine_blocks: Some(engine_blocks),
             sglang_priority,
+            shadow_in_flight: Some(in_flight),
             ..Default::default()
         },
         ..Default::default()
@@ -223,7 +231,12 @@ async fn one(
     if let Some(p) = &args.publish {
         let _ = std::fs::remove_file(p); // no order from an earlier run: native until published
     }
-    let local = start(args, engine, served_spec(name), steer).await?;
+    let in_flight = if args.shadow_in_flight {
+        concurrency
+    } else {
+        1
+    };
+    let local = start(args, engine, served_spec(name), steer, in_flight).await?;
     tokio::time::sleep(Duration::from_millis(1500)).await; // ZMQ subscribe + first publish
     let model = http::first_model(&client, &args.upstream).await?;
     let loop_metrics = || {
@@ -280,7 +293,14 @@ async fn one(
         2
     };
     let capacity = args.kv_blocks.saturating_sub(reserved).max(1);
-    let sim_hit_rate = simulate(reqs, gr, &cfg, capacity)?;
+    let sim_hit_rate = simulate(reqs, gr, &cfg, capacity, 1)?;
+    // The same with `concurrency` requests pinned at once, as the engine runs them: what the
+    // policy can keep when it may not evict a running request's blocks.
+    let sim_in_flight = if concurrency > 1 {
+        simulate(reqs, gr, &cfg, capacity, concurrency)?
+    } else {
+        sim_hit_rate // one in flight is the run above: not simulated twice
+    };
     let shadow = local.server.metrics_text();
     let shadow_hit_rate = counter(&shadow, "recache_kv_shadow_hit_blocks_total")
         / counter(&shadow, "recache_kv_shadow_blocks_total").max(1.0);
@@ -291,12 +311,13 @@ async fn one(
         "rps": reqs.len() as f64 / wall, "p50_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99),
         "ttft_p50_ms": pct(&timings.ttft, 0.5), "ttft_p99_ms": pct(&timings.ttft, 0.99),
         "concurrency": concurrency, "round": round,
-        "sim_hit_rate": sim_hit_rate, "shadow_block_hit_rate": shadow_hit_rate,
+        "sim_hit_rate": sim_hit_rate, "sim_in_flight_hit_rate": sim_in_flight,
+        "shadow_block_hit_rate": shadow_hit_rate,
         "reset_settled": settled, "shadow_resets": shadow_resets,
         "kv_blocks": args.kv_blocks, "sim_capacity": capacity,
         "recache_cpu_s": cost["recache_cpu_s"], "loop_busy_s": cost["loop_busy_s"],
         "shim_steer_s": cost["shim_steer_s"], "engine_cpu_s": cost["engine_cpu_s"],
-        "shadow_segments": gr.is_some(),
+        "shadow_segments": gr.is_some(), "shadow_in_flight": in_flight,
     });
     Ok((row, timings.ttft_by_request))
 }

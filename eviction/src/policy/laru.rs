@@ -12,7 +12,8 @@
 //! With the guard (default, [`super::guard`]): λ at a phase start is 1 / the
 //! guard's backoff, victims are LRU's while the guard distrusts predictions,
 //! and prediction-induced misses do not halve λ while the cache is ahead of
-//! the guard's shadow LRU.
+//! the guard's shadow LRU; with `fallback=behind` they do not evict by LRU then
+//! either ([`Fallback`]).
 //!
 //! With `base=dead-first` ([`super::DeadFirst`]) the robust order LARU leans on is
 //! dead-first's instead of LRU's: a request-unique block (a GR candidate run or instruction,
@@ -53,6 +54,25 @@ pub struct Laru {
     over_cache: bool,
     /// `base=dead-first`: dead blocks go first, before any prediction.
     dead: Option<DeadFirst>,
+    fallback: Fallback,
+}
+
+/// When a miss on a block a prediction evicted in this phase makes LARU evict by LRU once.
+///
+/// Algorithm 1 does it on every such miss, to bound what wrong predictions cost within a
+/// phase. On conversations that come back hundreds of requests later it costs what the
+/// predictions gain: the predictions evict conversations just used, some of those return
+/// early, and each such miss evicts the LRU leaf, the conversation idle longest, which is the
+/// one closest to its usual return. `behind` keeps the rule only while the guard does not see
+/// the cache ahead of its shadow LRU; while it is ahead, those misses are paid for (as they
+/// already are for λ, [`Guard::ahead`]) and predictions choose. The guard is what bounds
+/// wrong predictions then: without it `behind` is `always`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fallback {
+    #[default]
+    Always,
+    Behind,
 }
 
 /// Accesses per guard window.
@@ -78,7 +98,14 @@ impl Laru {
             guard: Some(Guard::new(k, GUARD_WINDOW).with_span(GUARD_SPAN)),
             over_cache: false,
             dead: None,
+            fallback: Fallback::Always,
         }
+    }
+
+    /// When a prediction-induced miss evicts by LRU ([`Fallback`]).
+    pub fn fallback(mut self, fallback: Fallback) -> Self {
+        self.fallback = fallback;
+        self
     }
 
     /// Dead-first (`true`) or LRU as the order predictions refine.
@@ -221,7 +248,9 @@ impl EvictionPolicy for Laru {
                     self.lambda = (self.lambda / 2.0).max(1.0 / self.k.max(1) as f64);
                     self.misses_since_halving = 0;
                 }
-                return Some(lru);
+                if !(paid && self.fallback == Fallback::Behind) {
+                    return Some(lru);
+                }
             }
         }
         match self.pick(idx, ctx.now, self.lambda) {

@@ -26,7 +26,7 @@ pub use dead_first::DeadFirst;
 pub use events::{AccessEvent, EntityCtx, EvictCtx, RequestCtx};
 pub use fpb::Fpb;
 pub use hf::Hf;
-pub use laru::Laru;
+pub use laru::{Fallback as LaruFallback, Laru};
 pub use lfu::Lfu;
 pub use lru::Lru;
 pub use opt::Opt;
@@ -168,6 +168,11 @@ pub enum PolicyConfig {
         /// first, with no prediction asked).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         base: Option<LaruBase>,
+        /// When a miss on a block a prediction evicted makes LARU evict by LRU once:
+        /// `always` (LCR, default) or `behind` (only while the guard does not see the cache
+        /// ahead of its shadow LRU; [`laru::Fallback`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fallback: Option<laru::Fallback>,
         /// Requests between sending a retrain and installing its model (default 1,000).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         install_after: Option<u64>,
@@ -381,6 +386,7 @@ pub fn build(cfg: &PolicyConfig, env: PolicyEnv) -> Result<Box<dyn EvictionPolic
             guard_span,
             lambda_over,
             base,
+            fallback,
             ..
         } => {
             let capacity = env.capacity;
@@ -392,7 +398,8 @@ pub fn build(cfg: &PolicyConfig, env: PolicyEnv) -> Result<Box<dyn EvictionPolic
                         guard_span.unwrap_or(laru::GUARD_SPAN),
                     )
                     .lambda_over(lambda_over.unwrap_or(LambdaOver::Leaves))
-                    .dead_first_base(*base == Some(LaruBase::DeadFirst)),
+                    .dead_first_base(*base == Some(LaruBase::DeadFirst))
+                    .fallback(fallback.unwrap_or_default()),
             )
         }
         PolicyConfig::Opt {} => Box::new(Opt::new(env.future.ok_or(PolicyError::NeedsFuture)?)),
@@ -422,6 +429,7 @@ mod tests {
                 guard_span: None,
                 lambda_over: None,
                 base: None,
+                fallback: None,
                 install_after: None,
                 label_horizon: None,
                 predictor: None,

@@ -103,4 +103,8 @@ pub struct SimArgs {
     /// Install LightGBM models as soon as trained (faster, not reproducible).
     #[arg(long)]
     pub background_training: bool,
+    /// Requests in flight at once, as in an engine at that concurrency: a request's blocks
+    /// stay pinned until this many minus one more have arrived (1: one at a time).
+    #[arg(long, default_value_t = 1)]
+    pub in_flight: usize,
 }

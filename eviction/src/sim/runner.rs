@@ -36,6 +36,7 @@ pub fn simulate(
     capacity: usize,
     future: &Arc<FutureIndex>,
     predictor: Option<Box<dyn Predictor>>,
+    in_flight: usize,
     progress: &ProgressBar,
 ) -> Result<Run, SimError> {
     let env = PolicyEnv {
@@ -43,7 +44,7 @@ pub fn simulate(
         predictor,
         future: Some(future.clone()),
     };
-    let mut cache = Cache::new(capacity, policy::build(cfg, env)?);
+    let mut cache = Cache::new(capacity, policy::build(cfg, env)?).in_flight(in_flight);
     let mut run = Run::default();
     let start = Instant::now();
     for (t, req) in requests.iter().enumerate() {
@@ -161,7 +162,15 @@ pub fn run(args: &SimArgs, plot: Option<Plotter<'_>>) -> Result<(), SimError> {
                         } else {
                             None
                         };
-                        let r = simulate(&requests, cfg, blocks, &future, p, &progress)?;
+                        let r = simulate(
+                            &requests,
+                            cfg,
+                            blocks,
+                            &future,
+                            p,
+                            args.in_flight,
+                            &progress,
+                        )?;
                         if args.stats {
                             let s = serde_json::to_string(&r.stats).unwrap_or_default();
                             progress.suspend(|| eprintln!("{} {blocks} {noise}: {s}", cfg.name()));

@@ -37,7 +37,7 @@ TESTED_VLLM = "0.32.0"
 #: Re-check the file at most this often (seconds); allocation can be hot.
 REFRESH_S = 0.005
 
-_order = order_reader.OrderReader(logger, ("steered", "fallbacks", "errors"),
+_order = order_reader.OrderReader(logger, ("steered", "topped_up", "fallbacks", "errors"),
                                    engine="vllm")
 
 
@@ -135,7 +135,11 @@ def _steer(pool, num_blocks: int) -> None:
                 break
     if not chosen:
         _order.counts["fallbacks"] += 1
+        _order.counts["topped_up"] += need
         return
+    # What vLLM's own LRU picks because the order named too few free cached blocks: the
+    # order's victims may be pinned by running requests, and its ranked tips are leaves only.
+    _order.counts["topped_up"] += need - len(chosen)
     for c in chosen + uncached:
         q.remove(c)
     q.prepend_n(chosen + uncached)

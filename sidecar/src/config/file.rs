@@ -73,6 +73,7 @@ pub(super) struct FileConfig {
     kv_engine_blocks: Option<usize>,
     kv_block_size: Option<usize>,
     sglang_priority: Option<bool>,
+    shadow_in_flight: Option<usize>,
 }
 
 /// A key that takes one value or a list (`kv_events = "tcp://a:1"` or `["tcp://a:1", ...]`).
@@ -176,6 +177,7 @@ impl ServeArgs {
                 // A plain switch cannot say "off" on the command line, so the file's `true`
                 // holds unless the flag or its variable turned it on anyway.
                 sglang_priority: kv.sglang_priority || file.sglang_priority.unwrap_or(false),
+                shadow_in_flight: kv.shadow_in_flight.or(file.shadow_in_flight),
             },
             limits: LimitArgs {
                 max_header_bytes: lim.max_header_bytes.or(file.max_header_bytes),

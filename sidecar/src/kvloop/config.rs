@@ -42,6 +42,10 @@ pub struct KvLoopArgs {
     // Checked in `try_resolve`, not by clap's `requires`, so `kv_events` may come from the file.
     #[arg(long, env = "RECACHE_SGLANG_PRIORITY")]
     pub sglang_priority: bool,
+    /// Requests the engine runs at once, as the shadow models them: a request's blocks stay
+    /// pinned until N - 1 more have arrived, never named in the order [default: 1]
+    #[arg(long, env = "RECACHE_SHADOW_IN_FLIGHT")]
+    pub shadow_in_flight: Option<usize>,
 }
 
 /// Resolved engine-loop settings; `None` in `Config` when `--kv-events` is absent.
@@ -56,6 +60,8 @@ pub struct KvLoopConfig {
     pub refresh: Duration,
     /// Rewrite forwarded bodies with SGLang `priority` (`--sglang-priority`).
     pub sglang_priority: bool,
+    /// `--shadow-in-flight`, at least 1.
+    pub shadow_in_flight: usize,
 }
 
 /// An engine-loop value that cannot be used, named by its flag.
@@ -116,6 +122,7 @@ impl KvLoopArgs {
             block_size,
             refresh: Duration::from_millis(250),
             sglang_priority: self.sglang_priority,
+            shadow_in_flight: self.shadow_in_flight.unwrap_or(1).max(1),
         }))
     }
 }

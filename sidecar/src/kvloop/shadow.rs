@@ -1,7 +1,7 @@
 //! The shadow cache: the active eviction policy run over the request stream the proxy sees,
 //! at the engine's capacity (the eviction crate's `Cache`, keyed by content ids). What the
 //! shadow has evicted but the engine still holds is what the engine should evict first: that
-//! list, deepest blocks first, then the tips of what the shadow keeps in its policy's eviction
+//! list, deepest blocks first, then what the shadow keeps, chain by chain, in its policy's eviction
 //! order (where the policy can rank), is the order recache publishes to the shim.
 //!
 //! On a policy hot-swap the shadow is rebuilt under the new policy and warmed with the
@@ -68,10 +68,16 @@ impl Shadow {
         })
     }
 
+    /// Models `n` requests in the engine at once (`--shadow-in-flight`, `Cache::in_flight`).
+    pub fn in_flight(mut self, n: usize) -> Self {
+        self.cache = self.cache.in_flight(n);
+        self
+    }
+
     /// Replaces the policy, replaying the recent requests into a fresh cache.
     pub fn rebuild(&mut self, cfg: &PolicyConfig) -> Result<(), PolicyError> {
-        let recent = std::mem::take(&mut self.recent);
-        *self = Self::new(cfg, self.capacity, self.block_tokens)?;
+        let (recent, n) = (std::mem::take(&mut self.recent), self.cache.concurrency());
+        *self = Self::new(cfg, self.capacity, self.block_tokens)?.in_flight(n);
         for r in recent {
             let _ = self.request(r);
         }
@@ -80,7 +86,8 @@ impl Shadow {
 
     /// Forgets everything (the engine restarted or cleared its cache).
     pub fn reset(&mut self, cfg: &PolicyConfig) -> Result<(), PolicyError> {
-        *self = Self::new(cfg, self.capacity, self.block_tokens)?;
+        let n = self.cache.concurrency();
+        *self = Self::new(cfg, self.capacity, self.block_tokens)?.in_flight(n);
         Ok(())
     }
 
@@ -114,10 +121,12 @@ impl Shadow {
 
     /// The order to publish: engine blocks the policy would not keep, deepest first (children
     /// before parents, so the engine unwinds chains from their tips like its own LRU does),
-    /// then, for policies that can rank without deciding (LRU, LFU, FPB, LARU), the engine blocks at the
-    /// tips of what the policy keeps, its next victim first. The second part is what makes the
+    /// then, for policies that can rank without deciding (LRU, LFU, FPB, LARU), the engine blocks
+    /// of what the policy keeps, its next victim's chain first, each chain unwound from its tip
+    /// (`Cache::next_chains`). The second part is what makes the
     /// engine follow the policy when it must make room for a request before the loop has seen
-    /// that request (the order is republished after each arrival, never waited for).
+    /// that request (the order is republished after each arrival, never waited for), and when
+    /// running requests pin the victims the policy chose.
     pub fn order(&mut self, mirror: &Mirror) -> Order {
         let idx = self.cache.index();
         let mut v: Vec<(u32, u64)> = mirror
@@ -128,7 +137,7 @@ impl Shadow {
         v.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut hashes: Vec<u64> = v.into_iter().map(|(_, h)| h).collect();
         let victims = hashes.len();
-        if let Some(next) = self.cache.next_leaves(NEXT_LEAVES, self.now) {
+        if let Some(next) = self.cache.next_chains(NEXT_RANKED, self.now) {
             let rank: HashMap<u64, usize> = next.iter().enumerate().map(|(i, &c)| (c, i)).collect();
             let mut tips: Vec<(usize, u64)> = mirror
                 .iter()
@@ -141,8 +150,8 @@ impl Shadow {
     }
 }
 
-/// Kept leaves ranked after the victims: plenty for the engine's next few allocations.
-const NEXT_LEAVES: usize = 4096;
+/// Kept blocks ranked after the victims: plenty for the engine's next few allocations.
+const NEXT_RANKED: usize = 4096;
 
 /// What [`Shadow::order`] publishes.
 pub struct Order {

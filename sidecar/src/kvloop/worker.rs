@@ -89,7 +89,7 @@ impl Worker {
             .saturating_sub(self.uncached_blocks)
             .max(1);
         let shadow = match Shadow::new(&active.config, capacity, self.cfg.block_size) {
-            Ok(s) => s,
+            Ok(s) => s.in_flight(self.cfg.shadow_in_flight),
             Err(e) => {
                 tracing::error!(error = %e, "engine loop: cannot build the eviction policy; loop off");
                 return;

@@ -1,11 +1,12 @@
 //! LARU's `fallback` key: `behind` evicts by LRU on a prediction-induced miss only while the
 //! guard does not see the cache ahead of its shadow LRU; without the guard it is LCR's rule.
+//! Also the guard's `guard_margin` key (what its 2% margin is a share of).
 
 mod common;
 
 use common::{prefix_trace, random_steps, replay};
 use recache_eviction::PolicyConfig;
-use recache_eviction::policy::{LaruFallback, PolicyError};
+use recache_eviction::policy::{GuardMargin, LaruFallback, PolicyError};
 
 #[test]
 fn the_key_parses_its_values_and_refuses_others() {
@@ -49,4 +50,22 @@ fn with_the_guard_behind_keeps_the_invariants_and_changes_choices() {
         run("always") != run("behind")
     });
     assert!(differs, "fallback=behind never changed a choice");
+}
+
+#[test]
+fn the_guard_margin_key_parses_its_values_and_refuses_others() {
+    for (spec, margin) in [
+        ("laru:guard_margin=hits", GuardMargin::Hits),
+        ("laru:guard_margin=misses", GuardMargin::Misses),
+    ] {
+        let cfg = PolicyConfig::from_spec(spec).expect("valid margin");
+        assert!(
+            matches!(cfg, PolicyConfig::Laru { guard_margin: Some(m), .. } if m == margin),
+            "{spec}"
+        );
+    }
+    assert!(matches!(
+        PolicyConfig::from_spec("laru:guard_margin=bytes"),
+        Err(PolicyError::BadParams { .. })
+    ));
 }

@@ -185,6 +185,7 @@ fn laru_with_lightgbm_is_deterministic() {
             features: None,
             guard_window: None,
             guard_span: None,
+            guard_margin: None,
             lambda_over: None,
             base: None,
             fallback: None,

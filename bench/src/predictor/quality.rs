@@ -386,6 +386,7 @@ pub fn report(
             features,
             guard_window: None,
             guard_span: None,
+            guard_margin: None,
             lambda_over: None,
             base: None,
             fallback: None,

@@ -114,6 +114,13 @@ impl Laru {
         self
     }
 
+    /// What the guard's margin is a share of ([`super::guard::Margin`]); call after
+    /// [`Self::guard_window`], which makes a new guard.
+    pub fn guard_margin(mut self, margin: super::guard::Margin) -> Self {
+        self.guard = self.guard.take().map(|g| g.with_margin(margin));
+        self
+    }
+
     /// Judges the guard every `window` accesses, on the sum of the last `span` windows.
     pub fn guard_window(mut self, window: u64, span: usize) -> Self {
         if self.guard.is_some() {

@@ -27,6 +27,7 @@ pub use events::{AccessEvent, EntityCtx, EvictCtx, RequestCtx};
 pub use fpb::Fpb;
 pub use hf::Hf;
 pub use laru::{Fallback as LaruFallback, Laru};
+pub use guard::Margin as GuardMargin;
 pub use lfu::Lfu;
 pub use lru::Lru;
 pub use opt::Opt;
@@ -160,6 +161,10 @@ pub enum PolicyConfig {
         /// Windows the guard judges together (default [`laru::GUARD_SPAN`]).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         guard_span: Option<usize>,
+        /// What the guard's 2% margin is a share of: the shadow LRU's `misses` (default) or its
+        /// `hits` ([`GuardMargin`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        guard_margin: Option<GuardMargin>,
         /// What λ scales to the candidate count l: the evictable leaves (default) or the
         /// cache size k (LCR's l = max(⌊λk⌋, 1)).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -384,6 +389,7 @@ pub fn build(cfg: &PolicyConfig, env: PolicyEnv) -> Result<Box<dyn EvictionPolic
             guard,
             guard_window,
             guard_span,
+            guard_margin,
             lambda_over,
             base,
             fallback,
@@ -397,6 +403,7 @@ pub fn build(cfg: &PolicyConfig, env: PolicyEnv) -> Result<Box<dyn EvictionPolic
                         guard_window.unwrap_or(laru::GUARD_WINDOW),
                         guard_span.unwrap_or(laru::GUARD_SPAN),
                     )
+                    .guard_margin(guard_margin.unwrap_or_default())
                     .lambda_over(lambda_over.unwrap_or(LambdaOver::Leaves))
                     .dead_first_base(*base == Some(LaruBase::DeadFirst))
                     .fallback(fallback.unwrap_or_default()),
@@ -427,6 +434,7 @@ mod tests {
                 features: None,
                 guard_window: None,
                 guard_span: None,
+                guard_margin: None,
                 lambda_over: None,
                 base: None,
                 fallback: None,

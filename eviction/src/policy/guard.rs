@@ -48,7 +48,7 @@ pub const MAX_BACKOFF: u64 = 1024;
 /// accesses), 2% of the misses is ~23% of the hits, so predictions that lose a fifth of LRU's
 /// hits never trip the guard, and adversarial ones kept 0.93x LRU with 16,384-access windows.
 /// `hits`: the shadow's hits, the quantity the guard's bound is stated in (a share of LRU's
-/// hit ratio); 0.97x or better there with every window and span measured (docs/eviction.md).
+/// hit ratio); 0.967x or better there with every window and span measured (docs/eviction.md).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Margin {

@@ -269,7 +269,10 @@ mod tests {
     fn a_hits_margin_trips_where_lru_hits_little() {
         // 2,048 accesses, LRU hits 160 (7.8%), the cache 120: a quarter of the hits lost.
         let (real, shadow) = (2048 - 120, 2048 - 160);
-        assert_eq!(verdict(real, shadow, 2048, 1, Margin::Misses), (false, false));
+        assert_eq!(
+            verdict(real, shadow, 2048, 1, Margin::Misses),
+            (false, false)
+        );
         assert_eq!(verdict(real, shadow, 2048, 1, Margin::Hits), (true, false));
         // Where LRU hits most, the two margins nearly agree.
         assert_eq!(verdict(900, 800, 2048, 1, Margin::Misses), (true, false));

@@ -44,16 +44,17 @@ pub const MAX_BACKOFF: u64 = 1024;
 
 /// What [`MARGIN`] is a share of (`laru:guard_margin=`).
 ///
-/// `misses` (the default): the shadow's misses. Where LRU hits little (Mooncake at 2%: 7.9% of
-/// accesses), 2% of the misses is ~23% of the hits, so predictions that lose a fifth of LRU's
-/// hits never trip the guard, and adversarial ones kept 0.93x LRU with 16,384-access windows.
-/// `hits`: the shadow's hits, the quantity the guard's bound is stated in (a share of LRU's
-/// hit ratio); 0.967x or better there with every window and span measured (docs/eviction.md).
+/// `hits` (the default): the shadow's hits, the quantity the guard's bound is stated in (a
+/// share of LRU's hit ratio); 0.967x or better there with every window and span measured
+/// (docs/eviction.md). `misses`: the shadow's misses (the default before 2026-12-06). Where LRU
+/// hits little (Mooncake at 2%: 7.9% of accesses), 2% of the misses is ~23% of the hits, so
+/// predictions that lose a fifth of LRU's hits never trip the guard, and adversarial ones kept
+/// 0.93x LRU with 16,384-access windows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Margin {
-    #[default]
     Misses,
+    #[default]
     Hits,
 }
 
@@ -115,7 +116,7 @@ impl Guard {
             prev: (0, 0),
             span: 1,
             history: VecDeque::new(),
-            margin: Margin::Misses,
+            margin: Margin::default(),
         }
     }
 

@@ -161,8 +161,8 @@ pub enum PolicyConfig {
         /// Windows the guard judges together (default [`laru::GUARD_SPAN`]).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         guard_span: Option<usize>,
-        /// What the guard's 2% margin is a share of: the shadow LRU's `misses` (default) or its
-        /// `hits` ([`GuardMargin`]).
+        /// What the guard's 2% margin is a share of: the shadow LRU's `hits` (default) or its
+        /// `misses` ([`GuardMargin`]).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         guard_margin: Option<GuardMargin>,
         /// What λ scales to the candidate count l: the evictable leaves (default) or the

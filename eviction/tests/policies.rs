@@ -179,20 +179,7 @@ fn laru_with_lightgbm_is_deterministic() {
             predictor: Some(Box::new(LightGbm::new(cfg))),
             future: None,
         };
-        let laru = PolicyConfig::Laru {
-            lambda_min_misses: None,
-            guard: true,
-            features: None,
-            guard_window: None,
-            guard_span: None,
-            guard_margin: None,
-            lambda_over: None,
-            base: None,
-            fallback: None,
-            install_after: None,
-            label_horizon: None,
-            predictor: None,
-        };
+        let laru = PolicyConfig::laru_with_features(None);
         let mut cache = Cache::new(120, policy::build(&laru, env).expect("laru"));
         let hits: Vec<usize> = trace
             .iter()

@@ -380,20 +380,7 @@ pub fn report(
             set,
         )?;
         step(format!("{set}: FPB {fpb:.4}"));
-        let laru_cfg = PolicyConfig::Laru {
-            lambda_min_misses: None,
-            guard: true,
-            features,
-            guard_window: None,
-            guard_span: None,
-            guard_margin: None,
-            lambda_over: None,
-            base: None,
-            fallback: None,
-            install_after: None,
-            label_horizon: None,
-            predictor: None,
-        };
+        let laru_cfg = PolicyConfig::laru_with_features(features);
         let (laru, laru_rps) = hit_ratio(requests, &laru_cfg, blocks, &src, set)?;
         step(format!("{set}: LARU {laru:.4}"));
         out.push(QualityRow {

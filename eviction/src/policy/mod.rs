@@ -252,6 +252,25 @@ impl PolicyConfig {
         Self::NAMES.join(", ")
     }
 
+    /// LARU with every key at its default but the feature set (`None`: the default set), for
+    /// callers that build it in code rather than from a spec.
+    pub fn laru_with_features(features: Option<FeatureSet>) -> Self {
+        Self::Laru {
+            lambda_min_misses: None,
+            guard: true,
+            features,
+            guard_window: None,
+            guard_span: None,
+            guard_margin: None,
+            lambda_over: None,
+            base: None,
+            fallback: None,
+            install_after: None,
+            label_horizon: None,
+            predictor: None,
+        }
+    }
+
     /// The default configuration of the policy called `name`; goes through
     /// the serde enum so the tag spelling lives in one place.
     pub fn from_name(name: &str) -> Result<Self, PolicyError> {

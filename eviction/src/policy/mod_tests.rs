@@ -10,22 +10,17 @@ fn every_name_parses_and_round_trips() {
     }
     let laru: PolicyConfig =
         serde_json::from_str(r#"{"policy":"laru","lambda_min_misses":8}"#).expect("laru");
+    let mut expected = PolicyConfig::laru_with_features(None);
+    if let PolicyConfig::Laru {
+        lambda_min_misses, ..
+    } = &mut expected
+    {
+        *lambda_min_misses = Some(8);
+    }
+    assert_eq!(laru, expected);
     assert_eq!(
-        laru,
-        PolicyConfig::Laru {
-            lambda_min_misses: Some(8),
-            guard: true,
-            features: None,
-            guard_window: None,
-            guard_span: None,
-            guard_margin: None,
-            lambda_over: None,
-            base: None,
-            fallback: None,
-            install_after: None,
-            label_horizon: None,
-            predictor: None,
-        }
+        PolicyConfig::from_name("laru").expect("laru"),
+        PolicyConfig::laru_with_features(None)
     );
     let early = PolicyConfig::from_spec("fpb:install_after=100:label_horizon=500").expect("early");
     assert_eq!(early.model_schedule(), (Some(100), Some(500)));

@@ -126,6 +126,11 @@ impl Guard {
         self
     }
 
+    /// The margin's base ([`Self::with_margin`]).
+    pub fn margin(&self) -> Margin {
+        self.margin
+    }
+
     /// Judges the sum of the last `span` trusted windows instead of one: a window is short
     /// next to the reuse distances a good order pays off over, and one lost by noise trips
     /// (and, with the backoff only growing, for ever longer stretches). Consistently wrong

@@ -114,18 +114,20 @@ impl Laru {
         self
     }
 
-    /// What the guard's margin is a share of ([`super::guard::Margin`]); call after
-    /// [`Self::guard_window`], which makes a new guard.
+    /// What the guard's margin is a share of ([`super::guard::Margin`]).
     pub fn guard_margin(mut self, margin: super::guard::Margin) -> Self {
         self.guard = self.guard.take().map(|g| g.with_margin(margin));
         self
     }
 
-    /// Judges the guard every `window` accesses, on the sum of the last `span` windows.
+    /// Judges the guard every `window` accesses, on the sum of the last `span` windows (a new
+    /// guard, keeping the old one's margin).
     pub fn guard_window(mut self, window: u64, span: usize) -> Self {
-        if self.guard.is_some() {
-            self.guard = Some(Guard::new(self.k, window).with_span(span));
-        }
+        self.guard = self.guard.take().map(|g| {
+            Guard::new(self.k, window)
+                .with_span(span)
+                .with_margin(g.margin())
+        });
         self
     }
 

@@ -49,10 +49,10 @@ proptest! {
     ) {
         let trace: Vec<Vec<u64>> = items.iter().map(|&i| vec![i]).collect();
         let opt = replay(&trace, &PolicyConfig::Opt {}, capacity, 0.0).expect("opt");
-        let laru = PolicyConfig::Laru { lambda_min_misses: None, guard: true, features: None, guard_window: None, guard_span: None, guard_margin: None, lambda_over: None, base: None, fallback: None, install_after: None, label_horizon: None, predictor: None };
+        let laru = PolicyConfig::laru_with_features(None);
         let l = replay(&trace, &laru, capacity, 0.0).expect("laru");
         prop_assert_eq!(opt.total_hits(), l.total_hits());
-        let strict = PolicyConfig::Laru { lambda_min_misses: Some(1), guard: true, features: None, guard_window: None, guard_span: None, guard_margin: None, lambda_over: None, base: None, fallback: None, install_after: None, label_horizon: None, predictor: None };
+        let strict = PolicyConfig::from_spec("laru:lambda_min_misses=1").expect("strict spec");
         let s = replay(&trace, &strict, capacity, 0.0).expect("laru strict");
         prop_assert_eq!(opt.total_hits(), s.total_hits());
     }

@@ -133,6 +133,36 @@ impl Hist {
         Some(r / p)
     }
 
+    /// The chance a block idle `age` is used again, from the counts (None: no reuse this
+    /// late seen).
+    fn chance(&self, age: u64) -> Option<f64> {
+        let (m, _) = self.beyond(age);
+        let never = (self.accesses - self.tail[0].0).max(0.0);
+        (m > 0.0).then(|| m / (m + never))
+    }
+
+    /// The remaining wait at quantile `u` of the reuses seen beyond `age` (None: none seen):
+    /// a phantom return drawn as a real one would be.
+    fn wait_at_quantile(&self, age: u64, u: f64) -> Option<f64> {
+        let (m, _) = self.beyond(age);
+        if m <= 0.0 {
+            return None;
+        }
+        let first = bin(age);
+        let (mut acc, target) = (0.0, u.clamp(0.0, 1.0) * m);
+        for b in first..BINS {
+            let (rb, sb) = (self.reuses[b], self.sums[b]);
+            if rb <= 0.0 || (b == first && sb / rb <= age as f64) {
+                continue;
+            }
+            acc += rb;
+            if acc >= target {
+                return Some((sb / rb - age as f64).max(1.0));
+            }
+        }
+        Some(1.0)
+    }
+
     /// The wait of a block known to be used again: the mean remaining wait alone (due now
     /// when no reuse this late was seen).
     fn wait_if_reused(&self, age: u64) -> f64 {
@@ -164,6 +194,10 @@ pub struct ReuseHist {
     /// `--predictor reuse-oracle`: the trace's future, asked only whether a block is used
     /// again (never when); such a block is predicted as if its reuse were certain.
     whether: Option<Arc<FutureIndex>>,
+    /// `--predictor when-oracle`: the trace's future, asked when a block is used again; a
+    /// block that is not gets a phantom return drawn from the reuses seen (the coin for it
+    /// one per request, from this seed), so the rule cannot tell which will not return.
+    when: Option<(Arc<FutureIndex>, u64)>,
     /// Each block's last access, kind and times used.
     last: FastMap<BlockId, (u64, u8, u32)>,
     /// One per kind, then one per (kind, uses bucket).
@@ -184,6 +218,7 @@ impl ReuseHist {
     pub fn new() -> Self {
         Self {
             whether: None,
+            when: None,
             last: FastMap::default(),
             hists: vec![Hist::new(); KINDS * (1 + USES)],
             reuses: 0.0,
@@ -196,6 +231,15 @@ impl ReuseHist {
     /// The simulator's bound for age-based rules: told whether each block is used again.
     pub fn knowing_whether(mut self, future: Arc<FutureIndex>) -> Self {
         self.whether = Some(future);
+        self
+    }
+
+    /// The simulator's bound for rules that cannot see whether a block returns (one coin
+    /// per conversation turn in Online-QA): told when each block that is used again comes
+    /// back, and for one that is not a phantom time drawn as a return would be. Ranks by
+    /// that wait over the chance of a reuse at the block's age, as `wait` does.
+    pub fn knowing_when(mut self, future: Arc<FutureIndex>, seed: u64) -> Self {
+        self.when = Some((future, seed));
         self
     }
 
@@ -286,9 +330,17 @@ impl Predictor for ReuseHist {
                 .get(&b)
                 .map_or((0, 1), |&(_, k, u)| (usize::from(k), u));
             let h = self.hist_for(k, uses);
-            let w = match &self.whether {
-                None => h.wait(age),
-                Some(f) => f.next_after(b, last).map(|_| h.wait_if_reused(age)),
+            let w = match (&self.whether, &self.when) {
+                (Some(f), _) => f.next_after(b, last).map(|_| h.wait_if_reused(age)),
+                (None, Some((f, seed))) => h.chance(age).and_then(|p| {
+                    let rem = match f.next_after(b, last) {
+                        Some(t) => Some((t.saturating_sub(now) as f64).max(1.0)),
+                        // One draw for every block the request touched at `last`.
+                        None => h.wait_at_quantile(age, crate::hash::unit(*seed, last, 0)),
+                    };
+                    rem.map(|r| r / p)
+                }),
+                (None, None) => h.wait(age),
             };
             out.push(w.map_or(NEVER, |w| now as f64 + w));
         }

@@ -110,3 +110,28 @@ fn told_whether_a_block_returns_it_predicts_never_only_for_those_that_do_not() {
     assert!(out[0] < NEVER, "block 1999 returns: {}", out[0]);
     assert_eq!(out[1], NEVER, "block 1998 never returns");
 }
+
+#[test]
+fn told_when_a_block_returns_it_cannot_tell_one_that_does_not() {
+    // As above: block 1999 returns at 2001, 1998 never does.
+    let mut reqs: Vec<Vec<BlockId>> = (0..2000u64).map(|t| vec![t]).collect();
+    reqs.push(vec![]);
+    reqs.push(vec![1999]);
+    let future = std::sync::Arc::new(crate::future::FutureIndex::new(
+        reqs.iter().map(Vec::as_slice),
+    ));
+    let mut p = trained().knowing_when(future, 7);
+    let mut out = Vec::new();
+    assert!(p.predict(&[(1999, 1999), (1998, 1998), (3, 0)], &mut out));
+    let (returns, phantom, stale) = (out[0], out[1], out[2]);
+    // Due in 1 request, over the chance of a reuse at age 1 (about a half here).
+    assert!(
+        returns > 2000.0 && returns < 2000.0 + 10.0,
+        "returns {returns}"
+    );
+    // Not told it never returns: a phantom return within the reuses seen (~100 requests).
+    assert!(phantom < NEVER, "phantom {phantom}");
+    assert!(phantom > returns, "phantom {phantom} returns {returns}");
+    // Idle past every reuse seen: no phantom to draw.
+    assert_eq!(stale, NEVER);
+}

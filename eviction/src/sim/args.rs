@@ -22,6 +22,10 @@ pub enum PredictorKind {
     /// The reuse predictor told by the trace's future whether a block is used again, not
     /// when: an upper bound for rules that see only idle age (simulator only).
     ReuseOracle,
+    /// The reuse predictor told when a block that is used again comes back, and a phantom
+    /// return for one that is not: an upper bound for rules that cannot see whether a
+    /// conversation goes on (simulator only).
+    WhenOracle,
 }
 
 impl PredictorKind {
@@ -31,6 +35,7 @@ impl PredictorKind {
             Self::Oracle => "oracle",
             Self::Reuse => "reuse",
             Self::ReuseOracle => "reuse-oracle",
+            Self::WhenOracle => "when-oracle",
         }
     }
 }

@@ -75,6 +75,9 @@ pub fn build(
         PredictorKind::ReuseOracle => Ok(Box::new(
             crate::predict::ReuseHist::new().knowing_whether(src.future.clone()),
         )),
+        PredictorKind::WhenOracle => Ok(Box::new(
+            crate::predict::ReuseHist::new().knowing_when(src.future.clone(), args.seed),
+        )),
         PredictorKind::Lightgbm => {
             let mut flags = LgbmFlags::from_args(args);
             // The policy's own keys win over the run's flags.

@@ -95,16 +95,19 @@ fn a_block_used_often_is_ranked_by_its_own_returns_not_those_of_blocks_used_once
     assert!(hot < 4003.0 + 10.0, "hot {hot}");
 }
 
-#[test]
-fn told_whether_a_block_returns_it_predicts_never_only_for_those_that_do_not() {
-    // Requests 0..2000 of `trained()`, plus request 2001: block 1999 returns, 1998 does not.
+/// Requests 0..2000 of `trained()`, then request 2001: block 1999 returns, 1998 never does.
+fn future_where_1999_returns() -> std::sync::Arc<crate::future::FutureIndex> {
     let mut reqs: Vec<Vec<BlockId>> = (0..2000u64).map(|t| vec![t]).collect();
     reqs.push(vec![]);
     reqs.push(vec![1999]);
-    let future = std::sync::Arc::new(crate::future::FutureIndex::new(
+    std::sync::Arc::new(crate::future::FutureIndex::new(
         reqs.iter().map(Vec::as_slice),
-    ));
-    let mut p = trained().knowing_whether(future);
+    ))
+}
+
+#[test]
+fn told_whether_a_block_returns_it_predicts_never_only_for_those_that_do_not() {
+    let mut p = trained().knowing_whether(future_where_1999_returns());
     let mut out = Vec::new();
     assert!(p.predict(&[(1999, 1999), (1998, 1998)], &mut out));
     assert!(out[0] < NEVER, "block 1999 returns: {}", out[0]);
@@ -113,14 +116,7 @@ fn told_whether_a_block_returns_it_predicts_never_only_for_those_that_do_not() {
 
 #[test]
 fn told_when_a_block_returns_it_cannot_tell_one_that_does_not() {
-    // As above: block 1999 returns at 2001, 1998 never does.
-    let mut reqs: Vec<Vec<BlockId>> = (0..2000u64).map(|t| vec![t]).collect();
-    reqs.push(vec![]);
-    reqs.push(vec![1999]);
-    let future = std::sync::Arc::new(crate::future::FutureIndex::new(
-        reqs.iter().map(Vec::as_slice),
-    ));
-    let mut p = trained().knowing_when(future, 7);
+    let mut p = trained().knowing_when(future_where_1999_returns(), 7);
     let mut out = Vec::new();
     assert!(p.predict(&[(1999, 1999), (1998, 1998), (3, 0)], &mut out));
     let (returns, phantom, stale) = (out[0], out[1], out[2]);

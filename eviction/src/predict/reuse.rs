@@ -123,14 +123,9 @@ impl Hist {
 
     /// Predicted wait for a block idle `age` (see the module doc); None: never.
     fn wait(&self, age: u64) -> Option<f64> {
+        let p = self.chance(age)?;
         let (m, s) = self.beyond(age);
-        if m <= 0.0 {
-            return None;
-        }
-        let never = (self.accesses - self.tail[0].0).max(0.0);
-        let p = m / (m + never);
-        let r = (s / m - age as f64).max(1.0);
-        Some(r / p)
+        Some((s / m - age as f64).max(1.0) / p)
     }
 
     /// The chance a block idle `age` is used again, from the counts (None: no reuse this
@@ -190,14 +185,21 @@ fn next_edge(b: usize) -> u64 {
     (2f64.powf((b + 1) as f64 / STEPS) - 1.0).ceil() as u64
 }
 
+/// What a bound is told of the trace's future.
+enum Told {
+    Nothing,
+    /// `--predictor reuse-oracle`: whether a block is used again (never when); such a block
+    /// is predicted as if its reuse were certain.
+    Whether(Arc<FutureIndex>),
+    /// `--predictor when-oracle`: when a block is used again; a block that is not gets a
+    /// phantom return drawn from the reuses seen (one draw per request, from this seed), so
+    /// the rule cannot tell which will not return.
+    When(Arc<FutureIndex>, u64),
+}
+
 pub struct ReuseHist {
-    /// `--predictor reuse-oracle`: the trace's future, asked only whether a block is used
-    /// again (never when); such a block is predicted as if its reuse were certain.
-    whether: Option<Arc<FutureIndex>>,
-    /// `--predictor when-oracle`: the trace's future, asked when a block is used again; a
-    /// block that is not gets a phantom return drawn from the reuses seen (the coin for it
-    /// one per request, from this seed), so the rule cannot tell which will not return.
-    when: Option<(Arc<FutureIndex>, u64)>,
+    /// What the simulator's bounds are told of the trace's future (nothing when serving).
+    told: Told,
     /// Each block's last access, kind and times used.
     last: FastMap<BlockId, (u64, u8, u32)>,
     /// One per kind, then one per (kind, uses bucket).
@@ -217,8 +219,7 @@ impl Default for ReuseHist {
 impl ReuseHist {
     pub fn new() -> Self {
         Self {
-            whether: None,
-            when: None,
+            told: Told::Nothing,
             last: FastMap::default(),
             hists: vec![Hist::new(); KINDS * (1 + USES)],
             reuses: 0.0,
@@ -230,7 +231,7 @@ impl ReuseHist {
 
     /// The simulator's bound for age-based rules: told whether each block is used again.
     pub fn knowing_whether(mut self, future: Arc<FutureIndex>) -> Self {
-        self.whether = Some(future);
+        self.told = Told::Whether(future);
         self
     }
 
@@ -239,7 +240,7 @@ impl ReuseHist {
     /// back, and for one that is not a phantom time drawn as a return would be. Ranks by
     /// that wait over the chance of a reuse at the block's age, as `wait` does.
     pub fn knowing_when(mut self, future: Arc<FutureIndex>, seed: u64) -> Self {
-        self.when = Some((future, seed));
+        self.told = Told::When(future, seed);
         self
     }
 
@@ -330,9 +331,9 @@ impl Predictor for ReuseHist {
                 .get(&b)
                 .map_or((0, 1), |&(_, k, u)| (usize::from(k), u));
             let h = self.hist_for(k, uses);
-            let w = match (&self.whether, &self.when) {
-                (Some(f), _) => f.next_after(b, last).map(|_| h.wait_if_reused(age)),
-                (None, Some((f, seed))) => h.chance(age).and_then(|p| {
+            let w = match &self.told {
+                Told::Whether(f) => f.next_after(b, last).map(|_| h.wait_if_reused(age)),
+                Told::When(f, seed) => h.chance(age).and_then(|p| {
                     let rem = match f.next_after(b, last) {
                         Some(t) => Some((t.saturating_sub(now) as f64).max(1.0)),
                         // One draw for every block the request touched at `last`.
@@ -340,7 +341,7 @@ impl Predictor for ReuseHist {
                     };
                     rem.map(|r| r / p)
                 }),
-                (None, None) => h.wait(age),
+                Told::Nothing => h.wait(age),
             };
             out.push(w.map_or(NEVER, |w| now as f64 + w));
         }

@@ -1,11 +1,11 @@
-//! The serving crate's size, checked: `sidecar/src` at most 18,195 lines outside test files
+//! The serving crate's size, checked: `sidecar/src` at most 18,206 lines outside test files
 //! (`tests.rs`, `*_tests.rs`; inline `#[cfg(test)]` modules count), ranking (`src/rank`) at
 //! most 5,000 of them, and no function on the `/v1/rank` path longer than 80 lines. The count
 //! is `find sidecar/src -name '*.rs' ! -name 'tests.rs' ! -name '*_tests.rs' | xargs cat | wc -l`.
 
 use std::path::{Path, PathBuf};
 
-const MAX_SRC_LINES: usize = 18_195;
+const MAX_SRC_LINES: usize = 18_206;
 const MAX_RANK_LINES: usize = 5_000;
 const MAX_FN_LINES: usize = 80;
 

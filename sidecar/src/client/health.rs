@@ -1,7 +1,10 @@
 //! Background health probing: every `--health-interval`, GET the engine's health route on each
 //! replica, concurrently. Two failed probes in a row take a replica out of rotation; a good one
 //! takes it back. Calls that fail to connect also take a replica out (see [`super::EngineClient::send`]),
-//! so a dead replica is skipped at once and only probes bring it back.
+//! so a dead replica is skipped at once and only probes bring it back. A probe unanswered in
+//! time while the replica has calls in flight does not count: busy is not dead (SGLang on a CPU
+//! answers `/health` seconds late while it builds a wide retrieval step's answer). A hung engine
+//! still goes out once its calls time out; refusals and error statuses count at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +16,7 @@ use http_body_util::BodyExt;
 use tokio::sync::watch;
 
 use super::EngineClient;
-use super::pool::Call;
+use super::pool::{Call, SendError};
 use super::replica::Replica;
 use crate::shutdown::TaskGuard;
 
@@ -53,7 +56,11 @@ async fn probe_loop(client: Arc<EngineClient>, mut stop: watch::Receiver<bool>) 
 
 async fn probe_one(client: &EngineClient, replica: &Arc<Replica>) {
     let was = replica.is_healthy();
-    let healthy = replica.record_probe(probe(client, replica).await);
+    let outcome = probe(client, replica).await;
+    if outcome.is_none() && replica.in_flight() > 0 {
+        return; // busy, not dead: a late answer is no verdict
+    }
+    let healthy = replica.record_probe(outcome == Some(true));
     let label = replica.label.as_str();
     if was != healthy {
         if healthy {
@@ -74,8 +81,8 @@ async fn probe_one(client: &EngineClient, replica: &Arc<Replica>) {
 }
 
 /// One health probe of `replica`: a 2xx on the engine's health route within the probe
-/// interval (at least 1 s), on one of the replica's pooled connections.
-pub async fn probe(client: &EngineClient, replica: &Replica) -> bool {
+/// interval (at least 1 s), on one of the replica's pooled connections; `None`: no answer in time.
+pub async fn probe(client: &EngineClient, replica: &Replica) -> Option<bool> {
     let pq: Option<PathAndQuery> = client.settings.health_path.parse().ok();
     let limit = client.settings.health_interval.max(Duration::from_secs(1));
     let probe = async {
@@ -87,13 +94,17 @@ pub async fn probe(client: &EngineClient, replica: &Replica) -> bool {
             headers: &headers,
             body: &[],
         };
-        let resp = replica.pool.send(&call, &replica.host, limit).await.ok()?;
+        let resp = match replica.pool.send(&call, &replica.host, limit).await {
+            Ok(resp) => resp,
+            Err(SendError::Timeout) => return None,
+            Err(_) => return Some(false),
+        };
         let ok = resp.status().is_success();
         // Read to its end, so the connection goes back to the pool.
         let _ = resp.into_body().collect().await;
         Some(ok)
     };
-    matches!(tokio::time::timeout(limit, probe).await, Ok(Some(true)))
+    tokio::time::timeout(limit, probe).await.unwrap_or(None)
 }
 
 #[cfg(test)]

@@ -1,10 +1,9 @@
 //! Background health probing: every `--health-interval`, GET the engine's health route on each
 //! replica, concurrently. Two failed probes in a row take a replica out of rotation; a good one
 //! takes it back. Calls that fail to connect also take a replica out (see [`super::EngineClient::send`]),
-//! so a dead replica is skipped at once and only probes bring it back. A probe unanswered in
-//! time while the replica has calls in flight does not count: busy is not dead (SGLang on a CPU
-//! answers `/health` seconds late while it builds a wide retrieval step's answer). A hung engine
-//! still goes out once its calls time out; refusals and error statuses count at once.
+//! so a dead replica is skipped at once and only probes bring it back. With calls in flight,
+//! [`BUSY_PROBE_GRACE`] more unanswered probes are forgiven (SGLang on a CPU answers `/health`
+//! seconds late mid wide retrieval step: its only replica went out, a 503); refusals get none.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +16,7 @@ use tokio::sync::watch;
 
 use super::EngineClient;
 use super::pool::{Call, SendError};
-use super::replica::Replica;
+use super::replica::{BUSY_PROBE_GRACE, Replica};
 use crate::shutdown::TaskGuard;
 
 /// Starts probing; stops when the guard is shut down or dropped.
@@ -57,10 +56,8 @@ async fn probe_loop(client: Arc<EngineClient>, mut stop: watch::Receiver<bool>) 
 async fn probe_one(client: &EngineClient, replica: &Arc<Replica>) {
     let was = replica.is_healthy();
     let outcome = probe(client, replica).await;
-    if outcome.is_none() && replica.in_flight() > 0 {
-        return; // busy, not dead: a late answer is no verdict
-    }
-    let healthy = replica.record_probe(outcome == Some(true));
+    let busy = outcome.is_none() && replica.in_flight() > 0;
+    let healthy = replica.record_probe(outcome == Some(true), busy as u32 * BUSY_PROBE_GRACE);
     let label = replica.label.as_str();
     if was != healthy {
         if healthy {

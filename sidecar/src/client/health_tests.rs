@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::client::ClientSettings;
+use crate::client::replica::PROBE_FAILURES_TO_EJECT;
 use crate::metrics::Metrics;
 
 /// An engine that accepts connections and never answers: a probe of it lasts its whole
@@ -66,34 +67,56 @@ fn probing_settings() -> ClientSettings {
     }
 }
 
-/// Unanswered probes of a replica with a call in flight do not count (a busy engine answers
-/// `/health` late); once nothing is in flight, the same silence takes it out.
-#[tokio::test]
-async fn a_busy_replica_stays_in_and_an_idle_silent_one_goes_out() {
-    let (upstream, held) = silent_upstream().await;
+/// A client over one replica at `upstream`, and the replica.
+fn one_replica(upstream: http::Uri) -> (Arc<EngineClient>, Arc<Replica>) {
     let metrics = Metrics::new().expect("metrics");
     let client = EngineClient::new(&[upstream], probing_settings(), &metrics);
     let replica = client.replicas()[0].clone();
-    let busy = crate::client::replica::InFlight::new(replica.clone());
-    for _ in 0..3 {
-        probe_one(&client, &replica).await;
+    (client, replica)
+}
+
+/// Probes `replica` `n` times and says whether it is in rotation after them.
+async fn healthy_after(client: &EngineClient, replica: &Arc<Replica>, n: u32) -> bool {
+    for _ in 0..n {
+        probe_one(client, replica).await;
     }
+    replica.is_healthy()
+}
+
+/// While a call is in flight, unanswered probes get [`BUSY_PROBE_GRACE`] more before they
+/// count (a busy engine answers `/health` late); a hung engine still goes out after that.
+#[tokio::test]
+async fn a_busy_replica_gets_a_grace_and_a_hung_one_still_goes_out() {
+    let (upstream, held) = silent_upstream().await;
+    let (client, replica) = one_replica(upstream);
+    let _busy = crate::client::replica::InFlight::new(replica.clone());
+    let grace = PROBE_FAILURES_TO_EJECT + BUSY_PROBE_GRACE;
     assert!(
-        replica.is_healthy(),
-        "three unanswered probes with a call in flight took the replica out"
+        healthy_after(&client, &replica, grace - 1).await,
+        "{} unanswered probes with a call in flight took the replica out",
+        grace - 1
     );
-    drop(busy);
-    for _ in 0..2 {
-        probe_one(&client, &replica).await;
-    }
     assert!(
-        !replica.is_healthy(),
-        "two unanswered probes with nothing in flight left the replica in"
+        !healthy_after(&client, &replica, 1).await,
+        "{grace} unanswered probes in a row left a busy replica in"
     );
     held.abort();
 }
 
-/// A refused connection counts even while calls are in flight: busy is not dead.
+/// With nothing in flight, two unanswered probes take a replica out.
+#[tokio::test]
+async fn an_idle_silent_replica_goes_out_after_two_probes() {
+    let (upstream, held) = silent_upstream().await;
+    let (client, replica) = one_replica(upstream);
+    assert!(
+        healthy_after(&client, &replica, 1).await,
+        "one late probe took it out"
+    );
+    assert!(!healthy_after(&client, &replica, 1).await, "two left it in");
+    held.abort();
+}
+
+/// A refused connection gets no grace while calls are in flight: busy is not dead.
 #[tokio::test]
 async fn a_refused_probe_counts_while_busy() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -101,16 +124,10 @@ async fn a_refused_probe_counts_while_busy() {
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     drop(listener); // nothing listens there now: connections are refused
-    let upstream: http::Uri = format!("http://{addr}").parse().expect("uri");
-    let metrics = Metrics::new().expect("metrics");
-    let client = EngineClient::new(&[upstream], probing_settings(), &metrics);
-    let replica = client.replicas()[0].clone();
+    let (client, replica) = one_replica(format!("http://{addr}").parse().expect("uri"));
     let _busy = crate::client::replica::InFlight::new(replica.clone());
-    for _ in 0..2 {
-        probe_one(&client, &replica).await;
-    }
     assert!(
-        !replica.is_healthy(),
+        !healthy_after(&client, &replica, PROBE_FAILURES_TO_EJECT).await,
         "two refused probes left a busy replica in rotation"
     );
 }

@@ -302,7 +302,7 @@ impl EngineClient {
             match sent {
                 Ok(response) => {
                     // An answer ends a run of failed probes or timed-out connects.
-                    replica.record_probe(true);
+                    replica.record_probe(true, 0);
                     let answer = Answer {
                         response,
                         in_flight,
@@ -335,7 +335,7 @@ impl EngineClient {
                     let again = timed_out
                         && !dialed_again
                         && !self.another_healthy(&tried)
-                        && replica.record_probe(false);
+                        && replica.record_probe(false, 0);
                     if again {
                         tracing::warn!(upstream = label, error = %source, "connect timed out, dialing once more");
                         tried.retain(|&i| i != index);

@@ -21,6 +21,9 @@ use crate::metrics::Metrics;
 /// rotation. (A refused connection on a real request takes it out at once.)
 pub const PROBE_FAILURES_TO_EJECT: u32 = 2;
 
+/// Unanswered probes forgiven on top of those while calls are in flight (busy is not hung).
+pub const BUSY_PROBE_GRACE: u32 = 4;
+
 /// The replica's series of `recache_upstream_*`, looked up once at start.
 #[derive(Debug, Clone)]
 struct Gauges {
@@ -161,15 +164,15 @@ impl Replica {
 
     /// Records a probe's outcome (or a call's: an answer, a timed-out connect). One failed
     /// probe is not enough to take a replica out (a busy engine can answer one probe late);
-    /// [`PROBE_FAILURES_TO_EJECT`] in a row are. Returns the health after it.
-    pub fn record_probe(&self, ok: bool) -> bool {
+    /// [`PROBE_FAILURES_TO_EJECT`] + `grace` in a row are. Returns the health after it.
+    pub fn record_probe(&self, ok: bool, grace: u32) -> bool {
         if ok {
             self.probe_failures.store(0, Ordering::Relaxed);
             self.set_healthy(true);
             return true;
         }
         let failures = self.probe_failures.fetch_add(1, Ordering::Relaxed) + 1;
-        if failures >= PROBE_FAILURES_TO_EJECT {
+        if failures >= PROBE_FAILURES_TO_EJECT + grace {
             self.set_healthy(false);
         }
         self.is_healthy()

@@ -5,10 +5,13 @@ use super::*;
 #[test]
 fn one_late_probe_does_not_eject_two_in_a_row_do() {
     let a = Replica::new("http://a:1".parse().expect("uri"));
-    assert!(a.record_probe(false), "one failed probe keeps it in");
-    assert!(!a.record_probe(false), "the second in a row takes it out");
-    assert!(a.record_probe(true), "a good probe takes it back");
-    assert!(a.record_probe(false));
+    assert!(a.record_probe(false, 0), "one failed probe keeps it in");
+    assert!(
+        !a.record_probe(false, 0),
+        "the second in a row takes it out"
+    );
+    assert!(a.record_probe(true, 0), "a good probe takes it back");
+    assert!(a.record_probe(false, 0));
 }
 
 #[test]

@@ -258,10 +258,10 @@ async fn greedy(
         let cached = v["usage"]["prompt_tokens_details"]["cached_tokens"]
             .as_f64()
             .unwrap_or(0.0);
-        total += match before {
-            None => prompt - cached,
-            Some(_) => 0.0,
-        } + depth.saturating_sub(1) as f64;
+        if before.is_none() {
+            total += prompt - cached;
+        }
+        total += depth.saturating_sub(1) as f64;
     }
     if let Some(before) = before {
         let after = http::get_text(client, &metrics_url).await?;

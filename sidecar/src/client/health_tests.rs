@@ -11,19 +11,8 @@ use crate::metrics::Metrics;
 /// limit (here 5 s). Shutting the prober down must not wait for that.
 #[tokio::test]
 async fn shutdown_does_not_wait_for_a_probe_in_flight() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
     let (probed, mut probing) = tokio::sync::mpsc::unbounded_channel();
-    let accepted = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((conn, _)) = listener.accept().await {
-            held.push(conn);
-            let _ = probed.send(());
-        }
-    });
-    let upstream: http::Uri = format!("http://{addr}").parse().expect("uri");
+    let (upstream, accepted) = silent_upstream(Some(probed)).await;
     let settings = ClientSettings {
         health_interval: Duration::from_secs(5),
         ..probing_settings()
@@ -41,7 +30,10 @@ async fn shutdown_does_not_wait_for_a_probe_in_flight() {
 }
 
 /// A listener that accepts connections and never answers: every probe of it times out.
-async fn silent_upstream() -> (http::Uri, tokio::task::JoinHandle<()>) {
+/// `accepted` hears of each connection.
+async fn silent_upstream(
+    accepted: Option<tokio::sync::mpsc::UnboundedSender<()>>,
+) -> (http::Uri, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -50,6 +42,9 @@ async fn silent_upstream() -> (http::Uri, tokio::task::JoinHandle<()>) {
         let mut held = Vec::new();
         while let Ok((conn, _)) = listener.accept().await {
             held.push(conn);
+            if let Some(tx) = &accepted {
+                let _ = tx.send(());
+            }
         }
     });
     (format!("http://{addr}").parse().expect("uri"), held)
@@ -87,7 +82,7 @@ async fn healthy_after(client: &EngineClient, replica: &Arc<Replica>, n: u32) ->
 /// count (a busy engine answers `/health` late); a hung engine still goes out after that.
 #[tokio::test]
 async fn a_busy_replica_gets_a_grace_and_a_hung_one_still_goes_out() {
-    let (upstream, held) = silent_upstream().await;
+    let (upstream, held) = silent_upstream(None).await;
     let (client, replica) = one_replica(upstream);
     let _busy = crate::client::replica::InFlight::new(replica.clone());
     let grace = PROBE_FAILURES_TO_EJECT + BUSY_PROBE_GRACE;
@@ -106,7 +101,7 @@ async fn a_busy_replica_gets_a_grace_and_a_hung_one_still_goes_out() {
 /// With nothing in flight, two unanswered probes take a replica out.
 #[tokio::test]
 async fn an_idle_silent_replica_goes_out_after_two_probes() {
-    let (upstream, held) = silent_upstream().await;
+    let (upstream, held) = silent_upstream(None).await;
     let (client, replica) = one_replica(upstream);
     assert!(
         healthy_after(&client, &replica, 1).await,
@@ -119,12 +114,10 @@ async fn an_idle_silent_replica_goes_out_after_two_probes() {
 /// A refused connection gets no grace while calls are in flight: busy is not dead.
 #[tokio::test]
 async fn a_refused_probe_counts_while_busy() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    drop(listener); // nothing listens there now: connections are refused
-    let (client, replica) = one_replica(format!("http://{addr}").parse().expect("uri"));
+    let (upstream, held) = silent_upstream(None).await;
+    held.abort(); // the listener goes with its task: connections there are refused
+    let _ = held.await;
+    let (client, replica) = one_replica(upstream);
     let _busy = crate::client::replica::InFlight::new(replica.clone());
     assert!(
         !healthy_after(&client, &replica, PROBE_FAILURES_TO_EJECT).await,
